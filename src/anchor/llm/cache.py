@@ -1,0 +1,144 @@
+"""Persistent response cache in SQLite.
+
+Only answers that passed validation are stored, so a cached entry is always usable. SQLite in
+WAL mode keeps the file consistent when several processes write at once or one is killed in
+the middle of a write (a transaction either lands whole or not at all).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from platformdirs import user_cache_dir
+from pydantic import BaseModel
+
+from anchor.llm.base import TokenLogprob
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    stage TEXT NOT NULL,
+    text TEXT NOT NULL,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    logprobs TEXT,
+    created REAL NOT NULL
+)
+"""
+
+
+def default_cache_dir() -> Path:
+    """``$ANCHOR_CACHE_DIR`` if set, else the per-user cache directory."""
+    env = os.environ.get("ANCHOR_CACHE_DIR")
+    return Path(env).expanduser() if env else Path(user_cache_dir("anchor", appauthor=False))
+
+
+class CachedResponse(BaseModel):
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    logprobs: list[TokenLogprob] | None = None
+
+
+def cache_key(
+    *,
+    backend: str,
+    model: str,
+    messages: list[dict[str, str]],
+    schema: dict[str, Any] | None,
+    params: dict[str, Any],
+    sample_index: int,
+) -> str:
+    """Stable hash of everything that determines an answer. Never includes credentials."""
+    payload = {
+        "v": 1,
+        "backend": backend,
+        "model": model,
+        "messages": messages,
+        "schema": schema,
+        "params": params,
+        "sample": sample_index,
+    }
+    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class ResponseCache:
+    """Key-value store of validated LLM answers, safe for threads and for several processes."""
+
+    def __init__(self, path: Path | str | None = None) -> None:
+        if path is None:
+            path = default_cache_dir() / "responses.sqlite"
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            return self._connect()
+        except sqlite3.DatabaseError as exc:
+            # A file that is not a database (or is damaged beyond SQLite's recovery): set it aside
+            # rather than fail every run.
+            moved = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
+            os.replace(self.path, moved)
+            warnings.warn(f"response cache {self.path} was unreadable ({exc}); moved it to {moved}", stacklevel=2)
+            return self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA busy_timeout=60000")
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(_SCHEMA)
+        conn.execute("SELECT count(*) FROM responses LIMIT 1").fetchone()
+        return conn
+
+    def get(self, key: str) -> CachedResponse | None:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT text, prompt_tokens, completion_tokens, logprobs FROM responses WHERE key = ?", (key,)
+            ).fetchone()
+        if row is None:
+            return None
+        logprobs = None
+        if row[3]:
+            logprobs = [TokenLogprob.model_validate(item) for item in json.loads(row[3])]
+        return CachedResponse(text=row[0], prompt_tokens=row[1], completion_tokens=row[2], logprobs=logprobs)
+
+    def put(self, key: str, stage: str, response: CachedResponse) -> None:
+        logprobs = None
+        if response.logprobs is not None:
+            logprobs = json.dumps([lp.model_dump() for lp in response.logprobs])
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (key, stage, response.text, response.prompt_tokens, response.completion_tokens, logprobs, time.time()),
+            )
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT count(*) FROM responses").fetchone()[0])
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            rows = self._conn.execute("SELECT stage, count(*) FROM responses GROUP BY stage").fetchall()
+        return {stage: int(n) for stage, n in rows}
+
+    def clear(self) -> int:
+        with self._lock:
+            n = int(self._conn.execute("SELECT count(*) FROM responses").fetchone()[0])
+            self._conn.execute("DELETE FROM responses")
+        return n
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

@@ -1,0 +1,295 @@
+"""The one LLM client every stage goes through.
+
+It adds what a raw backend lacks: bounded concurrency, retries with exponential back-off and
+jitter on transient failures (honouring ``Retry-After``), schema validation with re-asking on
+malformed, truncated or schema-violating answers, a persistent response cache and a cost
+ledger that records every attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from anchor.llm.base import Backend, Message, RawCompletion, TokenLogprob
+from anchor.llm.cache import CachedResponse, ResponseCache, cache_key
+from anchor.llm.errors import (
+    FatalBackendError,
+    LLMOutputError,
+    LogprobsUnavailable,
+    RetryBudgetExhausted,
+    TransientBackendError,
+)
+from anchor.llm.ledger import CallRecord, CostLedger
+from anchor.llm.prompt import PromptSpec
+from anchor.llm.structured import OutputInvalid, inline_schema, parse_structured
+from anchor.types import LLMIdentity
+
+T = TypeVar("T", bound=BaseModel)
+
+#: Extra semantic check on a parsed answer; raise ``ValueError`` to have the model asked again.
+Check = Callable[[Any], None]
+
+
+@dataclass
+class Answer(Generic[T]):
+    parsed: T | None
+    text: str
+    cached: bool
+    prompt_tokens: int
+    completion_tokens: int
+    logprobs: list[TokenLogprob] | None = None
+
+
+class LLMClient:
+    """Configured once, shared by every stage of a run."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        cache: ResponseCache | None = None,
+        ledger: CostLedger | None = None,
+        seed: int = 0,
+        parse_retries: int = 20,
+        transport_retries: int = 6,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        retry_after_max: float = 120.0,
+        max_concurrency: int | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        if parse_retries < 0 or transport_retries < 0:
+            raise ValueError("retry counts must be >= 0")
+        self.backend = backend
+        self.cache = cache
+        self.ledger = ledger if ledger is not None else CostLedger()
+        self.seed = seed
+        self.parse_retries = parse_retries
+        self.transport_retries = transport_retries
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.retry_after_max = retry_after_max
+        limit = backend.max_parallel if max_concurrency is None else min(max_concurrency, backend.max_parallel)
+        self._limit = max(1, limit)
+        self._semaphores: dict[int, asyncio.Semaphore] = {}
+        self._sleep = sleep
+        self._ready = False
+
+    # ------------------------------------------------------------------ identity
+
+    @property
+    def identity(self) -> LLMIdentity:
+        return LLMIdentity(backend=self.backend.name, model=self.backend.model)
+
+    async def ensure_ready(self) -> None:
+        """Resolve lazily-configured parts of the backend (e.g. the server's default model)."""
+        if self._ready:
+            return
+        resolve = getattr(self.backend, "resolve_model", None)
+        if resolve is not None:
+            await resolve()
+        self._ready = True
+
+    def with_seed(self, seed: int) -> LLMClient:
+        """A client that shares backend, cache and ledger but samples with another seed."""
+        clone = LLMClient(
+            self.backend,
+            cache=self.cache,
+            ledger=self.ledger,
+            seed=seed,
+            parse_retries=self.parse_retries,
+            transport_retries=self.transport_retries,
+            backoff_base=self.backoff_base,
+            backoff_max=self.backoff_max,
+            retry_after_max=self.retry_after_max,
+            sleep=self._sleep,
+        )
+        clone._limit = self._limit
+        clone._semaphores = self._semaphores
+        clone._ready = self._ready
+        return clone
+
+    async def aclose(self) -> None:
+        """Release network connections held for the running event loop."""
+        await self.backend.aclose()
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        # One semaphore per event loop: asyncio primitives are bound to the loop that uses them.
+        loop_id = id(asyncio.get_running_loop())
+        sem = self._semaphores.get(loop_id)
+        if sem is None:
+            sem = self._semaphores[loop_id] = asyncio.Semaphore(self._limit)
+        return sem
+
+    # ------------------------------------------------------------------ public calls
+
+    async def ask(
+        self,
+        prompt: PromptSpec[T],
+        *,
+        sample_index: int = 0,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        check: Check | None = None,
+        **values: Any,
+    ) -> T:
+        """Render ``prompt`` with ``values`` and return its validated, parsed answer."""
+        answer = await self.complete(
+            prompt.stage,
+            prompt.render(**values),
+            schema=prompt.schema,
+            temperature=prompt.temperature if temperature is None else temperature,
+            max_tokens=max_tokens or prompt.max_tokens,
+            sample_index=sample_index,
+            check=check,
+        )
+        assert answer.parsed is not None
+        return answer.parsed
+
+    async def complete(
+        self,
+        stage: str,
+        messages: list[Message],
+        *,
+        schema: type[T] | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 512,
+        sample_index: int = 0,
+        check: Check | None = None,
+        top_logprobs: int | None = None,
+    ) -> Answer[T]:
+        """One logical call: cached, retried and validated. ``schema=None`` asks for free text."""
+        await self.ensure_ready()
+        json_schema = inline_schema(schema) if schema is not None else None
+        key = None
+        if self.cache is not None:
+            key = cache_key(
+                backend=self.backend.name,
+                model=self.backend.model,
+                messages=messages,
+                schema=json_schema,
+                params={"temperature": temperature, "max_tokens": max_tokens, "seed": self.seed,
+                        "top_logprobs": top_logprobs},
+                sample_index=sample_index,
+            )
+            hit = self.cache.get(key)
+            if hit is not None:
+                parsed = self._validate(hit.text, schema, check) if schema is not None else None
+                if schema is None or not isinstance(parsed, str):
+                    self.ledger.record(CallRecord(stage=stage, outcome="cache_hit"))
+                    return Answer(parsed=parsed, text=hit.text, cached=True, prompt_tokens=hit.prompt_tokens,
+                                  completion_tokens=hit.completion_tokens, logprobs=hit.logprobs)
+                # A cached answer that no longer validates (schema or check changed): ask again.
+
+        budget = max_tokens
+        last_text = ""
+        last_reason = ""
+        attempts = self.parse_retries + 1
+        for attempt in range(attempts):
+            # Re-asking at temperature 0 tends to reproduce the same broken answer; warm up a little.
+            temp = temperature if attempt == 0 else max(temperature, min(1.0, 0.3 + 0.1 * attempt))
+            raw = await self._send(
+                stage, messages, json_schema=json_schema, schema_name=schema.__name__ if schema else "text",
+                temperature=temp, max_tokens=budget, seed=self._derive_seed(sample_index, attempt),
+                top_logprobs=top_logprobs,
+            )
+            last_text = raw.completion.text
+            if raw.completion.finish_reason == "length" and schema is not None:
+                last_reason = f"answer truncated at max_tokens={budget}"
+                self._record(stage, "truncated", raw, last_reason)
+                budget = min(max_tokens * 4, int(budget * 1.5) + 16)
+                continue
+            if top_logprobs is not None and not raw.completion.logprobs:
+                self._record(stage, "fatal_error", raw, "no logprobs in response")
+                raise LogprobsUnavailable(
+                    f"{self.backend.name} ({self.backend.model}) returned no token log-probabilities; "
+                    "the Logits baseline needs a backend that supports them"
+                )
+            parsed: Any = None
+            if schema is not None:
+                parsed = self._validate(raw.completion.text, schema, check)
+                if isinstance(parsed, str):
+                    last_reason = parsed
+                    self._record(stage, "invalid_output", raw, parsed)
+                    continue
+            self._record(stage, "ok", raw, "")
+            if self.cache is not None and key is not None:
+                self.cache.put(key, stage, CachedResponse(
+                    text=raw.completion.text, prompt_tokens=raw.completion.prompt_tokens,
+                    completion_tokens=raw.completion.completion_tokens, logprobs=raw.completion.logprobs))
+            return Answer(parsed=parsed, text=raw.completion.text, cached=False,
+                          prompt_tokens=raw.completion.prompt_tokens,
+                          completion_tokens=raw.completion.completion_tokens, logprobs=raw.completion.logprobs)
+        raise LLMOutputError(stage, attempts, last_text, last_reason)
+
+    # ------------------------------------------------------------------ internals
+
+    @staticmethod
+    def _validate(text: str, schema: type[T] | None, check: Check | None) -> T | str:
+        """Parsed answer, or a string saying why it is not acceptable."""
+        assert schema is not None
+        try:
+            parsed = parse_structured(text, schema)
+        except OutputInvalid as exc:
+            return str(exc)
+        if check is not None:
+            try:
+                check(parsed)
+            except ValueError as exc:
+                return f"answer failed the stage's check: {exc}"
+        return parsed
+
+    def _derive_seed(self, sample_index: int, attempt: int) -> int:
+        digest = hashlib.sha256(f"{self.seed}:{sample_index}:{attempt}".encode()).digest()
+        return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+    def _record(self, stage: str, outcome: str, raw: _Timed, detail: str) -> None:
+        self.ledger.record(CallRecord(
+            stage=stage, outcome=outcome,  # type: ignore[arg-type]
+            prompt_tokens=raw.completion.prompt_tokens, completion_tokens=raw.completion.completion_tokens,
+            seconds=raw.seconds, detail=detail[:300]))
+
+    def _backoff(self, retry: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self.retry_after_max)
+        cap = min(self.backoff_max, self.backoff_base * (2 ** retry))
+        return random.uniform(cap / 2, cap)  # "equal jitter": never zero, never synchronised
+
+    async def _send(self, stage: str, messages: list[Message], **kwargs: Any) -> _Timed:
+        last_error = ""
+        for retry in range(self.transport_retries + 1):
+            started = time.perf_counter()
+            try:
+                async with self._semaphore():
+                    started = time.perf_counter()
+                    completion = await self.backend.complete(messages, **kwargs)
+                return _Timed(completion, time.perf_counter() - started)
+            except TransientBackendError as exc:
+                elapsed = time.perf_counter() - started
+                last_error = str(exc)
+                self.ledger.record(CallRecord(stage=stage, outcome="transient_error", seconds=elapsed,
+                                              detail=last_error[:300]))
+                if retry < self.transport_retries:
+                    await self._sleep(self._backoff(retry, exc.retry_after))
+            except FatalBackendError as exc:
+                self.ledger.record(CallRecord(stage=stage, outcome="fatal_error",
+                                              seconds=time.perf_counter() - started, detail=str(exc)[:300]))
+                raise FatalBackendError(f"stage '{stage}': {exc}") from exc
+        raise RetryBudgetExhausted(
+            f"stage '{stage}': {self.transport_retries + 1} attempts to reach {self.backend.name} failed; "
+            f"last error: {last_error}"
+        )
+
+
+@dataclass
+class _Timed:
+    completion: RawCompletion
+    seconds: float

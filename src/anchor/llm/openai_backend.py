@@ -1,0 +1,217 @@
+"""Backend for any OpenAI-compatible chat server (vLLM, Ollama, llama.cpp server, OpenAI, DeepSeek).
+
+It uses the official ``openai`` SDK with the SDK's own retries switched off: the client in
+``anchor.llm.client`` retries, so every attempt is visible in the cost ledger.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from typing import Any
+
+import openai
+
+from anchor.llm.base import Message, RawCompletion, TokenLogprob
+from anchor.llm.errors import ConfigurationError, FatalBackendError, TransientBackendError
+
+
+def _retry_after_seconds(headers: Any) -> float | None:
+    """Read ``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms`` from response headers."""
+    if headers is None:
+        return None
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            return max(0.0, float(ms) / 1000.0)
+        value = headers.get("retry-after")
+    except Exception:  # headers of an unexpected type: no hint
+        return None
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class OpenAICompatibleBackend:
+    """Chat completions against ``base_url`` with structured output via ``response_format``."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str | None,
+        *,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        max_parallel: int = 8,
+        strict_schema: bool = False,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ConfigurationError(f"base URL must start with http:// or https://, got {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        self._model = model
+        self.max_parallel = max_parallel
+        self.strict_schema = strict_schema
+        self._api_key = api_key
+        self._timeout = timeout
+        self._clients: dict[int, openai.AsyncOpenAI] = {}
+
+    @property
+    def name(self) -> str:
+        return f"openai-compatible:{self.base_url}"
+
+    @property
+    def _client(self) -> openai.AsyncOpenAI:
+        # The SDK's connection pool belongs to the event loop that created it; keep one per loop
+        # so callers may use several ``asyncio.run`` calls in one process.
+        import asyncio
+
+        loop_id = id(asyncio.get_running_loop())
+        client = self._clients.get(loop_id)
+        if client is None:
+            # Local servers ignore the key, but the SDK insists on having one.
+            client = openai.AsyncOpenAI(base_url=self.base_url, api_key=self._api_key or "not-needed",
+                                        timeout=self._timeout, max_retries=0)
+            self._clients[loop_id] = client
+        return client
+
+    @property
+    def model(self) -> str:
+        if self._model is None:
+            raise ConfigurationError(
+                "no model configured: pass --model or set ANCHOR_LLM_MODEL (or call resolve_model())"
+            )
+        return self._model
+
+    @property
+    def supports_logprobs(self) -> bool:
+        return True  # most servers do; a server that does not is detected per response
+
+    async def resolve_model(self) -> str:
+        """Pick the server's first listed model when none was configured."""
+        if self._model is not None:
+            return self._model
+        try:
+            page = await self._client.models.list()
+        except openai.APIConnectionError as exc:
+            raise ConfigurationError(f"cannot reach {self.base_url}: {exc}") from exc
+        except openai.APIStatusError as exc:
+            raise ConfigurationError(
+                f"{self.base_url} did not list its models (HTTP {exc.status_code}); pass --model"
+            ) from exc
+        ids = [m.id for m in page.data]
+        if not ids:
+            raise ConfigurationError(f"{self.base_url} lists no models; pass --model")
+        self._model = ids[0]
+        return self._model
+
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        json_schema: dict[str, Any] | None,
+        schema_name: str,
+        temperature: float,
+        max_tokens: int,
+        seed: int | None,
+        top_logprobs: int | None,
+    ) -> RawCompletion:
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+        }
+        if seed is not None:
+            kwargs["seed"] = seed
+        if json_schema is not None:
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": schema_name, "schema": json_schema, "strict": self.strict_schema},
+            }
+        if top_logprobs is not None:
+            kwargs["logprobs"] = True
+            kwargs["top_logprobs"] = top_logprobs
+        try:
+            response = await self._client.chat.completions.create(**kwargs)
+        except openai.APITimeoutError as exc:
+            raise TransientBackendError(f"request timed out: {exc}", kind="timeout") from exc
+        except openai.APIConnectionError as exc:
+            raise TransientBackendError(f"connection error: {exc}", kind="connection") from exc
+        except openai.APIStatusError as exc:
+            status = exc.status_code
+            detail = _short(exc.message)
+            if status == 429 or status == 408 or status == 409 or status >= 500:
+                raise TransientBackendError(
+                    f"HTTP {status}: {detail}",
+                    retry_after=_retry_after_seconds(exc.response.headers),
+                    kind=f"http_{status}",
+                ) from exc
+            if status in (401, 403):
+                raise FatalBackendError(f"HTTP {status} from {self.base_url}: check the API key ({detail})") from exc
+            if status == 404:
+                raise FatalBackendError(
+                    f"HTTP 404 from {self.base_url}: wrong base URL (it usually ends in /v1) or unknown "
+                    f"model {self.model!r} ({detail})"
+                ) from exc
+            raise FatalBackendError(f"HTTP {status} from {self.base_url}: {detail}") from exc
+        except openai.APIResponseValidationError as exc:
+            raise TransientBackendError(f"server sent a malformed response: {exc}", kind="bad_response") from exc
+        except (ValueError, TypeError, KeyError) as exc:
+            # The SDK could not decode the body (e.g. broken JSON in an HTTP 200).
+            raise TransientBackendError(f"server sent an undecodable response: {exc}", kind="bad_response") from exc
+
+        choices = getattr(response, "choices", None)
+        if not choices:
+            raise TransientBackendError("server response has no choices", kind="bad_response")
+        choice = choices[0]
+        message = getattr(choice, "message", None)
+        text = getattr(message, "content", None) if message is not None else None
+        if not isinstance(text, str):
+            raise TransientBackendError("server response has no message content", kind="bad_response")
+        usage = getattr(response, "usage", None)
+        prompt_tokens = getattr(usage, "prompt_tokens", None) if usage is not None else None
+        completion_tokens = getattr(usage, "completion_tokens", None) if usage is not None else None
+        if not isinstance(prompt_tokens, int):
+            # No usage block: a rough estimate keeps the ledger meaningful (about 4 chars a token).
+            prompt_tokens = sum(len(m.get("content", "")) for m in messages) // 4
+        if not isinstance(completion_tokens, int):
+            completion_tokens = max(1, len(text) // 4)
+        return RawCompletion(
+            text=text,
+            finish_reason=getattr(choice, "finish_reason", None),
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            logprobs=_logprobs(choice) if top_logprobs is not None else None,
+        )
+
+    async def aclose(self) -> None:
+        import asyncio
+
+        client = self._clients.pop(id(asyncio.get_running_loop()), None)
+        if client is not None:
+            await client.close()
+
+
+def _logprobs(choice: Any) -> list[TokenLogprob] | None:
+    block = getattr(choice, "logprobs", None)
+    content = getattr(block, "content", None) if block is not None else None
+    if not content:
+        return None
+    out: list[TokenLogprob] = []
+    for item in content:
+        top = {alt.token: float(alt.logprob) for alt in (getattr(item, "top_logprobs", None) or [])}
+        out.append(TokenLogprob(token=item.token, logprob=float(item.logprob), top=top))
+    return out
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit] + "..."

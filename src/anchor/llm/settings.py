@@ -1,0 +1,103 @@
+"""How to reach the LLM: flags and ``ANCHOR_*`` environment variables become one settings object,
+and ``make_client`` turns it into the shared client."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, Field, SecretStr
+
+from anchor.llm.cache import ResponseCache, default_cache_dir
+from anchor.llm.client import LLMClient
+from anchor.llm.ledger import CostLedger
+
+ENV_BASE_URL = "ANCHOR_LLM_BASE_URL"
+ENV_MODEL = "ANCHOR_LLM_MODEL"
+ENV_API_KEY = "ANCHOR_LLM_API_KEY"
+ENV_TIMEOUT = "ANCHOR_LLM_TIMEOUT"
+ENV_CONCURRENCY = "ANCHOR_LLM_CONCURRENCY"
+ENV_CACHE_DIR = "ANCHOR_CACHE_DIR"
+
+
+class LLMSettings(BaseModel):
+    """Where the model lives and how hard to try. The API key is a secret: it never reaches
+    logs, traces, caches or ``repr``."""
+
+    base_url: str | None = Field(default=None, description="OpenAI-compatible server; None = embedded model.")
+    model: str | None = None
+    api_key: SecretStr | None = None
+    timeout: float = Field(default=120.0, gt=0)
+    max_concurrency: int = Field(default=8, ge=1)
+    transport_retries: int = Field(default=6, ge=0)
+    parse_retries: int = Field(default=20, ge=0)
+    use_cache: bool = True
+    cache_dir: Path | None = None
+    seed: int = 0
+    local_model_path: Path | None = None
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> LLMSettings:
+        """Environment first, then explicit (non-None) overrides such as CLI flags."""
+        values: dict[str, object] = {}
+        if os.environ.get(ENV_BASE_URL):
+            values["base_url"] = os.environ[ENV_BASE_URL]
+        if os.environ.get(ENV_MODEL):
+            values["model"] = os.environ[ENV_MODEL]
+        if os.environ.get(ENV_API_KEY):
+            values["api_key"] = os.environ[ENV_API_KEY]
+        if os.environ.get(ENV_TIMEOUT):
+            values["timeout"] = float(os.environ[ENV_TIMEOUT])
+        if os.environ.get(ENV_CONCURRENCY):
+            values["max_concurrency"] = int(os.environ[ENV_CONCURRENCY])
+        if os.environ.get(ENV_CACHE_DIR):
+            values["cache_dir"] = Path(os.environ[ENV_CACHE_DIR])
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.model_validate(values)
+
+    @property
+    def uses_server(self) -> bool:
+        return bool(self.base_url)
+
+    def resolved_cache_dir(self) -> Path:
+        return Path(self.cache_dir).expanduser() if self.cache_dir else default_cache_dir()
+
+    def describe(self) -> dict[str, object]:
+        """Safe to print or store: no secrets."""
+        return {
+            "backend": "openai-compatible" if self.uses_server else "embedded",
+            "base_url": self.base_url,
+            "model": self.model,
+            "api_key": "set" if self.api_key else None,
+            "cache": str(self.resolved_cache_dir()) if self.use_cache else None,
+            "seed": self.seed,
+        }
+
+
+def make_backend(settings: LLMSettings):  # noqa: ANN201 - returns a Backend
+    if settings.uses_server:
+        from anchor.llm.openai_backend import OpenAICompatibleBackend
+
+        return OpenAICompatibleBackend(
+            settings.base_url or "",
+            settings.model,
+            api_key=settings.api_key.get_secret_value() if settings.api_key else None,
+            timeout=settings.timeout,
+            max_parallel=settings.max_concurrency,
+        )
+    from anchor.llm.local_backend import LocalLlamaBackend
+
+    return LocalLlamaBackend(settings.local_model_path)
+
+
+def make_client(settings: LLMSettings, *, ledger: CostLedger | None = None) -> LLMClient:
+    cache = ResponseCache(settings.resolved_cache_dir() / "responses.sqlite") if settings.use_cache else None
+    return LLMClient(
+        make_backend(settings),
+        cache=cache,
+        ledger=ledger,
+        seed=settings.seed,
+        parse_retries=settings.parse_retries,
+        transport_retries=settings.transport_retries,
+        max_concurrency=settings.max_concurrency,
+    )

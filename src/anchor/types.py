@@ -1,0 +1,369 @@
+"""Typed domain model shared by every stage.
+
+These pydantic models are what the stages hand to each other and what is written to disk as
+JSON. They hold data only; the algorithms live in the stage modules.
+"""
+
+from __future__ import annotations
+
+import base64
+from enum import Enum
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+FACTOR_SPACE_SCHEMA_VERSION = 1
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False, validate_assignment=True)
+
+
+# --------------------------------------------------------------------------- problem
+
+
+class Scenario(_Model):
+    """A scenario with its two competing outcomes (the neutral reasoning space)."""
+
+    text: str = Field(default="", description="High-level scenario; may be empty (fact checking).")
+    outcome1: str = Field(min_length=1, description="First outcome, O1.")
+    outcome2: str = Field(min_length=1, description="Second, competing outcome, O2.")
+
+    @field_validator("text", "outcome1", "outcome2")
+    @classmethod
+    def _strip(cls, value: str) -> str:
+        return " ".join(value.split())
+
+    @model_validator(mode="after")
+    def _distinct(self) -> Scenario:
+        if self.outcome1.casefold() == self.outcome2.casefold():
+            raise ValueError("outcome1 and outcome2 must differ")
+        return self
+
+    def swapped(self) -> Scenario:
+        return Scenario(text=self.text, outcome1=self.outcome2, outcome2=self.outcome1)
+
+
+class Condition(_Model):
+    """A downstream condition u whose effect on the outcomes we estimate."""
+
+    text: str = Field(min_length=1)
+
+    @field_validator("text")
+    @classmethod
+    def _strip(cls, value: str) -> str:
+        value = " ".join(value.split())
+        if not value:
+            raise ValueError("condition text is empty")
+        return value
+
+
+# --------------------------------------------------------------------------- factors
+
+
+class FactorLabel(str, Enum):
+    """Which outcome a factor argues for, decided by self-consistent voting."""
+
+    OUTCOME1 = "outcome1"
+    OUTCOME2 = "outcome2"
+    NEUTRAL = "neutral"
+
+
+class LabelVotes(_Model):
+    outcome1: int = Field(default=0, ge=0)
+    outcome2: int = Field(default=0, ge=0)
+    neutral: int = Field(default=0, ge=0)
+
+    @property
+    def total(self) -> int:
+        return self.outcome1 + self.outcome2 + self.neutral
+
+    def majority(self) -> FactorLabel:
+        """Majority label; ties (and no votes) resolve to neutral."""
+        counts = {
+            FactorLabel.OUTCOME1: self.outcome1,
+            FactorLabel.OUTCOME2: self.outcome2,
+            FactorLabel.NEUTRAL: self.neutral,
+        }
+        best = max(counts.values())
+        winners = [label for label, n in counts.items() if n == best]
+        return winners[0] if len(winners) == 1 and best > 0 else FactorLabel.NEUTRAL
+
+
+class Factor(_Model):
+    id: str = Field(pattern=r"^f\d+$")
+    text: str = Field(min_length=1)
+    label: FactorLabel = FactorLabel.NEUTRAL
+    votes: LabelVotes = Field(default_factory=LabelVotes)
+    cluster_id: int | None = Field(default=None, description="None means unclustered (HDBSCAN noise).")
+    round: int = Field(default=0, ge=0, description="Abduction round that produced it (1-based).")
+
+
+class PrunedFactor(_Model):
+    """A factor removed by the theme/pruning pass, kept for the audit trail."""
+
+    factor_id: str
+    text: str
+    reason: str
+    duplicate_of: str | None = None
+
+
+class Cluster(_Model):
+    id: int = Field(ge=0)
+    theme: str
+    factor_ids: list[str]
+    pruned: list[PrunedFactor] = Field(default_factory=list)
+
+
+class RejectedCandidate(_Model):
+    text: str
+    reason: Literal["duplicate", "near_duplicate", "irrelevant", "invalid"]
+    similar_to: str | None = None
+    similarity: float | None = None
+
+
+class AbductionRound(_Model):
+    round: int
+    sentences: list[str]
+    extracted: list[str]
+    added: list[str]
+    rejected: list[RejectedCandidate] = Field(default_factory=list)
+
+
+class StopReason(str, Enum):
+    TARGET_REACHED = "target_reached"
+    MAX_ROUNDS = "max_rounds"
+    SATURATED = "saturated"  # k consecutive rounds added nothing new
+
+
+class BuildParams(_Model):
+    """Stage-1 hyperparameters (paper Appendix B; 80/10/20 for Common2Sense and Plasma)."""
+
+    n_target: int = Field(default=80, ge=1)
+    batch_size: int = Field(default=10, ge=1, description="b: sentences generated per round.")
+    max_rounds: int = Field(default=20, ge=1)
+    patience: int = Field(default=3, ge=1, description="Stop after this many rounds that add nothing.")
+    dedup_threshold: float = Field(
+        default=0.9, gt=0, le=1, description="Cosine similarity at or above which a candidate is a duplicate."
+    )
+    borderline_threshold: float = Field(
+        default=0.75, gt=0, le=1, description="Cosine similarity from which the LLM judges duplicates."
+    )
+    check_relevance: bool = True
+    vote_samples: int = Field(default=3, ge=1, description="m: self-consistency samples per factor label.")
+    vote_batch_size: int = Field(default=8, ge=1, description="Factors labelled per LLM call.")
+    cluster: bool = True
+    prune: bool = True
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _thresholds(self) -> BuildParams:
+        if self.borderline_threshold > self.dedup_threshold:
+            raise ValueError("borderline_threshold must not exceed dedup_threshold")
+        return self
+
+
+class ClusteringStats(_Model):
+    method: Literal["umap+hdbscan", "flat", "tiny-fallback"]
+    n_factors: int
+    n_clusters: int
+    n_unclustered: int
+    silhouette: float | None = None
+    umap_n_components: int | None = None
+    umap_n_neighbors: int | None = None
+    hdbscan_min_cluster_size: int | None = None
+    seed: int = 0
+    note: str = ""
+
+
+class StageCost(_Model):
+    """LLM and compute cost of one stage (summed over calls)."""
+
+    stage: str
+    llm_calls: int = 0
+    failed_attempts: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    llm_seconds: float = 0.0
+
+
+class LLMIdentity(_Model):
+    backend: str
+    model: str
+
+
+class EmbeddingMatrix(_Model):
+    """Float32 vectors stored as base64 so the JSON stays exact and compact."""
+
+    model: str
+    dim: int
+    data: str = Field(description="base64 of little-endian float32, row-major")
+    rows: int
+
+    @classmethod
+    def from_array(cls, model: str, array: np.ndarray) -> EmbeddingMatrix:
+        arr = np.ascontiguousarray(array, dtype="<f4")
+        if arr.ndim != 2:
+            raise ValueError("embedding matrix must be 2-D")
+        return cls(model=model, dim=int(arr.shape[1]), rows=int(arr.shape[0]),
+                   data=base64.b64encode(arr.tobytes()).decode("ascii"))
+
+    def to_array(self) -> np.ndarray:
+        raw = base64.b64decode(self.data.encode("ascii"))
+        arr = np.frombuffer(raw, dtype="<f4")
+        if arr.size != self.rows * self.dim:
+            raise ValueError(f"embedding payload holds {arr.size} floats, expected {self.rows}x{self.dim}")
+        return arr.reshape(self.rows, self.dim).astype(np.float32)
+
+
+class SpaceEmbeddings(_Model):
+    factor_ids: list[str]
+    factors: EmbeddingMatrix
+    cluster_ids: list[int]
+    themes: EmbeddingMatrix | None = None
+
+
+class FactorSpace(_Model):
+    """The stored stage-1 artefact: built once per scenario, reused for every condition."""
+
+    schema_version: int = FACTOR_SPACE_SCHEMA_VERSION
+    scenario: Scenario
+    factors: list[Factor]
+    clusters: list[Cluster] = Field(default_factory=list)
+    unclustered: list[str] = Field(default_factory=list, description="Factor ids outside every cluster.")
+    stop_reason: StopReason
+    rounds: list[AbductionRound] = Field(default_factory=list)
+    params: BuildParams
+    clustering: ClusteringStats
+    cost: list[StageCost] = Field(default_factory=list)
+    compute_seconds: dict[str, float] = Field(default_factory=dict)
+    llm: LLMIdentity
+    embedding_model: str
+    embeddings: SpaceEmbeddings | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FactorSpace:
+        ids = [f.id for f in self.factors]
+        if len(set(ids)) != len(ids):
+            raise ValueError("factor ids must be unique")
+        known = set(ids)
+        placed: list[str] = list(self.unclustered)
+        for cluster in self.clusters:
+            placed.extend(cluster.factor_ids)
+        unknown = [fid for fid in placed if fid not in known]
+        if unknown:
+            raise ValueError(f"clusters reference unknown factors: {unknown[:5]}")
+        if len(set(placed)) != len(placed):
+            raise ValueError("a factor appears in more than one cluster or also as unclustered")
+        return self
+
+    # Convenience lookups (not serialised).
+    def factor(self, factor_id: str) -> Factor:
+        for f in self.factors:
+            if f.id == factor_id:
+                return f
+        raise KeyError(factor_id)
+
+    def by_id(self) -> dict[str, Factor]:
+        return {f.id: f for f in self.factors}
+
+    def theme_of(self, factor_id: str) -> str | None:
+        for cluster in self.clusters:
+            if factor_id in cluster.factor_ids:
+                return cluster.theme
+        return None
+
+    def active_factor_ids(self) -> list[str]:
+        """Factors that survived pruning: cluster members plus unclustered ones."""
+        out = list(self.unclustered)
+        for cluster in self.clusters:
+            out.extend(cluster.factor_ids)
+        return out
+
+
+# --------------------------------------------------------------------------- mapping
+
+
+class RetrievedFactor(_Model):
+    factor_id: str
+    text: str
+    distance: float
+    source: str = Field(description="'cluster:<id>', 'unclustered' or 'flat'")
+
+
+class ClusterHit(_Model):
+    cluster_id: int
+    theme: str
+    distance: float
+
+
+class MappingTrace(_Model):
+    """Everything stage 2 did for one condition."""
+
+    condition: str
+    retrieval: Literal["hierarchical", "flat"]
+    clusters: list[ClusterHit] = Field(default_factory=list)
+    candidates: list[RetrievedFactor] = Field(default_factory=list)
+    selection_rounds: list[list[str]] = Field(default_factory=list, description="Factor ids per LLM selection.")
+    votes: dict[str, int] = Field(default_factory=dict)
+    vote_threshold: int = 0
+    invalid_selections: int = Field(default=0, description="Selected strings that matched no candidate.")
+    voted: list[str] = Field(default_factory=list)
+    reflection_removed: list[str] = Field(default_factory=list)
+    reflection_invalid: int = 0
+    mapped: list[str] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- inference
+
+
+class FactorEvidence(_Model):
+    factor_id: str
+    text: str
+    theme: str | None
+    label: FactorLabel
+    phi: float = Field(ge=0, le=1, description="P(O1 | f), smoothed into [eps, 1-eps].")
+    phi_raw: float | None = Field(default=None, description="Value before clipping, as elicited.")
+
+
+class Latent(_Model):
+    name: str
+    factor_ids: list[str]
+    p_given_o1: float = Field(ge=0, le=1, description="P(L=1 | O1)")
+    p_given_o2: float = Field(ge=0, le=1, description="P(L=1 | O2)")
+
+
+class Posterior(_Model):
+    p_outcome1: float = Field(ge=0, le=1)
+
+    @property
+    def p_outcome2(self) -> float:
+        return 1.0 - self.p_outcome1
+
+
+class AggregationMethod(str, Enum):
+    LOP = "lop"
+    BMA = "bma"
+
+
+class InferenceResult(_Model):
+    """The answer for one condition, with its full audit trail."""
+
+    condition: str
+    p_outcome1: float | None = Field(description="None when unknown.")
+    p_outcome2: float | None
+    unknown: bool
+    unknown_reason: str | None = None
+    factors: list[FactorEvidence] = Field(default_factory=list)
+    nb: float | None = Field(default=None, description="Naive Bayes P(O1 | E)")
+    cbn: float | None = Field(default=None, description="Latent CBN P(O1 | E)")
+    latents: list[Latent] = Field(default_factory=list)
+    latent_repairs: list[str] = Field(default_factory=list)
+    aggregation: AggregationMethod = AggregationMethod.LOP
+    weights: dict[str, float] = Field(default_factory=dict)
+    mapping: MappingTrace | None = None
+    cost: list[StageCost] = Field(default_factory=list)
+    compute_seconds: dict[str, float] = Field(default_factory=dict)
+    variant: list[str] = Field(default_factory=list, description="Ablations that were active.")

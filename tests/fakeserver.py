@@ -1,0 +1,266 @@
+"""A small OpenAI-compatible HTTP server for tests, with injectable faults.
+
+It really listens on 127.0.0.1 and speaks the chat-completions wire format, so tests exercise
+the official ``openai`` SDK end to end instead of mocking it. By default it answers every request
+with random JSON that satisfies the request's ``response_format`` schema (like a server that
+honours structured output but knows nothing about the task).
+
+Faults are drawn per request from ``faults`` (a queue consumed first) and ``fault_rates``:
+``500``, ``429`` (with ``Retry-After``), ``malformed`` (HTTP 200 with a broken JSON body),
+``garbage`` (content that is not JSON), ``truncated`` (cut content, ``finish_reason=length``),
+``violation`` (JSON that breaks the schema), ``slow`` (sleeps ``slow_seconds``), ``drop`` (closes
+the connection without answering).
+
+Run it by hand: ``python tests/fakeserver.py --port 8011 --rate 500=0.2 --rate 429=0.1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import string
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+WORDS = (
+    "water heat starch texture time energy boil pot salt noodle cook safety flavor altitude steam "
+    "volume surface pressure timing quality habit budget risk weather distance effort cost speed"
+).split()
+
+
+def random_from_schema(schema: dict[str, Any], rng: random.Random, depth: int = 0) -> Any:
+    """A random value satisfying the (inlined) JSON schema subset anchor uses."""
+    if "enum" in schema:
+        return rng.choice(schema["enum"])
+    if "const" in schema:
+        return schema["const"]
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            options = [s for s in schema[key] if s.get("type") != "null"] or schema[key]
+            return random_from_schema(rng.choice(options), rng, depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object" or (kind is None and "properties" in schema):
+        props = schema.get("properties", {})
+        return {name: random_from_schema(sub, rng, depth + 1) for name, sub in props.items()}
+    if kind == "array":
+        lo = int(schema.get("minItems", 0))
+        hi = int(schema.get("maxItems", max(lo, 4)))
+        n = rng.randint(lo, max(lo, min(hi, lo + 5)))
+        return [random_from_schema(schema.get("items", {"type": "string"}), rng, depth + 1) for _ in range(n)]
+    if kind == "string":
+        lo = int(schema.get("minLength", 1))
+        hi = int(schema.get("maxLength", 40))
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 4)))
+        while len(text) < lo:
+            text += " " + rng.choice(WORDS)
+        return text[:hi] if hi >= lo else text
+    if kind in ("number", "integer"):
+        lo = schema.get("minimum", schema.get("exclusiveMinimum", 0))
+        hi = schema.get("maximum", schema.get("exclusiveMaximum", 100))
+        if kind == "integer":
+            return rng.randint(int(lo), int(hi))
+        value = rng.uniform(float(lo), float(hi))
+        if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
+            value = (float(lo) + float(hi)) / 2
+        return round(value, 4)
+    if kind == "boolean":
+        return rng.random() < 0.5
+    if kind == "null":
+        return None
+    return "".join(rng.choice(string.ascii_lowercase) for _ in range(6))
+
+
+class FakeOpenAIServer:
+    """Threaded HTTP server; use as a context manager. ``base_url`` ends in ``/v1``."""
+
+    def __init__(
+        self,
+        *,
+        model: str = "fake-model",
+        seed: int = 0,
+        responder: Callable[[dict[str, Any]], str] | None = None,
+        faults: list[str] | None = None,
+        fault_rates: dict[str, float] | None = None,
+        retry_after: float = 0.0,
+        slow_seconds: float = 2.0,
+        logprobs: bool = True,
+        port: int = 0,
+    ) -> None:
+        self.model = model
+        self.rng = random.Random(seed)
+        self.responder = responder
+        self.faults = list(faults or [])
+        self.fault_rates = dict(fault_rates or {})
+        self.retry_after = retry_after
+        self.slow_seconds = slow_seconds
+        self.logprobs = logprobs
+        self.requests: list[dict[str, Any]] = []
+        self.served = Counter()
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    @property
+    def completions(self) -> int:
+        """Chat-completion requests that reached the server (any outcome)."""
+        return len(self.requests)
+
+    def __enter__(self) -> FakeOpenAIServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    # ------------------------------------------------------------------ behaviour
+    def _next_fault(self) -> str | None:
+        with self.lock:
+            if self.faults:
+                return self.faults.pop(0)
+            for name, rate in self.fault_rates.items():
+                if self.rng.random() < rate:
+                    return name
+        return None
+
+    def _content(self, body: dict[str, Any]) -> str:
+        if self.responder is not None:
+            return self.responder(body)
+        fmt = body.get("response_format") or {}
+        schema = (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema")
+        with self.lock:
+            if schema:
+                return json.dumps(random_from_schema(schema, self.rng))
+            return "A plain answer. " + " ".join(self.rng.choice(WORDS) for _ in range(8))
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:  # keep test output quiet
+                return
+
+            def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_GET(self) -> None:  # noqa: N802
+                if self.path.rstrip("/") == "/v1/models":
+                    data = {"object": "list", "data": [{"id": server.model, "object": "model", "owned_by": "test"}]}
+                    self._send(200, json.dumps(data).encode())
+                else:
+                    self._send(404, b'{"error": {"message": "not found"}}')
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length", "0"))
+                raw = self.rfile.read(length)
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    self._send(404, b'{"error": {"message": "not found"}}')
+                    return
+                body = json.loads(raw or b"{}")
+                with server.lock:
+                    server.requests.append(body)
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    self._answer(body)
+                finally:
+                    with server.lock:
+                        server.in_flight -= 1
+
+            def _answer(self, body: dict[str, Any]) -> None:
+                fault = server._next_fault()
+                with server.lock:
+                    server.served[fault or "ok"] += 1
+                if fault == "500":
+                    self._send(500, b'{"error": {"message": "injected server error"}}')
+                    return
+                if fault == "429":
+                    self._send(429, b'{"error": {"message": "injected rate limit"}}',
+                               {"Retry-After": str(server.retry_after)})
+                    return
+                if fault == "malformed":
+                    self._send(200, b'{"id": "x", "choices": [{"index": 0, "message": {"role": "assis')
+                    return
+                if fault == "drop":
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                if fault == "slow":
+                    time.sleep(server.slow_seconds)
+                content = server._content(body)
+                finish = "stop"
+                if fault == "garbage":
+                    content = "I think the answer is probably yes, but it depends on many things."
+                elif fault == "truncated":
+                    content = content[: max(1, len(content) // 2)]
+                    finish = "length"
+                elif fault == "violation":
+                    content = json.dumps({"unexpected": [1, 2, 3]})
+                message: dict[str, Any] = {"role": "assistant", "content": content}
+                choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish}
+                if body.get("logprobs") and server.logprobs:
+                    top_n = int(body.get("top_logprobs") or 1)
+                    toks = content[:8] or " "
+                    choice["logprobs"] = {"content": [
+                        {"token": ch, "logprob": -0.1, "bytes": None,
+                         "top_logprobs": [{"token": ch, "logprob": -0.1, "bytes": None}]
+                         + [{"token": f"alt{i}", "logprob": -3.0 - i, "bytes": None} for i in range(top_n - 1)]}
+                        for ch in toks]}
+                prompt_tokens = sum(len(str(m.get("content", ""))) for m in body.get("messages", [])) // 4
+                response = {
+                    "id": f"chatcmpl-{len(server.requests)}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body.get("model", server.model),
+                    "choices": [choice],
+                    "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": max(1, len(content) // 4),
+                              "total_tokens": prompt_tokens + max(1, len(content) // 4)},
+                }
+                self._send(200, json.dumps(response).encode())
+
+        return Handler
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--port", type=int, default=8011)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--model", default="fake-model")
+    parser.add_argument("--rate", action="append", default=[], help="fault=rate, e.g. 500=0.2")
+    args = parser.parse_args()
+    rates = {k: float(v) for k, v in (item.split("=", 1) for item in args.rate)}
+    with FakeOpenAIServer(port=args.port, seed=args.seed, model=args.model, fault_rates=rates) as server:
+        print(f"serving {server.base_url} (faults {rates or 'none'}); Ctrl-C to stop", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
