@@ -1,0 +1,503 @@
+"""Posterior arithmetic for ANCHOR's two models and their aggregation (no LLM calls here).
+
+Both models decide between two outcomes, O1 and O2, under a uniform outcome prior. Every factor
+in the evidence is an *observed, active* binary variable, and its elicited number ``phi`` is read
+as a symmetric likelihood pair: P(f=1 | O1) = phi and P(f=1 | O2) = 1 - phi for Naive Bayes, and
+P(f=1 | L=1) = phi and P(f=1 | L=0) = 1 - phi for a factor whose latent parent is L in the
+latent-augmented network Outcome -> L_i -> f_j.
+
+Orientation convention for the network: ``L_i = 1`` is the latent state that makes factors with
+phi > 0.5 likely. Latent parameters are ``(P(L_i=1 | O1), P(L_i=1 | O2))``. With this convention a
+latent whose first number exceeds its second is an O1-leaning latent.
+
+Everything is done with log-probabilities, so long evidence lists of near-certain factors neither
+underflow nor turn into NaN; posteriors come out of a numerically stable logistic function.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import warnings
+from collections.abc import Mapping, Sequence
+from enum import Enum
+
+import numpy as np
+
+__all__ = [
+    "bayesian_model_average",
+    "cbn_log_likelihoods",
+    "cbn_posterior",
+    "cbn_posterior_enumeration",
+    "cbn_posterior_pgmpy",
+    "clip_probability",
+    "label_prior_phi",
+    "latent_params_from_counts",
+    "linear_opinion_pool",
+    "naive_bayes_posterior",
+]
+
+# Values this close outside [0, 1] are treated as rounding noise rather than as a caller's mistake.
+_FLOAT_NOISE = 1e-9
+# 2**20 joint states is about a million rows: the most the brute-force reference should attempt.
+_MAX_ENUMERATION_LATENTS = 20
+# States evaluated per block by the brute-force reference, to bound its memory use.
+_ENUMERATION_BLOCK = 1 << 14
+
+_LABEL_PRIORS: dict[str, float] = {"outcome1": 0.75, "neutral": 0.5, "outcome2": 0.25}
+
+
+# --------------------------------------------------------------------------- scalar helpers
+
+
+def _sigmoid(x: float) -> float:
+    """Logistic function that never overflows: only ever exponentiates a non-positive number."""
+    if x >= 0.0:
+        return 1.0 / (1.0 + math.exp(-x))
+    z = math.exp(x)
+    return z / (1.0 + z)
+
+
+def _log(p: float) -> float:
+    """log(p), with log(0) = -inf instead of an exception."""
+    return -math.inf if p == 0.0 else math.log(p)
+
+
+def _log1m(p: float) -> float:
+    """log(1 - p), with log(0) = -inf instead of an exception."""
+    return -math.inf if p == 1.0 else math.log1p(-p)
+
+
+def _logaddexp(a: float, b: float) -> float:
+    """log(exp(a) + exp(b)) without overflow; two -inf inputs give -inf, not NaN."""
+    hi = max(a, b)
+    if hi == -math.inf:
+        return -math.inf
+    return hi + math.log1p(math.exp(-abs(a - b)))
+
+
+def _logsumexp(values: np.ndarray) -> float:
+    if values.size == 0:
+        return -math.inf
+    hi = float(values.max())
+    if hi == -math.inf:
+        return -math.inf
+    return hi + math.log(float(np.exp(values - hi).sum()))
+
+
+def _posterior_from_log_likelihoods(log_l1: float, log_l2: float) -> float:
+    """P(O1 | E) under a uniform prior from the two (possibly unnormalised) log-likelihoods.
+
+    When both likelihoods are zero the evidence is impossible under either outcome and Bayes'
+    rule is 0/0; we answer 0.5 (no information) instead of propagating NaN.
+    """
+    if math.isnan(log_l1) or math.isnan(log_l2):
+        raise ValueError("log-likelihoods must not be NaN")
+    if log_l1 == log_l2:  # covers both -inf, where the difference would be NaN
+        return 0.5
+    return _sigmoid(log_l1 - log_l2)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _as_real(value: object, what: str) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"{what} must be a number, got a bool")
+    try:
+        x = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} must be a number, got {value!r}") from exc
+    if math.isnan(x):
+        raise ValueError(f"{what} is NaN")
+    return x
+
+
+def _check_open_unit(values: Sequence[float], what: str) -> list[float]:
+    """Every value must lie strictly inside (0, 1): callers clip before inference."""
+    out: list[float] = []
+    for j, value in enumerate(values):
+        x = _as_real(value, f"{what}[{j}]")
+        if not 0.0 < x < 1.0:
+            raise ValueError(f"{what}[{j}] = {x!r} is not strictly inside (0, 1); clip it first")
+        out.append(x)
+    return out
+
+
+def _check_closed_unit(value: object, what: str) -> float:
+    x = _as_real(value, what)
+    if not 0.0 <= x <= 1.0:
+        raise ValueError(f"{what} = {x!r} is outside [0, 1]")
+    return x
+
+
+def _check_cbn(
+    phis: Sequence[float],
+    assignment: Sequence[int],
+    latent_params: Sequence[tuple[float, float]],
+) -> tuple[list[float], list[int], list[tuple[float, float]]]:
+    phi_list = _check_open_unit(phis, "phis")
+    params: list[tuple[float, float]] = []
+    for i, pair in enumerate(latent_params):
+        if len(pair) != 2:
+            raise ValueError(f"latent_params[{i}] must be a pair (P(L=1|O1), P(L=1|O2)), got {pair!r}")
+        params.append(
+            (
+                _check_closed_unit(pair[0], f"latent_params[{i}][0]"),
+                _check_closed_unit(pair[1], f"latent_params[{i}][1]"),
+            )
+        )
+    if len(assignment) != len(phi_list):
+        raise ValueError(f"assignment has {len(assignment)} entries but there are {len(phi_list)} factors")
+    k = len(params)
+    assign: list[int] = []
+    for j, raw in enumerate(assignment):
+        if isinstance(raw, bool):
+            raise ValueError(f"assignment[{j}] must be an integer latent index, got a bool")
+        try:
+            idx = operator.index(raw)
+        except TypeError as exc:
+            raise ValueError(f"assignment[{j}] must be an integer latent index, got {raw!r}") from exc
+        if not 0 <= idx < k:
+            raise ValueError(f"assignment[{j}] = {idx} is not a valid latent index (there are {k} latents)")
+        assign.append(idx)
+    return phi_list, assign, params
+
+
+# --------------------------------------------------------------------------- parameter preparation
+
+
+def clip_probability(p: float, eps: float = 0.01) -> float:
+    """Clamp a probability into ``[eps, 1 - eps]`` so that no single factor can be decisive.
+
+    Values a hair outside [0, 1] (float noise up to 1e-9) are accepted and clamped; NaN and
+    genuinely out-of-range values raise ``ValueError``.
+    """
+    e = _as_real(eps, "eps")
+    if not 0.0 <= e < 0.5:
+        raise ValueError(f"eps must be in [0, 0.5), got {e!r}")
+    x = _as_real(p, "probability")
+    if x < -_FLOAT_NOISE or x > 1.0 + _FLOAT_NOISE:
+        raise ValueError(f"probability {x!r} is outside [0, 1]")
+    return min(max(x, e), 1.0 - e)
+
+
+def label_prior_phi(label: str | Enum) -> float:
+    """Frequency-based stand-in for an elicited phi, from a factor's voted label.
+
+    Accepts the label strings ``"outcome1"``, ``"neutral"``, ``"outcome2"`` or the matching
+    ``anchor.types.FactorLabel`` member.
+    """
+    value = label.value if isinstance(label, Enum) else label
+    if not isinstance(value, str):
+        raise ValueError(f"label must be a string or FactorLabel, got {label!r}")
+    key = value.strip().lower()
+    if key not in _LABEL_PRIORS:
+        raise ValueError(f"unknown factor label {value!r}; expected one of {sorted(_LABEL_PRIORS)}")
+    return _LABEL_PRIORS[key]
+
+
+def latent_params_from_counts(c1: int, c2: int, cn: int, smoothing: float = 0.5) -> tuple[float, float]:
+    """Latent parameters ``(P(L=1|O1), P(L=1|O2))`` from the labels of the latent's factors.
+
+    ``c1``/``c2``/``cn`` count the latent's factors labelled outcome1/outcome2/neutral. Neutral
+    factors count half towards each side, and ``smoothing`` is added to both sides so an empty or
+    one-sided group still yields probabilities strictly between 0 and 1 (for smoothing > 0).
+    The two returned numbers sum to 1.
+    """
+    counts: list[int] = []
+    for name, raw in (("c1", c1), ("c2", c2), ("cn", cn)):
+        if isinstance(raw, bool):
+            raise ValueError(f"{name} must be an integer count, got a bool")
+        try:
+            c = operator.index(raw)
+        except TypeError as exc:
+            raise ValueError(f"{name} must be an integer count, got {raw!r}") from exc
+        if c < 0:
+            raise ValueError(f"{name} must be non-negative, got {c}")
+        counts.append(c)
+    alpha = _as_real(smoothing, "smoothing")
+    if not (alpha >= 0.0 and math.isfinite(alpha)):
+        raise ValueError(f"smoothing must be a finite non-negative number, got {alpha!r}")
+    n1, n2, nn = counts
+    t1 = n1 + 0.5 * nn + alpha
+    t2 = n2 + 0.5 * nn + alpha
+    total = t1 + t2
+    if total <= 0.0:
+        raise ValueError("no counts and zero smoothing: latent parameters are undefined")
+    return t1 / total, t2 / total
+
+
+# --------------------------------------------------------------------------- Naive Bayes
+
+
+def naive_bayes_posterior(phis: Sequence[float]) -> float:
+    """P(O1 | E) for the Naive Bayes model with a uniform outcome prior.
+
+    Each observed factor contributes its log likelihood ratio log(phi / (1 - phi)); the
+    posterior is the logistic function of their sum. No evidence gives 0.5.
+    Every phi must be strictly inside (0, 1).
+    """
+    values = _check_open_unit(phis, "phis")
+    # fsum is correctly rounded, so adding a non-negative term can never lower the total; the
+    # ratio form makes phi = 0.5 contribute exactly 0.
+    log_odds = math.fsum(math.log(p / (1.0 - p)) for p in values)
+    return _sigmoid(log_odds)
+
+
+# --------------------------------------------------------------------------- latent CBN
+
+
+def _group_terms(
+    phis: list[float], assignment: list[int], params: list[tuple[float, float]]
+) -> tuple[list[float], list[float], list[float]]:
+    """Per-latent pieces of the closed-form likelihood.
+
+    For latent i with observed group E_i, write S0_i = sum log(1 - phi) and D_i = sum log(phi/(1-phi))
+    over E_i. Then log[a * prod(phi) + (1 - a) * prod(1 - phi)] = S0_i + g(a, D_i) with
+    g(a, D) = log(a * e^D + 1 - a). Returns (S0, g(a1, D), g(a2, D)) per latent.
+    """
+    k = len(params)
+    s0_parts: list[list[float]] = [[] for _ in range(k)]
+    d_parts: list[list[float]] = [[] for _ in range(k)]
+    for p, i in zip(phis, assignment, strict=True):
+        s0_parts[i].append(math.log1p(-p))
+        d_parts[i].append(math.log(p / (1.0 - p)))
+    s0: list[float] = []
+    g1: list[float] = []
+    g2: list[float] = []
+    for i, (a1, a2) in enumerate(params):
+        d = math.fsum(d_parts[i])
+        s0.append(math.fsum(s0_parts[i]))
+        if d == 0.0:
+            # No net evidence in this group (or no factors at all): the bracket is a*1 + (1-a)*1
+            # times prod(1 - phi), exactly, whatever the latent's parameters are.
+            g1.append(0.0)
+            g2.append(0.0)
+        else:
+            g1.append(_logaddexp(_log(a1) + d, _log1m(a1)))
+            g2.append(_logaddexp(_log(a2) + d, _log1m(a2)))
+    return s0, g1, g2
+
+
+def cbn_log_likelihoods(
+    phis: Sequence[float],
+    assignment: Sequence[int],
+    latent_params: Sequence[tuple[float, float]],
+) -> tuple[float, float]:
+    """``(log P(E | O1), log P(E | O2))`` for the latent network, by per-latent factorisation.
+
+    ``phis[j]`` is factor j's parameter (strictly inside (0, 1)), ``assignment[j]`` the index of
+    its latent parent, and ``latent_params[i] = (P(L_i=1|O1), P(L_i=1|O2))``, each in [0, 1]
+    (0 and 1 are allowed). Because latents are independent given the outcome and each factor hangs
+    off one latent, the sum over all latent states splits into one two-term sum per latent, so the
+    cost is linear in the number of factors. A latent with no observed factors contributes log 1.
+    With phis strictly inside (0, 1) both values are always finite.
+    """
+    phi_list, assign, params = _check_cbn(phis, assignment, latent_params)
+    s0, g1, g2 = _group_terms(phi_list, assign, params)
+    return math.fsum(s0 + g1), math.fsum(s0 + g2)
+
+
+def cbn_posterior(
+    phis: Sequence[float],
+    assignment: Sequence[int],
+    latent_params: Sequence[tuple[float, float]],
+) -> float:
+    """P(O1 | E) for the latent network with a uniform outcome prior (closed form).
+
+    Same arguments as :func:`cbn_log_likelihoods`. The sum of log(1 - phi) is common to both
+    outcomes, so it is left out before taking the difference, which keeps full precision even
+    when the likelihoods themselves are astronomically small. If both likelihoods were zero the
+    answer would be 0.5 rather than NaN (see ``_posterior_from_log_likelihoods``).
+    """
+    phi_list, assign, params = _check_cbn(phis, assignment, latent_params)
+    _, g1, g2 = _group_terms(phi_list, assign, params)
+    return _posterior_from_log_likelihoods(math.fsum(g1), math.fsum(g2))
+
+
+def _cbn_log_likelihoods_enumeration(
+    phis: list[float], assignment: list[int], params: list[tuple[float, float]]
+) -> tuple[float, float]:
+    """Brute-force log-likelihoods: log-sum-exp of the joint over all 2**k latent states."""
+    k = len(params)
+    if k > _MAX_ENUMERATION_LATENTS:
+        raise ValueError(f"enumeration over {k} latents (2**{k} states) is refused; the limit is 20")
+    phi_arr = np.asarray(phis, dtype=np.float64)
+    assign_arr = np.asarray(assignment, dtype=np.intp)
+    log_on = np.log(phi_arr)  # log P(f=1 | L=1)
+    log_off = np.log1p(-phi_arr)  # log P(f=1 | L=0)
+    a = np.asarray(params, dtype=np.float64).reshape(k, 2)
+    with np.errstate(divide="ignore"):  # latent parameters of exactly 0 or 1 are legal: log -> -inf
+        log_a = np.log(a)
+        log_not_a = np.log1p(-a)
+    bits = np.arange(k)
+    totals = [-math.inf, -math.inf]
+    n_states = 1 << k
+    for start in range(0, n_states, _ENUMERATION_BLOCK):
+        idx = np.arange(start, min(start + _ENUMERATION_BLOCK, n_states))
+        states = ((idx[:, None] >> bits) & 1).astype(bool)  # one row per joint latent state
+        log_factors = np.where(states[:, assign_arr], log_on, log_off).sum(axis=1)
+        for r in (0, 1):
+            log_latents = np.where(states, log_a[:, r], log_not_a[:, r]).sum(axis=1)
+            totals[r] = _logaddexp(totals[r], _logsumexp(log_latents + log_factors))
+    return totals[0], totals[1]
+
+
+def cbn_posterior_enumeration(
+    phis: Sequence[float],
+    assignment: Sequence[int],
+    latent_params: Sequence[tuple[float, float]],
+) -> float:
+    """Reference P(O1 | E) that sums the joint over every latent state explicitly.
+
+    Exponential in the number of latents (refuses more than 20); meant for tests and benchmarks,
+    not for production use. Works in log space like the closed form.
+    """
+    phi_list, assign, params = _check_cbn(phis, assignment, latent_params)
+    log_l1, log_l2 = _cbn_log_likelihoods_enumeration(phi_list, assign, params)
+    return _posterior_from_log_likelihoods(log_l1, log_l2)
+
+
+def cbn_posterior_pgmpy(
+    phis: Sequence[float],
+    assignment: Sequence[int],
+    latent_params: Sequence[tuple[float, float]],
+) -> float:
+    """Reference P(O1 | E) from pgmpy's variable elimination on the explicit network.
+
+    Builds Outcome -> L_i -> F_j with a uniform outcome prior and queries the outcome with every
+    passed factor observed as 1. pgmpy is a development dependency, so it is imported here only.
+    pgmpy multiplies plain probabilities, so very long or extreme evidence lists can underflow
+    there even though the closed form copes.
+    """
+    phi_list, assign, params = _check_cbn(phis, assignment, latent_params)
+    with warnings.catch_warnings():
+        # pgmpy 1.x warns about its own deprecated modules on import; that is not our concern.
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import pgmpy.models as pgm_models
+        from pgmpy.factors.discrete import TabularCPD
+        from pgmpy.inference import VariableElimination
+
+    # pgmpy >= 1.0 names the class DiscreteBayesianNetwork and keeps a BayesianNetwork stub that
+    # raises on construction; older releases only have BayesianNetwork.
+    network_cls = getattr(pgm_models, "DiscreteBayesianNetwork", None) or pgm_models.BayesianNetwork
+
+    outcome = "Outcome"
+    latents = [f"L{i}" for i in range(len(params))]
+    factors = [f"F{j}" for j in range(len(phi_list))]
+    model = network_cls()
+    model.add_node(outcome)
+    model.add_nodes_from(latents)
+    model.add_nodes_from(factors)
+    model.add_edges_from([(outcome, name) for name in latents])
+    model.add_edges_from([(latents[i], factors[j]) for j, i in enumerate(assign)])
+
+    cpds = [TabularCPD(outcome, 2, [[0.5], [0.5]], state_names={outcome: ["O1", "O2"]})]
+    for name, (a1, a2) in zip(latents, params, strict=True):
+        # Rows are the latent's states (0, 1); columns follow the outcome's states (O1, O2).
+        cpds.append(
+            TabularCPD(
+                name,
+                2,
+                [[1.0 - a1, 1.0 - a2], [a1, a2]],
+                evidence=[outcome],
+                evidence_card=[2],
+                state_names={name: [0, 1], outcome: ["O1", "O2"]},
+            )
+        )
+    for name, i, phi in zip(factors, assign, phi_list, strict=True):
+        # Columns follow the parent latent's states (0, 1): P(f=1 | L=1) = phi, P(f=1 | L=0) = 1 - phi.
+        cpds.append(
+            TabularCPD(
+                name,
+                2,
+                [[phi, 1.0 - phi], [1.0 - phi, phi]],
+                evidence=[latents[i]],
+                evidence_card=[2],
+                state_names={name: [0, 1], latents[i]: [0, 1]},
+            )
+        )
+    model.add_cpds(*cpds)
+    model.check_model()
+
+    result = VariableElimination(model).query(
+        variables=[outcome], evidence={name: 1 for name in factors}, show_progress=False
+    )
+    return float(result.get_value(**{outcome: "O1"}))
+
+
+# --------------------------------------------------------------------------- aggregation
+
+
+def _check_posteriors(posteriors: Mapping[str, float]) -> dict[str, float]:
+    if not posteriors:
+        raise ValueError("at least one model posterior is required")
+    return {name: _check_closed_unit(p, f"posterior of {name!r}") for name, p in posteriors.items()}
+
+
+def _check_model_weights(
+    weights: Mapping[str, float], models: dict[str, float], what: str
+) -> dict[str, float]:
+    """Non-negative finite weights over exactly the same models, renormalised to sum 1."""
+    missing = set(models) - set(weights)
+    extra = set(weights) - set(models)
+    if missing or extra:
+        raise ValueError(
+            f"{what} must name exactly the models given; missing {sorted(missing)}, extra {sorted(extra)}"
+        )
+    out: dict[str, float] = {}
+    for name in models:
+        w = _as_real(weights[name], f"{what} of {name!r}")
+        if not (w >= 0.0 and math.isfinite(w)):
+            raise ValueError(f"{what} of {name!r} must be finite and non-negative, got {w!r}")
+        out[name] = w
+    total = math.fsum(out.values())
+    if total <= 0.0:
+        raise ValueError(f"{what} sum to zero")
+    return {name: w / total for name, w in out.items()}
+
+
+def _convex_combination(posteriors: dict[str, float], weights: dict[str, float]) -> float:
+    pooled = math.fsum(weights[name] * p for name, p in posteriors.items())
+    return min(max(pooled, 0.0), 1.0)  # rounding can step a hair outside [0, 1]
+
+
+def linear_opinion_pool(posteriors: Mapping[str, float], weights: Mapping[str, float]) -> float:
+    """Weighted average of per-model P(O1 | E).
+
+    ``weights`` must cover exactly the models in ``posteriors``, be non-negative, and not all be
+    zero; they are rescaled to sum to 1.
+    """
+    post = _check_posteriors(posteriors)
+    w = _check_model_weights(weights, post, "weights")
+    return _convex_combination(post, w)
+
+
+def bayesian_model_average(
+    posteriors: Mapping[str, float], prior: Mapping[str, float] | None = None
+) -> tuple[float, dict[str, float]]:
+    """Model averaging with ANCHOR's cheap stand-in for each model's evidence.
+
+    A model's evidence is approximated by P(O1|E,M) * P(O2|E,M); multiplied by the model prior
+    (uniform unless ``prior`` is given) and normalised, that gives the model weights. Returns the
+    pooled P(O1 | E) and the weights. Note that this stand-in favours the *less* decisive model:
+    p * (1 - p) peaks at p = 0.5. If every weighted evidence is zero (all models certain, or prior
+    mass only on certain models), the normalised prior is used as the weights.
+    """
+    post = _check_posteriors(posteriors)
+    if prior is None:
+        prior_w = {name: 1.0 / len(post) for name in post}
+    else:
+        prior_w = _check_model_weights(prior, post, "prior")
+    # In log space so that several near-certain models do not all underflow to a 0/0.
+    log_w = {name: _log(prior_w[name]) + _log(p) + _log1m(p) for name, p in post.items()}
+    top = max(log_w.values())
+    if top == -math.inf:
+        weights = dict(prior_w)
+    else:
+        raw = {name: math.exp(lw - top) for name, lw in log_w.items()}
+        total = math.fsum(raw.values())
+        weights = {name: r / total for name, r in raw.items()}
+    return _convex_combination(post, weights), weights
