@@ -1,0 +1,1 @@
+"""Benchmark datasets and evaluation metrics for the experiments of the ANCHOR paper."""
