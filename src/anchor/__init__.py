@@ -1,8 +1,67 @@
 """anchor: calibrated, auditable probabilities for two competing outcomes from LLM judgments.
 
 An implementation of ANCHOR (abductive factor spaces, hierarchical mapping, Naive Bayes plus a
-latent causal Bayesian network). See README.md for the command line; the Python API starts at
-``anchor.Anchor``.
+latent causal Bayesian network). The command line is ``anchor --help``; in Python::
+
+    from anchor import Anchor, Scenario
+    engine = Anchor()   # embedded model; Anchor(settings=LLMSettings(base_url=..., model=...)) for a server
+    space = engine.build(Scenario(text="...", outcome1="...", outcome2="..."))
+    [result] = engine.infer(space, "a condition")
+    result.p_outcome1, result.factors, result.latents
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+# Light types are imported eagerly; the pipeline (which pulls in numpy, scikit-learn and the
+# LLM stack) only when first used, so `import anchor` stays cheap.
+from anchor.types import (  # noqa: E402
+    BuildParams,
+    Condition,
+    Factor,
+    FactorLabel,
+    FactorSpace,
+    InferenceResult,
+    Latent,
+    MappingTrace,
+    Scenario,
+)
+
+_LAZY = {
+    "Anchor": "anchor.pipeline",
+    "AnchorConfig": "anchor.pipeline",
+    "ABLATIONS": "anchor.pipeline",
+    "MappingConfig": "anchor.mapping.mapper",
+    "InferenceConfig": "anchor.inference.engine",
+    "LLMSettings": "anchor.llm.settings",
+    "LLMClient": "anchor.llm.client",
+    "load_space": "anchor.space.io",
+    "save_space": "anchor.space.io",
+}
+
+if TYPE_CHECKING:
+    from anchor.inference.engine import InferenceConfig
+    from anchor.llm.client import LLMClient
+    from anchor.llm.settings import LLMSettings
+    from anchor.mapping.mapper import MappingConfig
+    from anchor.pipeline import ABLATIONS, Anchor, AnchorConfig
+    from anchor.space.io import load_space, save_space
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'anchor' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = [
+    "ABLATIONS", "Anchor", "AnchorConfig", "BuildParams", "Condition", "Factor", "FactorLabel", "FactorSpace",
+    "InferenceConfig", "InferenceResult", "LLMClient", "LLMSettings", "Latent", "MappingConfig", "MappingTrace",
+    "Scenario", "load_space", "save_space",
+]

@@ -118,7 +118,7 @@ class Cluster(_Model):
 
 class RejectedCandidate(_Model):
     text: str
-    reason: Literal["duplicate", "near_duplicate", "irrelevant", "invalid"]
+    reason: Literal["duplicate", "near_duplicate", "irrelevant", "invalid", "example_echo"]
     similar_to: str | None = None
     similarity: float | None = None
 
@@ -331,7 +331,7 @@ class FactorEvidence(_Model):
 class Latent(_Model):
     name: str
     factor_ids: list[str]
-    p_given_o1: float = Field(ge=0, le=1, description="P(L=1 | O1)")
+    p_given_o1: float = Field(ge=0, le=1, description="P(L=1 | O1); L=1 means the concept leans towards O1")
     p_given_o2: float = Field(ge=0, le=1, description="P(L=1 | O2)")
 
 

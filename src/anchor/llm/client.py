@@ -139,13 +139,20 @@ class LLMClient:
         temperature: float | None = None,
         max_tokens: int | None = None,
         check: Check | None = None,
+        schema: type[T] | None = None,
         **values: Any,
     ) -> T:
-        """Render ``prompt`` with ``values`` and return its validated, parsed answer."""
+        """Render ``prompt`` with ``values`` and return its validated, parsed answer.
+
+        ``schema`` overrides (or, for request-dependent prompts, supplies) the answer schema.
+        """
+        schema = schema or prompt.schema
+        if schema is None:
+            raise TypeError(f"prompt '{prompt.stage}' has a request-dependent schema; pass schema=")
         answer = await self.complete(
             prompt.stage,
             prompt.render(**values),
-            schema=prompt.schema,
+            schema=schema,
             temperature=prompt.temperature if temperature is None else temperature,
             max_tokens=max_tokens or prompt.max_tokens,
             sample_index=sample_index,

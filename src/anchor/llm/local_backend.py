@@ -71,12 +71,15 @@ class LocalLlamaBackend:
 
     max_parallel = 1  # one context, one call at a time
 
-    def __init__(self, model_path: Path | str | None = None, *, n_ctx: int = 8192, n_threads: int | None = None) -> None:
+    def __init__(self, model_path: Path | str | None = None, *, n_ctx: int = 8192, n_threads: int | None = None,
+                 repeat_penalty: float = 1.1) -> None:
         self.model_path = Path(model_path) if model_path is not None else smollm2_path()
         if not self.model_path.exists():
             raise ConfigurationError(f"model file not found: {self.model_path}")
         self.n_ctx = n_ctx
         self.n_threads = n_threads
+        # A mild penalty stops the small model from looping on one list item until max_tokens.
+        self.repeat_penalty = repeat_penalty
         self.model = SMOLLM2_NAME if self.model_path.name == SMOLLM2_FILE else self.model_path.stem
 
     @property
@@ -107,7 +110,8 @@ class LocalLlamaBackend:
         seed: int | None,
         top_logprobs: int | None,
     ) -> RawCompletion:
-        kwargs: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
+        kwargs: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens,
+                                  "repeat_penalty": self.repeat_penalty}
         if seed is not None:
             kwargs["seed"] = seed
         if json_schema is not None:

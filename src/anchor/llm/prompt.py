@@ -27,13 +27,15 @@ class PromptSpec(Generic[T]):
     """System text, few-shot examples and a user template, plus the schema the answer must fit.
 
     ``user`` is a ``str.format`` template; values are passed to ``render``. Lists and dicts are
-    rendered as JSON so that item boundaries stay unambiguous.
+    rendered as JSON so that item boundaries stay unambiguous. ``schema`` is None when the answer's
+    shape depends on the request (how many items, which strings); the caller then passes the
+    schema built by the matching factory in ``anchor.prompts``.
     """
 
     stage: str
     system: str
     user: str
-    schema: type[T]
+    schema: type[T] | None
     examples: tuple[Example, ...] = ()
     max_tokens: int = 512
     temperature: float = 0.0

@@ -39,14 +39,16 @@ def inline_schema(model: type[BaseModel]) -> dict[str, Any]:
                 extra = {k: v for k, v in node.items() if k != "$ref"}
                 target.update(extra)
                 return resolve(target, depth + 1)
-            return {k: resolve(v, depth + 1) for k, v in node.items() if k != "title"}
+            out = {k: resolve(v, depth + 1) for k, v in node.items() if k != "title"}
+            if "properties" in out:
+                # Closed objects: grammars and strict servers then emit exactly the declared keys.
+                out.setdefault("additionalProperties", False)
+            return out
         if isinstance(node, list):
             return [resolve(v, depth + 1) for v in node]
         return node
 
-    out = resolve(schema)
-    out.setdefault("additionalProperties", False)
-    return out
+    return resolve(schema)
 
 
 def json_candidates(text: str) -> list[Any]:

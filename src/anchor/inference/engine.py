@@ -1,0 +1,132 @@
+"""Stage 3: from mapped factors to a posterior, with the audit trail.
+
+Naive Bayes and the latent-augmented causal Bayesian network are both computed exactly (the
+network by the closed form of its evidence likelihood), then pooled linearly (LOP) or by the
+paper's approximate Bayesian model averaging (BMA).
+"""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import BaseModel, Field, model_validator
+
+from anchor.inference.bayes import (
+    bayesian_model_average,
+    cbn_posterior,
+    clip_probability,
+    label_prior_phi,
+    linear_opinion_pool,
+    naive_bayes_posterior,
+)
+from anchor.inference.elicit import (
+    LatentGrouping,
+    build_latents,
+    discover_latents,
+    elicit_latent_params,
+    elicit_phis,
+    frequency_latent_params,
+)
+from anchor.llm.client import LLMClient
+from anchor.types import AggregationMethod, FactorEvidence, FactorSpace, InferenceResult, MappingTrace
+
+
+class InferenceConfig(BaseModel):
+    """Stage-3 settings (paper defaults: elicitation temperature 0.5, Laplace smoothing 0.5,
+    equal LOP weights, tau = 0)."""
+
+    llm_parameters: bool = Field(default=True, description="False = 'w/o pe-llm': parameters from labels.")
+    use_nb: bool = True
+    use_cbn: bool = True
+    aggregation: AggregationMethod = AggregationMethod.LOP
+    w_nb: float = Field(default=0.5, ge=0)
+    w_cbn: float = Field(default=0.5, ge=0)
+    eps: float = Field(default=0.01, ge=0, lt=0.5, description="Elicited probabilities are clipped to [eps, 1-eps].")
+    smoothing: float = Field(default=0.5, ge=0, description="Laplace smoothing for label-count latent CPTs.")
+    temperature: float = Field(default=0.5, ge=0, le=2)
+    max_latents: int = Field(default=5, ge=1)
+    tau: float = Field(default=0.0, ge=0, le=1, description="Unknown when max(P(O1), P(O2)) < tau.")
+
+    @model_validator(mode="after")
+    def _models(self) -> InferenceConfig:
+        if not (self.use_nb or self.use_cbn):
+            raise ValueError("at least one of Naive Bayes and the CBN must be used")
+        if self.use_nb and self.use_cbn and self.aggregation == AggregationMethod.LOP and self.w_nb + self.w_cbn <= 0:
+            raise ValueError("LOP weights must not both be zero")
+        return self
+
+
+class InferenceEngine:
+    def __init__(self, client: LLMClient, space: FactorSpace, config: InferenceConfig | None = None) -> None:
+        self.client = client
+        self.space = space
+        self.config = config or InferenceConfig()
+        self._factors = space.by_id()
+
+    async def infer(self, trace: MappingTrace, result: InferenceResult) -> InferenceResult:
+        """Fill ``result`` (already holding the condition and its mapping) with the posterior."""
+        c = self.config
+        mapped = [self._factors[fid] for fid in trace.mapped]
+        if not mapped:
+            result.unknown, result.unknown_reason = True, "no factor of the space was mapped to the condition"
+            return result
+        scenario = self.space.scenario
+
+        if c.llm_parameters:
+            raw_phis = await elicit_phis(self.client, scenario, mapped, temperature=c.temperature)
+        else:
+            raw_phis = [label_prior_phi(f.label) for f in mapped]
+        phis = [clip_probability(p, c.eps) for p in raw_phis]
+        result.factors = [
+            FactorEvidence(factor_id=f.id, text=f.text, theme=self.space.theme_of(f.id), label=f.label, phi=phi,
+                           phi_raw=raw)
+            for f, phi, raw in zip(mapped, phis, raw_phis, strict=True)
+        ]
+
+        t0 = time.perf_counter()
+        posteriors: dict[str, float] = {}
+        if c.use_nb:
+            result.nb = posteriors["nb"] = naive_bayes_posterior(phis)
+        nb_seconds = time.perf_counter() - t0
+
+        cbn_seconds = 0.0
+        if c.use_cbn:
+            grouping: LatentGrouping = await discover_latents(self.client, scenario, mapped, max_latents=c.max_latents)
+            if c.llm_parameters:
+                raw_params = await elicit_latent_params(self.client, scenario, grouping, mapped,
+                                                        temperature=c.temperature)
+            else:
+                raw_params = frequency_latent_params(grouping, mapped, smoothing=c.smoothing)
+            latents = build_latents(grouping, mapped, raw_params, c.eps)
+            result.latents = latents
+            result.latent_repairs = grouping.repairs
+            t0 = time.perf_counter()
+            assignment = [0] * len(mapped)
+            for li, group in enumerate(grouping.groups):
+                for i in group:
+                    assignment[i] = li
+            result.cbn = posteriors["cbn"] = cbn_posterior(
+                phis, assignment, [(lat.p_given_o1, lat.p_given_o2) for lat in latents])
+            cbn_seconds = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        result.aggregation = c.aggregation
+        if len(posteriors) == 1:
+            (name, p1), = posteriors.items()
+            result.weights = {name: 1.0}
+        elif c.aggregation == AggregationMethod.BMA:
+            p1, result.weights = bayesian_model_average(posteriors)
+        else:
+            result.weights = {"nb": c.w_nb / (c.w_nb + c.w_cbn), "cbn": c.w_cbn / (c.w_nb + c.w_cbn)}
+            p1 = linear_opinion_pool(posteriors, result.weights)
+        result.compute_seconds.update({
+            "naive_bayes": round(nb_seconds, 6),
+            "cbn": round(cbn_seconds, 6),
+            "aggregation": round(time.perf_counter() - t0, 6),
+        })
+        result.p_outcome1, result.p_outcome2 = p1, 1.0 - p1
+        if max(p1, 1.0 - p1) < c.tau:
+            result.unknown = True
+            result.unknown_reason = f"max posterior {max(p1, 1 - p1):.3f} is below tau={c.tau}"
+            result.p_outcome1 = result.p_outcome2 = None
+        return result

@@ -1,0 +1,151 @@
+"""Stage 2: map a condition onto the factor space.
+
+Retrieval (hierarchical coarse-to-fine, or flat for the ablation) proposes candidates; ``R``
+independent LLM selections vote on them and those with at least ``ceil(vote_ratio * R)`` votes
+pass; a lenient reflection pass then drops factors with no clear link to the condition. Answers
+naming anything that is not a candidate are discarded and counted in the trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from anchor import prompts
+from anchor.embed import Embedder
+from anchor.llm.client import LLMClient
+from anchor.mapping.retrieval import CandidateIndex, FlatIndex, HierarchicalIndex
+from anchor.types import FactorSpace, MappingTrace
+
+
+class MappingConfig(BaseModel):
+    """Stage-2 settings (paper defaults: K1=3, K2=5, alpha=0.5, R=3, vote ratio 0.5)."""
+
+    k1: int = Field(default=3, ge=1, description="Clusters kept by the coarse search.")
+    k2: int = Field(default=5, ge=1, description="Factors kept per cluster (and among unclustered ones).")
+    alpha: float = Field(default=0.5, ge=0, le=1, description="Theme weight in a cluster prototype.")
+    rounds: int = Field(default=3, ge=1, description="R: independent LLM selections.")
+    vote_ratio: float = Field(default=0.5, gt=0, le=1)
+    reflection: bool = True
+    hierarchical: bool = Field(default=True, description="False = the 'w/o hierarchy' ablation (flat KNN).")
+    metric: str = Field(default="euclidean", pattern="^(euclidean|cosine)$")
+
+    @property
+    def vote_threshold(self) -> int:
+        return max(1, math.ceil(self.vote_ratio * self.rounds - 1e-9))
+
+
+def space_vectors(space: FactorSpace, embedder: Embedder) -> tuple[dict[str, np.ndarray], dict[int, np.ndarray]]:
+    """Factor and theme vectors: stored ones when the space carries them, else computed now."""
+    stored = space.embeddings
+    if stored is not None and stored.factors.model == getattr(embedder, "model_id", stored.factors.model):
+        fmat = stored.factors.to_array()
+        factor_vecs = dict(zip(stored.factor_ids, fmat, strict=True))
+        theme_vecs: dict[int, np.ndarray] = {}
+        if stored.themes is not None:
+            theme_vecs = dict(zip(stored.cluster_ids, stored.themes.to_array(), strict=True))
+        if all(c.id in theme_vecs for c in space.clusters) and all(f.id in factor_vecs for f in space.factors):
+            return factor_vecs, theme_vecs
+    texts = [f.text for f in space.factors]
+    fmat = embedder.encode(texts) if texts else np.zeros((0, 384), dtype=np.float32)
+    tmat = embedder.encode([c.theme for c in space.clusters]) if space.clusters else None
+    factor_vecs = {f.id: v for f, v in zip(space.factors, fmat, strict=True)}
+    theme_vecs = {c.id: v for c, v in zip(space.clusters, tmat, strict=True)} if tmat is not None else {}
+    return factor_vecs, theme_vecs
+
+
+class ConditionMapper:
+    """Built once per factor space; ``map`` runs per condition."""
+
+    def __init__(self, client: LLMClient, embedder: Embedder, space: FactorSpace,
+                 config: MappingConfig | None = None) -> None:
+        self.client = client
+        self.embedder = embedder
+        self.space = space
+        self.config = config or MappingConfig()
+        self._index: CandidateIndex | None = None
+        self.index_seconds = 0.0
+
+    @property
+    def index(self) -> CandidateIndex:
+        if self._index is None:
+            t0 = time.perf_counter()
+            factor_vecs, theme_vecs = space_vectors(self.space, self.embedder)
+            c = self.config
+            if c.hierarchical:
+                self._index = HierarchicalIndex(self.space, factor_vecs, theme_vecs, alpha=c.alpha, k1=c.k1,
+                                                k2=c.k2, metric=c.metric)  # type: ignore[arg-type]
+            else:
+                self._index = FlatIndex(self.space, factor_vecs, k=c.k1 * c.k2 + c.k2,
+                                        metric=c.metric)  # type: ignore[arg-type]
+            self.index_seconds = time.perf_counter() - t0
+        return self._index
+
+    async def map(self, condition: str, timings: dict[str, float] | None = None) -> MappingTrace:
+        c = self.config
+        t0 = time.perf_counter()
+        vector = self.embedder.encode([condition])[0]
+        t1 = time.perf_counter()
+        clusters, candidates = self.index.query(vector)
+        t2 = time.perf_counter()
+        if timings is not None:
+            timings["embed_condition"] = round(t1 - t0, 6)
+            timings["retrieval"] = round(t2 - t1, 6)
+        trace = MappingTrace(condition=condition, retrieval="hierarchical" if c.hierarchical else "flat",
+                             clusters=clusters, candidates=candidates, vote_threshold=c.vote_threshold)
+        if not candidates:
+            return trace
+
+        by_text = {cand.text: cand.factor_id for cand in candidates}
+        texts = tuple(cand.text for cand in candidates)
+        schema = prompts.choice_list_schema("Selection", "selected", texts)
+        scenario = self.space.scenario.text or "(none)"
+
+        async def select(r: int) -> list[str]:
+            answer = await self.client.ask(
+                prompts.SELECT_FACTORS, schema=schema, sample_index=r,
+                scenario=scenario, condition=condition, candidates="\n".join(f"- {t}" for t in texts),
+            )
+            return answer.selected  # type: ignore[attr-defined]
+
+        selections = await asyncio.gather(*(select(r) for r in range(c.rounds)))
+        votes = {cand.factor_id: 0 for cand in candidates}
+        invalid = 0
+        for picked in selections:
+            ids: list[str] = []
+            for item in picked:
+                fid = by_text.get(item.strip())
+                if fid is None:
+                    invalid += 1
+                elif fid not in ids:
+                    ids.append(fid)
+            trace.selection_rounds.append(ids)
+            for fid in ids:
+                votes[fid] += 1
+        trace.votes = votes
+        trace.invalid_selections = invalid
+        trace.voted = [cand.factor_id for cand in candidates if votes[cand.factor_id] >= c.vote_threshold]
+
+        mapped = list(trace.voted)
+        if c.reflection and mapped:
+            text_of = {cand.factor_id: cand.text for cand in candidates}
+            voted_texts = tuple(text_of[fid] for fid in mapped)
+            answer = await self.client.ask(
+                prompts.REFLECT_FACTORS, schema=prompts.choice_list_schema("Reflection", "keep", voted_texts),
+                condition=condition, factors="\n".join(f"- {t}" for t in voted_texts),
+            )
+            keep: set[str] = set()
+            for item in answer.keep:  # type: ignore[attr-defined]
+                fid = by_text.get(item.strip())
+                if fid is None or fid not in mapped:
+                    trace.reflection_invalid += 1
+                else:
+                    keep.add(fid)
+            trace.reflection_removed = [fid for fid in mapped if fid not in keep]
+            mapped = [fid for fid in mapped if fid in keep]
+        trace.mapped = mapped
+        return trace

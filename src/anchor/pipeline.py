@@ -1,0 +1,180 @@
+"""The public entry point: ``Anchor`` builds factor spaces and answers conditions.
+
+    from anchor import Anchor, Scenario
+    anchor = Anchor()                                   # embedded model; or Anchor(settings=LLMSettings(...))
+    space = anchor.build(Scenario(text=..., outcome1=..., outcome2=...))
+    results = anchor.infer(space, ["You are at a high altitude."])
+    results[0].p_outcome1
+
+Every method has an ``a``-prefixed coroutine twin for use inside an event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Sequence
+
+from pydantic import BaseModel, Field
+
+from anchor.embed import Embedder, MiniLMEmbedder
+from anchor.inference.engine import InferenceConfig, InferenceEngine
+from anchor.llm.cache import default_cache_dir
+from anchor.llm.client import LLMClient
+from anchor.llm.ledger import summarize
+from anchor.llm.settings import LLMSettings, make_client
+from anchor.mapping.mapper import ConditionMapper, MappingConfig
+from anchor.progress import ProgressEvent, Reporter, silent
+from anchor.space.builder import FactorSpaceBuilder
+from anchor.space.structure import Clusterer, Reducer
+from anchor.types import AggregationMethod, BuildParams, Condition, FactorSpace, InferenceResult, Scenario
+
+#: Ablations of the paper (Table "Ablation results") and the BMA variant, by CLI name.
+ABLATIONS: dict[str, str] = {
+    "no-cbn": "aggregate Naive Bayes only ('w/o cbn')",
+    "no-nb": "aggregate the latent CBN only ('w/o nb')",
+    "no-cluster": "one flat factor group, no UMAP/HDBSCAN ('w/o cluster'; affects the build)",
+    "no-hierarchy": "flat KNN over all factors, no prototypes ('w/o hierarchy')",
+    "no-pe-llm": "factor and latent parameters from voting labels, not elicited ('w/o pe-llm')",
+    "bma": "Bayesian model averaging instead of the linear opinion pool",
+}
+
+
+class AnchorConfig(BaseModel):
+    build: BuildParams = Field(default_factory=BuildParams)
+    mapping: MappingConfig = Field(default_factory=MappingConfig)
+    inference: InferenceConfig = Field(default_factory=InferenceConfig)
+
+    def with_ablations(self, names: Iterable[str]) -> AnchorConfig:
+        """A copy with the named ablations switched on (see ``ABLATIONS``)."""
+        cfg = self.model_copy(deep=True)
+        for name in names:
+            if name not in ABLATIONS:
+                raise ValueError(f"unknown ablation {name!r}; choose from {', '.join(ABLATIONS)}")
+            if name == "no-cbn":
+                cfg.inference.use_cbn = False
+            elif name == "no-nb":
+                cfg.inference.use_nb = False
+            elif name == "no-cluster":
+                cfg.build.cluster = False
+            elif name == "no-hierarchy":
+                cfg.mapping.hierarchical = False
+            elif name == "no-pe-llm":
+                cfg.inference.llm_parameters = False
+            elif name == "bma":
+                cfg.inference.aggregation = AggregationMethod.BMA
+        InferenceConfig.model_validate(cfg.inference.model_dump())  # e.g. no-nb + no-cbn together
+        return cfg
+
+    def active_ablations(self) -> list[str]:
+        out = []
+        if not self.inference.use_cbn:
+            out.append("no-cbn")
+        if not self.inference.use_nb:
+            out.append("no-nb")
+        if not self.build.cluster:
+            out.append("no-cluster")
+        if not self.mapping.hierarchical:
+            out.append("no-hierarchy")
+        if not self.inference.llm_parameters:
+            out.append("no-pe-llm")
+        if self.inference.aggregation == AggregationMethod.BMA:
+            out.append("bma")
+        return out
+
+
+class Anchor:
+    """Configured once (LLM client, embedder, hyperparameters); reused for many scenarios."""
+
+    def __init__(
+        self,
+        client: LLMClient | None = None,
+        *,
+        settings: LLMSettings | None = None,
+        embedder: Embedder | None = None,
+        config: AnchorConfig | None = None,
+        reducer: Reducer | None = None,
+        clusterer: Clusterer | None = None,
+    ) -> None:
+        if client is not None and settings is not None:
+            raise ValueError("pass either a client or settings, not both")
+        self.settings = settings or LLMSettings.from_env()
+        self.client = client if client is not None else make_client(self.settings)
+        if embedder is None:
+            cache = default_cache_dir() if self.settings.cache_dir is None else self.settings.resolved_cache_dir()
+            embedder = MiniLMEmbedder(cache_path=cache / "vectors.sqlite" if self.settings.use_cache else None)
+        self.embedder = embedder
+        self.config = config or AnchorConfig()
+        self.reducer = reducer
+        self.clusterer = clusterer
+        self._mappers: dict[int, tuple[FactorSpace, ConditionMapper, InferenceEngine]] = {}
+
+    # ------------------------------------------------------------------ stage 1
+
+    async def abuild(self, scenario: Scenario, report: Reporter = silent) -> FactorSpace:
+        builder = FactorSpaceBuilder(self.client, self.embedder, self.config.build,
+                                     reducer=self.reducer, clusterer=self.clusterer)
+        return await builder.build(scenario, report)
+
+    def build(self, scenario: Scenario, report: Reporter = silent) -> FactorSpace:
+        return self._run(self.abuild(scenario, report))
+
+    # ------------------------------------------------------------------ stages 2 and 3
+
+    def _stages(self, space: FactorSpace) -> tuple[ConditionMapper, InferenceEngine]:
+        # Keyed by identity: the retrieval index is built once per space object.
+        entry = self._mappers.get(id(space))
+        if entry is None or entry[0] is not space:
+            entry = (space, ConditionMapper(self.client, self.embedder, space, self.config.mapping),
+                     InferenceEngine(self.client, space, self.config.inference))
+            self._mappers[id(space)] = entry
+        return entry[1], entry[2]
+
+    async def ainfer_one(self, space: FactorSpace, condition: str | Condition) -> InferenceResult:
+        text = condition.text if isinstance(condition, Condition) else Condition(text=condition).text
+        mapper, engine = self._stages(space)
+        started = time.perf_counter()
+        timings: dict[str, float] = {}
+        with self.client.ledger.scope() as records:
+            trace = await mapper.map(text, timings)
+            result = InferenceResult(condition=text, p_outcome1=None, p_outcome2=None, unknown=False,
+                                     mapping=trace, variant=self.config.active_ablations())
+            result.compute_seconds.update(timings)
+            result = await engine.infer(trace, result)
+        if mapper.index_seconds:
+            result.compute_seconds["index_build"] = round(mapper.index_seconds, 6)
+        result.compute_seconds["total_wall"] = round(time.perf_counter() - started, 6)
+        result.cost = summarize(records)
+        return result
+
+    async def ainfer(self, space: FactorSpace, conditions: Sequence[str | Condition],
+                     report: Reporter = silent) -> list[InferenceResult]:
+        done = 0
+        total = len(conditions)
+        report(ProgressEvent("conditions", 0, total))
+
+        async def one(cond: str | Condition) -> InferenceResult:
+            nonlocal done
+            res = await self.ainfer_one(space, cond)
+            done += 1
+            report(ProgressEvent("conditions", done, total, res.condition[:60]))
+            return res
+
+        return list(await asyncio.gather(*(one(c) for c in conditions)))
+
+    def infer(self, space: FactorSpace, conditions: Sequence[str | Condition] | str,
+              report: Reporter = silent) -> list[InferenceResult]:
+        if isinstance(conditions, str):
+            conditions = [conditions]
+        return self._run(self.ainfer(space, conditions, report))
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _run(self, coro):  # noqa: ANN001, ANN202 - small sync bridge
+        async def wrapped():
+            try:
+                return await coro
+            finally:
+                await self.client.aclose()
+
+        return asyncio.run(wrapped())

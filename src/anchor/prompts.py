@@ -1,0 +1,511 @@
+"""Every prompt anchor sends, with the schema its answer must fit.
+
+All wording here is ours. The prompts follow the intent of the ANCHOR method: abductive sentence
+generation, factor extraction, validation, factor-outcome voting, theme naming and pruning,
+condition-to-factor selection and reflection, probability elicitation, latent discovery, and the
+direct-LLM baselines.
+
+Some schemas depend on the request (how many items, which strings are allowed); those come from
+the small factories below, cached so that an identical request produces an identical schema
+(and so an identical cache key). Where a schema lists allowed strings (``enum``), the list is
+sent to the server to constrain generation, while validation accepts any string: stages then
+discard and count answers that name something that was not offered, instead of re-asking
+forever a server that ignores the constraint.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from anchor.llm.prompt import Example, PromptSpec
+
+# --------------------------------------------------------------------------- schema helpers
+
+LabelName = Literal["outcome1", "outcome2", "neutral"]
+Verdict = Literal["keep", "duplicate", "irrelevant"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+def item_keys(n: int) -> list[str]:
+    """Short keys F1..Fn used to address the items of a numbered list in an answer."""
+    return [f"F{i + 1}" for i in range(n)]
+
+
+@lru_cache(maxsize=512)
+def keyed_schema(name: str, n: int, value: str) -> type[BaseModel]:
+    """An object with exactly the keys F1..Fn, each holding ``value``:
+    'label' (outcome1/outcome2/neutral), 'verdict' (keep/duplicate/irrelevant) or 'prob' (0..1)."""
+    types: dict[str, Any] = {
+        "label": (LabelName, ...),
+        "verdict": (Verdict, ...),
+        "prob": (float, Field(ge=0.0, le=1.0)),
+    }
+    if value not in types:
+        raise ValueError(f"unknown keyed value type {value!r}")
+    fields = {key: types[value] for key in item_keys(n)}
+    return create_model(f"{name}{n}", __base__=_Strict, **fields)
+
+
+def _choice_field(options: tuple[str, ...], max_items: int, min_items: int = 0) -> Any:
+    return Field(
+        ...,
+        max_length=max_items,
+        json_schema_extra={
+            "items": {"type": "string", "enum": list(options)},
+            "minItems": min_items,
+            "maxItems": max_items,
+        },
+    )
+
+
+@lru_cache(maxsize=512)
+def choice_list_schema(name: str, field: str, options: tuple[str, ...]) -> type[BaseModel]:
+    """``{field: [strings]}``; the server is told the allowed strings, validation accepts any."""
+    return create_model(name, __base__=_Strict, **{field: (list[str], _choice_field(options, len(options)))})
+
+
+@lru_cache(maxsize=256)
+def text_list_schema(name: str, field: str, max_items: int, max_chars: int) -> type[BaseModel]:
+    """``{field: [strings]}``. Bounds go to the server (an unbounded list makes small models repeat
+    themselves until the token limit); validation only needs one non-empty list, and the stage
+    trims and filters what it gets."""
+    extra = {"items": {"type": "string", "minLength": 1, "maxLength": max_chars}, "minItems": 1,
+             "maxItems": max_items}
+    return create_model(name, __base__=_Strict,
+                        **{field: (list[str], Field(..., min_length=1, json_schema_extra=extra))})
+
+
+@lru_cache(maxsize=256)
+def latent_partition_schema(options: tuple[str, ...], max_latents: int) -> type[BaseModel]:
+    group = create_model(
+        "LatentGroup", __base__=_Strict,
+        name=(str, Field(min_length=1, max_length=40)),
+        factors=(list[str], _choice_field(options, len(options), min_items=1)),
+    )
+    return create_model("LatentPartition", __base__=_Strict,
+                        latents=(list[group], Field(min_length=1, max_length=max_latents)))  # type: ignore[valid-type]
+
+
+class LatentPair(_Strict):
+    p_outcome1: float = Field(ge=0.0, le=1.0, description="P(concept leans to outcome 1 | outcome 1)")
+    p_outcome2: float = Field(ge=0.0, le=1.0, description="P(concept leans to outcome 1 | outcome 2)")
+
+
+@lru_cache(maxsize=256)
+def latent_params_schema(n: int) -> type[BaseModel]:
+    fields = {f"L{i + 1}": (LatentPair, ...) for i in range(n)}
+    return create_model(f"LatentParams{n}", __base__=_Strict, **fields)
+
+
+@lru_cache(maxsize=256)
+def theme_schema(options: tuple[str, ...]) -> type[BaseModel]:
+    removal = create_model(
+        "Redundant", __base__=_Strict,
+        factor=(str, Field(json_schema_extra={"enum": list(options)})),
+        same_as=(str, Field(json_schema_extra={"enum": list(options)})),
+    )
+    return create_model(
+        "ThemeAndPruning", __base__=_Strict,
+        theme=(str, Field(min_length=1, max_length=40)),
+        redundant=(list[removal], Field(..., max_length=max(0, len(options) - 1))),  # type: ignore[valid-type]
+    )
+
+
+def example_strings(prompt: PromptSpec) -> frozenset[str]:
+    """Every string inside the prompt's few-shot answers, case-folded.
+
+    Small models sometimes answer with the example instead of the task; stages use this to
+    recognise such echoes.
+    """
+    found: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, str):
+            found.add(" ".join(node.casefold().split()))
+        elif isinstance(node, dict):
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    for ex in prompt.examples:
+        answer = ex.answer if isinstance(ex.answer, str) else ex.answer.model_dump_json()
+        try:
+            walk(json.loads(answer))
+        except json.JSONDecodeError:
+            walk(answer)
+    return frozenset(found)
+
+
+def numbered(items: list[str], keys: bool = False) -> str:
+    """Render items one per line, numbered 1..n or keyed F1..Fn."""
+    if keys:
+        return "\n".join(f"{k}: {t}" for k, t in zip(item_keys(len(items)), items, strict=True))
+    return "\n".join(f"{i + 1}. {t}" for i, t in enumerate(items))
+
+
+# --------------------------------------------------------------------------- stage 1: abduction
+
+GENERATE_SENTENCES = PromptSpec(
+    stage="abduction.generate",
+    system=(
+        "You help people reason about decisions. Given a scenario and two competing outcomes, you write "
+        "short, concrete sentences that each give one reason why one outcome or the other would be more "
+        "likely. Mix both directions, vary the kind of reason (physical, practical, economic, social, "
+        "safety, timing, ...), and avoid repeating reasons already covered."
+    ),
+    user=(
+        "Scenario: {scenario}\nOutcome 1: {outcome1}\nOutcome 2: {outcome2}\n"
+        "Aspects already covered (find different ones): {known}\n"
+        "Write {n} new sentences, each one reason, about half for each outcome."
+    ),
+    schema=None,
+    examples=(
+        Example(
+            user=(
+                "Scenario: Alice is preparing for a marathon.\nOutcome 1: Treadmill running builds her endurance."
+                "\nOutcome 2: Treadmill running does not build her endurance.\nAspects already covered (find "
+                "different ones): none yet\nWrite 2 new sentences, each one reason, about half for each outcome."
+            ),
+            answer=(
+                '{"sentences": ["A treadmill lets Alice hold a steady pace for long sessions, which trains her '
+                'aerobic base.", "Treadmill belts do not train the uneven footing and wind of a real race '
+                'course."]}'
+            ),
+        ),
+    ),
+    max_tokens=600,
+    temperature=0.9,
+)
+
+
+EXTRACT_FACTORS = PromptSpec(
+    stage="abduction.extract",
+    system=(
+        "You turn sentences into factors: short noun phrases (2-6 words) naming the distinct "
+        "considerations the sentences rely on. One factor per consideration, no duplicates, no full "
+        "sentences, no judgement words like 'better'."
+    ),
+    user="Sentences:\n{sentences}\nList the distinct factors.",
+    schema=None,
+    examples=(
+        Example(
+            user=(
+                "Sentences:\n1. A treadmill lets Alice hold a steady pace for long sessions, which trains her "
+                "aerobic base.\n2. Treadmill belts do not train the uneven footing and wind of a real race "
+                "course.\nList the distinct factors."
+            ),
+            answer='{"factors": ["steady pace", "aerobic base training", "uneven terrain exposure", "wind resistance"]}',
+        ),
+    ),
+    max_tokens=400,
+    temperature=0.2,
+)
+
+
+VALIDATE_FACTORS = PromptSpec(
+    stage="abduction.validate",
+    system=(
+        "You review candidate factors for a decision scenario. For each candidate answer 'keep' if it is a "
+        "real consideration for this scenario and says something the listed similar factor does not; "
+        "'duplicate' if it means the same as the similar factor shown next to it; 'irrelevant' if it has "
+        "nothing to do with the scenario or its outcomes."
+    ),
+    user=(
+        "Scenario: {scenario}\nOutcome 1: {outcome1}\nOutcome 2: {outcome2}\nCandidates:\n{candidates}\n"
+        "Give a verdict for every key."
+    ),
+    schema=None,
+    max_tokens=300,
+    temperature=0.0,
+)
+
+# --------------------------------------------------------------------------- stage 1: voting, themes
+
+VOTE_LABELS = PromptSpec(
+    stage="voting",
+    system=(
+        "For each factor, decide which outcome it argues for when it is present: 'outcome1', 'outcome2', "
+        "or 'neutral' when it cuts both ways or is unrelated."
+    ),
+    user="Scenario: {scenario}\nOutcome 1: {outcome1}\nOutcome 2: {outcome2}\nFactors:\n{factors}\nLabel every key.",
+    schema=None,
+    examples=(
+        Example(
+            user=(
+                "Scenario: Alice is preparing for a marathon.\nOutcome 1: Treadmill running builds her endurance."
+                "\nOutcome 2: Treadmill running does not build her endurance.\nFactors:\nF1: steady pace\n"
+                "F2: weather conditions\nF3: no terrain variety\nLabel every key."
+            ),
+            answer='{"F1": "outcome1", "F2": "neutral", "F3": "outcome2"}',
+        ),
+    ),
+    max_tokens=200,
+    temperature=0.7,
+)
+
+
+NAME_THEME = PromptSpec(
+    stage="themes",
+    system=(
+        "You name a group of related factors with a short theme of one to three words, and point out "
+        "members that say the same thing as another member (list each such member with the one it "
+        "repeats). Leave the list empty when every member is distinct."
+    ),
+    user="Scenario: {scenario}\nFactors in the group:\n{factors}\nName the theme and list redundant members.",
+    schema=None,
+    examples=(
+        Example(
+            user=(
+                "Scenario: Commuting to work by bicycle or by car.\nFactors in the group:\n1. rush-hour traffic\n"
+                "2. traffic congestion\n3. parking search time\nName the theme and list redundant members."
+            ),
+            answer='{"theme": "Traffic Delays", "redundant": [{"factor": "traffic congestion", "same_as": "rush-hour traffic"}]}',
+        ),
+    ),
+    max_tokens=250,
+    temperature=0.0,
+)
+
+# --------------------------------------------------------------------------- stage 2: mapping
+
+
+SELECT_FACTORS = PromptSpec(
+    stage="mapping.select",
+    system=(
+        "You connect a condition to factors. From the candidate factors, select every one the condition "
+        "bears on: it makes the factor present, relevant, or clearly affects it. Be inclusive, but do not "
+        "select factors the condition has nothing to do with. Copy the selected factors exactly."
+    ),
+    user="Scenario: {scenario}\nCondition: {condition}\nCandidate factors:\n{candidates}\nSelect the related factors.",
+    schema=None,
+    examples=(
+        Example(
+            user=(
+                "Scenario: A student prepares for final exams.\nCondition: The student spends more time in the "
+                "library.\nCandidate factors:\n- focused study time\n- social activities\n- exam stress\n"
+                "Select the related factors."
+            ),
+            answer='{"selected": ["focused study time", "social activities"]}',
+        ),
+    ),
+    max_tokens=300,
+    temperature=0.7,
+)
+
+
+REFLECT_FACTORS = PromptSpec(
+    stage="mapping.reflect",
+    system=(
+        "You double-check a selection. Given a condition and factors picked for it, keep each factor that "
+        "has any reasonable link to the condition and drop only those that are clearly unrelated or "
+        "contradicted by it. When unsure, keep. Copy kept factors exactly."
+    ),
+    user="Condition: {condition}\nSelected factors:\n{factors}\nWhich factors should stay?",
+    schema=None,
+    max_tokens=300,
+    temperature=0.0,
+)
+
+# --------------------------------------------------------------------------- stage 3: elicitation
+
+ELICIT_PHI = PromptSpec(
+    stage="inference.phi",
+    system=(
+        "You estimate how strongly single factors favour one outcome over another. For each factor give the "
+        "probability (0 to 1) that, with this factor present, outcome 1 rather than outcome 2 holds: near 1 "
+        "strongly favours outcome 1, near 0 strongly favours outcome 2, 0.5 favours neither."
+    ),
+    user=(
+        "Scenario: {scenario}\nOutcome 1: {outcome1}\nOutcome 2: {outcome2}\n"
+        "Factors (with a first rough estimate you may revise):\n{factors}\nGive a probability for every key."
+    ),
+    schema=None,
+    examples=(
+        Example(
+            user=(
+                "Scenario: Lighting a home.\nOutcome 1: LED bulbs are the better choice.\nOutcome 2: "
+                "Incandescent bulbs are the better choice.\n"
+                "Factors (with a first rough estimate you may revise):\nF1: energy use per hour (rough: 0.75)\n"
+                "F2: purchase price (rough: 0.25)\nF3: availability in shops (rough: 0.5)\n"
+                "Give a probability for every key."
+            ),
+            answer='{"F1": 0.93, "F2": 0.35, "F3": 0.5}',
+        ),
+    ),
+    max_tokens=300,
+    temperature=0.5,
+)
+
+
+DISCOVER_LATENTS = PromptSpec(
+    stage="inference.latents",
+    system=(
+        "You find hidden common causes. Group the factors into a few latent concepts so that factors in the "
+        "same group tend to appear together because of that concept. Every factor belongs to exactly one "
+        "group; use only the factors listed, copied exactly; give each group a short name."
+    ),
+    user="Scenario: {scenario}\nFactors:\n{factors}\nGroup them into at most {max_latents} latent concepts.",
+    schema=None,
+    examples=(
+        Example(
+            user="Scenario: Choosing a lunch.\nFactors:\n- nutrition\n- vitamins\n- taste\n- convenience\n"
+                 "Group them into at most 3 latent concepts.",
+            answer='{"latents": [{"name": "Health", "factors": ["nutrition", "vitamins"]}, '
+                   '{"name": "Enjoyment", "factors": ["taste", "convenience"]}]}',
+        ),
+    ),
+    max_tokens=500,
+    temperature=0.0,
+)
+
+ELICIT_LATENT_PARAMS = PromptSpec(
+    stage="inference.latent_params",
+    system=(
+        "Each latent concept below groups related factors. In a given situation a concept either leans "
+        "towards outcome 1 or it does not. For each concept estimate p_outcome1 = the probability that it "
+        "leans towards outcome 1 when outcome 1 is in fact true, and p_outcome2 = the probability that it "
+        "leans towards outcome 1 when outcome 2 is in fact true. A concept that tracks the truth well has a "
+        "high p_outcome1 and a low p_outcome2; one that says little has both near 0.5."
+    ),
+    user="Scenario: {scenario}\nOutcome 1: {outcome1}\nOutcome 2: {outcome2}\nLatent concepts:\n{latents}\n"
+         "Give both probabilities for every key.",
+    schema=None,
+    examples=(
+        Example(
+            user="Scenario: A new release of a program.\nOutcome 1: The release runs faster.\nOutcome 2: The "
+                 "release does not run faster.\nLatent concepts:\nL1: Performance (faster processing, efficient "
+                 "memory use)\nL2: Stability (crash reports, memory leaks)\nGive both probabilities for every key.",
+            answer='{"L1": {"p_outcome1": 0.85, "p_outcome2": 0.2}, "L2": {"p_outcome1": 0.6, "p_outcome2": 0.45}}',
+        ),
+    ),
+    max_tokens=400,
+    temperature=0.5,
+)
+
+# --------------------------------------------------------------------------- baselines
+
+
+def _context(scenario: str) -> str:
+    return scenario if scenario else "(none)"
+
+
+class VerbalProbability(_Strict):
+    probability: float = Field(ge=0.0, le=1.0)
+
+
+class DirectChoice(_Strict):
+    choice: Literal["1", "2"]
+
+
+class ReasonedProbability(_Strict):
+    reasoning: str = Field(min_length=1, max_length=800)
+    probability: float = Field(ge=0.0, le=1.0)
+
+
+class ReasonedChoice(_Strict):
+    reasoning: str = Field(min_length=1, max_length=800)
+    choice: Literal["1", "2"]
+
+
+class CompareChoice(_Strict):
+    choice: Literal["1", "2", "same"]
+
+
+_BASE_USER = "Scenario: {scenario}\nCondition: {condition}\nOutcome 1: {outcome1}\nOutcome 2: {outcome2}\n"
+
+VANILLA = PromptSpec(
+    stage="baseline.vanilla",
+    system="Given a scenario, an extra condition and two competing outcomes, estimate the probability that "
+           "outcome 1 rather than outcome 2 is true.",
+    user=_BASE_USER + "What is the probability of outcome 1?",
+    schema=VerbalProbability,
+    max_tokens=40,
+)
+
+VANILLA_DIRECT = PromptSpec(
+    stage="baseline.vanilla_direct",
+    system="Given a scenario, an extra condition and two competing outcomes, say which outcome is more likely.",
+    user=_BASE_USER + "Which outcome is more likely, 1 or 2?",
+    schema=DirectChoice,
+    max_tokens=20,
+)
+
+COT = PromptSpec(
+    stage="baseline.cot",
+    system="Given a scenario, an extra condition and two competing outcomes, first reason step by step in a "
+           "few sentences, then estimate the probability that outcome 1 rather than outcome 2 is true.",
+    user=_BASE_USER + "Reason briefly, then give the probability of outcome 1.",
+    schema=ReasonedProbability,
+    max_tokens=400,
+)
+
+COT_DIRECT = PromptSpec(
+    stage="baseline.cot_direct",
+    system="Given a scenario, an extra condition and two competing outcomes, first reason step by step in a "
+           "few sentences, then say which outcome is more likely.",
+    user=_BASE_USER + "Reason briefly, then choose 1 or 2.",
+    schema=ReasonedChoice,
+    max_tokens=400,
+)
+
+#: Free-text prompt for the Logits baseline: the first answer token is read from log-probabilities.
+LOGITS_MESSAGES_SYSTEM = (
+    "Given a scenario, an extra condition and two competing outcomes, answer with a single character: 1 if "
+    "outcome 1 is more likely, 2 if outcome 2 is more likely."
+)
+LOGITS_USER = _BASE_USER + "Answer 1 or 2."
+
+COMPARE = PromptSpec(
+    stage="baseline.compare",
+    system="Given a scenario, an outcome and two alternative conditions, say which condition makes the outcome "
+           "more likely, or 'same' if they support it equally.",
+    user="Scenario: {scenario}\nOutcome: {outcome}\nCondition 1: {condition1}\nCondition 2: {condition2}\n"
+         "Which condition supports the outcome more: 1, 2 or same?",
+    schema=CompareChoice,
+    max_tokens=20,
+)
+
+
+ORACLE_FACTORS = PromptSpec(
+    stage="baseline.factor_based.generate",
+    system="You list the considerations that explain why a given outcome is the true one in a scenario.",
+    user="Scenario: {scenario}\nTrue outcome: {gold}\nOther outcome: {other}\nList {n} short factors that "
+         "support the true outcome.",
+    schema=None,
+    max_tokens=250,
+    temperature=0.7,
+)
+
+ORACLE_FACTOR_PROB = PromptSpec(
+    stage="baseline.factor_based.estimate",
+    system="Given a scenario, an extra condition, a factor and two competing outcomes, estimate the "
+           "probability that outcome 1 rather than outcome 2 is true when the factor holds.",
+    user=_BASE_USER + "Factor: {factor}\nWhat is the probability of outcome 1?",
+    schema=VerbalProbability,
+    max_tokens=40,
+)
+
+# --------------------------------------------------------------------------- fact checking
+
+class Negation(_Strict):
+    negation: str = Field(min_length=1, max_length=600)
+
+
+NEGATE_CLAIM = PromptSpec(
+    stage="data.negate_claim",
+    system="Rewrite a claim so that it states the opposite, keeping its wording as close as possible.",
+    user="Claim: {claim}\nWrite its negation.",
+    schema=Negation,
+    max_tokens=160,
+)
+
+__all__ = [name for name in dir() if name.isupper()]

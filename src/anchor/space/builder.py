@@ -1,0 +1,119 @@
+"""Stage 1 end to end: abduction, voting, embeddings, clustering, themes and pruning.
+
+``FactorSpaceBuilder`` is configured once (client, embedder, parameters, and optionally a custom
+reducer and clusterer, BERTopic-style) and builds a ``FactorSpace`` per scenario.
+"""
+
+from __future__ import annotations
+
+import time
+
+from anchor.embed import Embedder, MiniLMEmbedder
+from anchor.llm.client import LLMClient
+from anchor.llm.ledger import summarize
+from anchor.progress import ProgressEvent, Reporter, silent
+from anchor.space.abduction import Abductor
+from anchor.space.structure import Clusterer, Reducer, cluster_embeddings
+from anchor.space.themes import name_and_prune
+from anchor.space.voting import vote_labels
+from anchor.types import (
+    BuildParams,
+    Cluster,
+    EmbeddingMatrix,
+    Factor,
+    FactorSpace,
+    Scenario,
+    SpaceEmbeddings,
+)
+
+FLAT_THEME = "all factors"
+
+
+class FactorSpaceBuilder:
+    def __init__(
+        self,
+        client: LLMClient,
+        embedder: Embedder | None = None,
+        params: BuildParams | None = None,
+        *,
+        reducer: Reducer | None = None,
+        clusterer: Clusterer | None = None,
+    ) -> None:
+        self.client = client
+        self.embedder = embedder if embedder is not None else MiniLMEmbedder()
+        self.params = params if params is not None else BuildParams()
+        self.reducer = reducer
+        self.clusterer = clusterer
+
+    async def build(self, scenario: Scenario, report: Reporter = silent) -> FactorSpace:
+        p = self.params
+        started = time.perf_counter()
+        compute: dict[str, float] = {}
+        with self.client.ledger.scope() as records:
+            abduced = await Abductor(self.client, self.embedder, p).run(scenario, report)
+            texts = abduced.factors
+
+            votes = await vote_labels(self.client, scenario, texts, samples=p.vote_samples,
+                                      batch_size=p.vote_batch_size, report=report)
+            factors = [
+                Factor(id=f"f{i + 1:03d}", text=text, label=v.majority(), votes=v, round=r)
+                for i, (text, v, r) in enumerate(zip(texts, votes, abduced.found_in_round, strict=True))
+            ]
+
+            t0 = time.perf_counter()
+            vectors = abduced.vectors if len(texts) else self.embedder.encode([])
+            compute["embedding"] = round(time.perf_counter() - t0, 4)
+
+            report(ProgressEvent("clustering", 0, 1, f"{len(factors)} factors"))
+            t0 = time.perf_counter()
+            result = cluster_embeddings(vectors, enabled=p.cluster, reducer=self.reducer,
+                                        clusterer=self.clusterer, seed=p.seed)
+            compute["clustering"] = round(time.perf_counter() - t0, 4)
+            report(ProgressEvent("clustering", 1, 1, f"{result.stats.n_clusters} clusters"))
+
+            groups: dict[int, list[Factor]] = {}
+            unclustered: list[str] = []
+            for factor, label in zip(factors, result.labels.tolist(), strict=True):
+                if label < 0:
+                    unclustered.append(factor.id)
+                else:
+                    groups.setdefault(int(label), []).append(factor)
+
+            if p.cluster and result.stats.method != "flat":
+                clusters = await name_and_prune(self.client, scenario, groups, prune=p.prune, report=report)
+            else:
+                clusters = [Cluster(id=cid, theme=FLAT_THEME, factor_ids=[f.id for f in members])
+                            for cid, members in sorted(groups.items())]
+            placed = {fid: c.id for c in clusters for fid in c.factor_ids}
+            for factor in factors:
+                factor.cluster_id = placed.get(factor.id)
+
+            t0 = time.perf_counter()
+            theme_vectors = self.embedder.encode([c.theme for c in clusters]) if clusters else None
+            compute["embedding"] = round(compute["embedding"] + time.perf_counter() - t0, 4)
+
+        model_id = getattr(self.embedder, "model_id", type(self.embedder).__name__)
+        embeddings = None
+        if factors:
+            embeddings = SpaceEmbeddings(
+                factor_ids=[f.id for f in factors],
+                factors=EmbeddingMatrix.from_array(model_id, vectors),
+                cluster_ids=[c.id for c in clusters],
+                themes=EmbeddingMatrix.from_array(model_id, theme_vectors) if theme_vectors is not None else None,
+            )
+        compute["total_wall"] = round(time.perf_counter() - started, 4)
+        return FactorSpace(
+            scenario=scenario,
+            factors=factors,
+            clusters=clusters,
+            unclustered=unclustered,
+            stop_reason=abduced.stop_reason,
+            rounds=abduced.rounds,
+            params=p,
+            clustering=result.stats,
+            cost=summarize(records),
+            compute_seconds=compute,
+            llm=self.client.identity,
+            embedding_model=model_id,
+            embeddings=embeddings,
+        )

@@ -1,0 +1,63 @@
+"""Saving and loading factor spaces as versioned JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from anchor.llm.errors import AnchorError
+from anchor.types import FACTOR_SPACE_SCHEMA_VERSION, FactorSpace
+
+
+class SpaceFileError(AnchorError):
+    """A factor-space file that cannot be used, with the reason."""
+
+
+def save_space(space: FactorSpace, path: Path | str) -> Path:
+    """Write atomically (temp file + rename) so a crash never leaves half a file behind."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = space.model_dump_json(indent=2)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_space(path: Path | str) -> FactorSpace:
+    path = Path(path)
+    if not path.exists():
+        raise SpaceFileError(f"{path}: no such file (build one with `anchor build ... --out {path}`)")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise SpaceFileError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from exc
+    except UnicodeDecodeError as exc:
+        raise SpaceFileError(f"{path}: not a UTF-8 text file") from exc
+    if not isinstance(raw, dict):
+        raise SpaceFileError(f"{path}: expected a JSON object, found {type(raw).__name__}")
+    version = raw.get("schema_version")
+    if version != FACTOR_SPACE_SCHEMA_VERSION:
+        raise SpaceFileError(
+            f"{path}: factor-space schema version {version!r} is not supported "
+            f"(this anchor reads version {FACTOR_SPACE_SCHEMA_VERSION}); rebuild it with `anchor build`"
+        )
+    try:
+        return FactorSpace.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()[:5]
+        )
+        more = f" (and {exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
+        raise SpaceFileError(f"{path}: not a valid factor space: {problems}{more}") from exc
