@@ -298,3 +298,22 @@ def test_cache_integrity_after_concurrent_writers_and_sigkill(tmp_path):
     assert set(counts) == {"w0", "w1", "w2"} and min(counts.values()) > 0
     cache = ResponseCache(path)
     assert cache.get("w0-0").text == "x" * 2000
+
+
+def test_identical_requests_in_flight_share_one_answer(tmp_path):
+    with FakeOpenAIServer(fault_rates={"slow": 1.0}, slow_seconds=0.3) as server:
+        client = make(server, tmp_path)
+        answers = run(gather(*[client.ask(PROMPT, q="same question") for _ in range(4)]))
+        assert server.completions == 1
+        assert all(a == answers[0] for a in answers)
+        total = client.ledger.total()
+        assert total.llm_calls == 1 and total.cache_hits == 3
+
+
+def test_cache_keeps_the_first_answer(tmp_path):
+    from anchor.llm.cache import CachedResponse
+
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    cache.put("k", "s", CachedResponse(text="first", prompt_tokens=1, completion_tokens=1))
+    cache.put("k", "s", CachedResponse(text="second", prompt_tokens=1, completion_tokens=1))
+    assert cache.get("k").text == "first"

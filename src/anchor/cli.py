@@ -119,6 +119,8 @@ class RichReporter:
         note = event.message
         if "factors" in event.info:
             note = f"{event.info['factors']} factors  {note}"
+        elif event.info:
+            note = "  ".join(f"{k} {v}" for k, v in event.info.items()) + (f"  {note}" if note else "")
         if task is None:
             task = self.tasks[event.stage] = self.progress.add_task(event.stage, total=event.total, note=note)
         self.progress.update(task, completed=event.done, total=event.total, note=note)
@@ -216,8 +218,8 @@ def cache_clear(cache_dir: CacheDir = None, yes: Annotated[bool, typer.Option("-
 
 
 def main() -> None:
-    # Registers build/infer/demo/eval/report on import.
-    from anchor import commands  # noqa: F401
+    # Registers build/infer/demo and eval/report on import.
+    from anchor import commands, eval_commands  # noqa: F401
 
     app()
 

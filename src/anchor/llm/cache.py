@@ -115,12 +115,14 @@ class ResponseCache:
         return CachedResponse(text=row[0], prompt_tokens=row[1], completion_tokens=row[2], logprobs=logprobs)
 
     def put(self, key: str, stage: str, response: CachedResponse) -> None:
+        """Store an answer unless one is already stored: the first answer for a key stays the
+        answer, so every later reader sees the same one."""
         logprobs = None
         if response.logprobs is not None:
             logprobs = json.dumps([lp.model_dump() for lp in response.logprobs])
         with self._lock:
             self._conn.execute(
-                "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (key, stage, response.text, response.prompt_tokens, response.completion_tokens, logprobs, time.time()),
             )
 

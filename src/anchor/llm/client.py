@@ -80,6 +80,7 @@ class LLMClient:
         limit = backend.max_parallel if max_concurrency is None else min(max_concurrency, backend.max_parallel)
         self._limit = max(1, limit)
         self._semaphores: dict[int, asyncio.Semaphore] = {}
+        self._inflight_by_loop: dict[int, dict[str, asyncio.Future[Any]]] = {}
         self._sleep = sleep
         self._ready = False
 
@@ -176,26 +177,55 @@ class LLMClient:
         """One logical call: cached, retried and validated. ``schema=None`` asks for free text."""
         await self.ensure_ready()
         json_schema = inline_schema(schema) if schema is not None else None
-        key = None
+        key = cache_key(
+            backend=self.backend.name,
+            model=self.backend.model,
+            messages=messages,
+            schema=json_schema,
+            params={"temperature": temperature, "max_tokens": max_tokens, "seed": self.seed,
+                    "top_logprobs": top_logprobs},
+            sample_index=sample_index,
+        )
         if self.cache is not None:
-            key = cache_key(
-                backend=self.backend.name,
-                model=self.backend.model,
-                messages=messages,
-                schema=json_schema,
-                params={"temperature": temperature, "max_tokens": max_tokens, "seed": self.seed,
-                        "top_logprobs": top_logprobs},
-                sample_index=sample_index,
-            )
             hit = self.cache.get(key)
             if hit is not None:
-                parsed = self._validate(hit.text, schema, check) if schema is not None else None
-                if schema is None or not isinstance(parsed, str):
+                parsed, problem = self._validate(hit.text, schema, check) if schema is not None else (None, None)
+                if problem is None:
                     self.ledger.record(CallRecord(stage=stage, outcome="cache_hit"))
                     return Answer(parsed=parsed, text=hit.text, cached=True, prompt_tokens=hit.prompt_tokens,
                                   completion_tokens=hit.completion_tokens, logprobs=hit.logprobs)
                 # A cached answer that no longer validates (schema or check changed): ask again.
 
+        # Identical requests already in flight share one answer: the same question with the same
+        # seed must get the same reply, and the model is only run once.
+        inflight = self._inflight()
+        pending = inflight.get(key)
+        if pending is not None:
+            answer = await asyncio.shield(pending)
+            self.ledger.record(CallRecord(stage=stage, outcome="cache_hit", detail="shared with an identical request"))
+            return Answer(parsed=answer.parsed, text=answer.text, cached=True, prompt_tokens=answer.prompt_tokens,
+                          completion_tokens=answer.completion_tokens, logprobs=answer.logprobs)
+        future: asyncio.Future[Answer[Any]] = asyncio.get_running_loop().create_future()
+        inflight[key] = future
+        try:
+            answer = await self._ask_backend(stage, messages, key, json_schema, schema, temperature, max_tokens,
+                                             sample_index, check, top_logprobs)
+        except BaseException as exc:
+            if not future.done():
+                future.set_exception(exc)
+                future.exception()  # mark retrieved: waiters re-raise it, nobody else needs to
+            raise
+        else:
+            future.set_result(answer)
+            return answer
+        finally:
+            inflight.pop(key, None)
+
+    async def _ask_backend(
+        self, stage: str, messages: list[Message], key: str, json_schema: dict[str, Any] | None,
+        schema: type[T] | None, temperature: float, max_tokens: int, sample_index: int, check: Check | None,
+        top_logprobs: int | None,
+    ) -> Answer[T]:
         budget = max_tokens
         last_text = ""
         last_reason = ""
@@ -222,13 +252,13 @@ class LLMClient:
                 )
             parsed: Any = None
             if schema is not None:
-                parsed = self._validate(raw.completion.text, schema, check)
-                if isinstance(parsed, str):
-                    last_reason = parsed
-                    self._record(stage, "invalid_output", raw, parsed)
+                parsed, problem = self._validate(raw.completion.text, schema, check)
+                if problem is not None:
+                    last_reason = problem
+                    self._record(stage, "invalid_output", raw, problem)
                     continue
             self._record(stage, "ok", raw, "")
-            if self.cache is not None and key is not None:
+            if self.cache is not None:
                 self.cache.put(key, stage, CachedResponse(
                     text=raw.completion.text, prompt_tokens=raw.completion.prompt_tokens,
                     completion_tokens=raw.completion.completion_tokens, logprobs=raw.completion.logprobs))
@@ -240,19 +270,26 @@ class LLMClient:
     # ------------------------------------------------------------------ internals
 
     @staticmethod
-    def _validate(text: str, schema: type[T] | None, check: Check | None) -> T | str:
-        """Parsed answer, or a string saying why it is not acceptable."""
+    def _validate(text: str, schema: type[T] | None, check: Check | None) -> tuple[T | None, str | None]:
+        """``(parsed, None)``, or ``(None, why the answer is not acceptable)``."""
         assert schema is not None
         try:
             parsed = parse_structured(text, schema)
         except OutputInvalid as exc:
-            return str(exc)
+            return None, str(exc)
         if check is not None:
             try:
                 check(parsed)
             except ValueError as exc:
-                return f"answer failed the stage's check: {exc}"
-        return parsed
+                return None, f"answer failed the stage's check: {exc}"
+        return parsed, None
+
+    def _inflight(self) -> dict[str, asyncio.Future[Any]]:
+        loop_id = id(asyncio.get_running_loop())
+        table = self._inflight_by_loop.get(loop_id)
+        if table is None:
+            table = self._inflight_by_loop[loop_id] = {}
+        return table
 
     def _derive_seed(self, sample_index: int, attempt: int) -> int:
         digest = hashlib.sha256(f"{self.seed}:{sample_index}:{attempt}".encode()).digest()

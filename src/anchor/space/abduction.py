@@ -129,6 +129,7 @@ class Abductor:
         existing = {_key(f): f for f in factors}
         echoes = prompts.example_strings(prompts.EXTRACT_FACTORS)
         candidates: list[str] = []
+        first_seen: dict[str, str] = {}
         for raw in extracted:
             text = normalize_factor(raw)
             if text is None:
@@ -138,9 +139,12 @@ class Abductor:
             elif _key(text) in existing:
                 rejected.append(RejectedCandidate(text=text, reason="duplicate", similar_to=existing[_key(text)],
                                                   similarity=1.0))
-            elif any(_key(text) == _key(c) for c in candidates):
-                rejected.append(RejectedCandidate(text=text, reason="duplicate", similar_to=text, similarity=1.0))
+            elif _key(text) in first_seen:
+                # Repeats an earlier candidate of this round: name that one, not the repeat itself.
+                rejected.append(RejectedCandidate(text=text, reason="duplicate", similar_to=first_seen[_key(text)],
+                                                  similarity=1.0))
             else:
+                first_seen[_key(text)] = text
                 candidates.append(text)
         if not candidates:
             return [], rejected, np.zeros((0, 0), dtype=np.float32)

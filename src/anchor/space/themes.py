@@ -43,17 +43,21 @@ async def name_and_prune(
         theme = tidy_theme(answer.theme, fallback=members[0].text)  # type: ignore[attr-defined]
         by_text = {f.text: f for f in members}
         removed: dict[str, PrunedFactor] = {}
+        keepers: set[str] = set()
         if prune:
             for item in answer.redundant:  # type: ignore[attr-defined]
                 victim, keeper = by_text.get(item.factor), by_text.get(item.same_as)
                 if victim is None or keeper is None or victim.id == keeper.id:
                     continue
-                if victim.id in removed or keeper.id in removed:
+                # A removed factor cannot keep another, and a factor already kept as the original
+                # of a removed one must stay (else duplicate_of would point at a removed factor).
+                if victim.id in removed or keeper.id in removed or victim.id in keepers:
                     continue
                 if len(removed) + 1 >= len(members):
                     break
                 removed[victim.id] = PrunedFactor(factor_id=victim.id, text=victim.text,
                                                   reason="redundant within its cluster", duplicate_of=keeper.id)
+                keepers.add(keeper.id)
         done += 1
         report(ProgressEvent("themes", done, len(groups), theme))
         return Cluster(id=cluster_id, theme=theme,

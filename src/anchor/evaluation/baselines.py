@@ -1,0 +1,119 @@
+"""Direct-LLM baselines of the paper, on the same client as ANCHOR.
+
+Each turns (scenario, condition) into P(O1), except Compare, which judges two conditions jointly.
+Vanilla and CoT verbalise a probability; their starred variants (``*-direct``) only choose, which
+we score as probability 1 or 0. Logits reads the probability of the answer token from the
+backend's log-probabilities. Factor-based is an oracle: its factors are generated knowing the
+gold outcome, so it is not a fair comparison and every report flags it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from anchor import prompts
+from anchor.llm.client import LLMClient
+from anchor.types import Scenario
+
+
+@dataclass
+class Estimate:
+    p_outcome1: float | None
+    note: str | None = None
+
+
+def _values(scenario: Scenario, condition: str) -> dict[str, str]:
+    return {"scenario": scenario.text or "(none)", "condition": condition, "outcome1": scenario.outcome1,
+            "outcome2": scenario.outcome2}
+
+
+async def vanilla(client: LLMClient, scenario: Scenario, condition: str, gold: int | None = None) -> Estimate:
+    answer = await client.ask(prompts.VANILLA, **_values(scenario, condition))
+    return Estimate(answer.probability)
+
+
+async def vanilla_direct(client: LLMClient, scenario: Scenario, condition: str, gold: int | None = None) -> Estimate:
+    answer = await client.ask(prompts.VANILLA_DIRECT, **_values(scenario, condition))
+    return Estimate(1.0 if answer.choice == "1" else 0.0)
+
+
+async def cot(client: LLMClient, scenario: Scenario, condition: str, gold: int | None = None) -> Estimate:
+    answer = await client.ask(prompts.COT, **_values(scenario, condition))
+    return Estimate(answer.probability)
+
+
+async def cot_direct(client: LLMClient, scenario: Scenario, condition: str, gold: int | None = None) -> Estimate:
+    answer = await client.ask(prompts.COT_DIRECT, **_values(scenario, condition))
+    return Estimate(1.0 if answer.choice == "1" else 0.0)
+
+
+LOGIT_TOP_K = 20
+
+
+async def logits(client: LLMClient, scenario: Scenario, condition: str, gold: int | None = None) -> Estimate:
+    """P(O1) = P('1') / (P('1') + P('2')) at the first answer position.
+
+    When only one of the two tokens is among the top-k alternatives, the other is given the
+    lowest listed log-probability (an upper bound on its true value); when neither is, the
+    instance is unknown.
+    """
+    messages = [{"role": "system", "content": prompts.LOGITS_MESSAGES_SYSTEM},
+                {"role": "user", "content": prompts.LOGITS_USER.format(**_values(scenario, condition))}]
+    answer = await client.complete("baseline.logits", messages, max_tokens=1, top_logprobs=LOGIT_TOP_K)
+    assert answer.logprobs  # the client raises LogprobsUnavailable otherwise
+    first = answer.logprobs[0]
+    top = dict(first.top) or {first.token: first.logprob}
+    best: dict[str, float] = {}
+    for token, lp in top.items():
+        key = token.strip()
+        if key in ("1", "2"):
+            best[key] = max(lp, best.get(key, -math.inf))
+    if not best:
+        return Estimate(None, note=f"neither '1' nor '2' among the top {len(top)} first tokens")
+    floor = min(top.values())
+    lp1, lp2 = best.get("1", floor), best.get("2", floor)
+    m = max(lp1, lp2)
+    w1, w2 = math.exp(lp1 - m), math.exp(lp2 - m)
+    return Estimate(w1 / (w1 + w2))
+
+
+ORACLE_FACTORS = 5
+
+
+async def factor_based(client: LLMClient, scenario: Scenario, condition: str, gold: int | None = None) -> Estimate:
+    """Average P(O1) over five factors written by an LLM that was told the gold outcome (oracle)."""
+    if gold not in (1, 2):
+        raise ValueError("the factor-based baseline needs the gold outcome")
+    gold_text, other = (scenario.outcome1, scenario.outcome2) if gold == 1 else (scenario.outcome2, scenario.outcome1)
+    generated = await client.ask(
+        prompts.ORACLE_FACTORS, schema=prompts.text_list_schema("OracleFactors", "factors", ORACLE_FACTORS, 120),
+        scenario=scenario.text or "(none)", gold=gold_text, other=other, n=ORACLE_FACTORS,
+    )
+    factors = [f for f in dict.fromkeys(" ".join(x.split()) for x in generated.factors) if f][:ORACLE_FACTORS]
+    if not factors:
+        return Estimate(None, note="no factors generated")
+    answers = await asyncio.gather(*(
+        client.ask(prompts.ORACLE_FACTOR_PROB, factor=f, **_values(scenario, condition)) for f in factors))
+    return Estimate(sum(a.probability for a in answers) / len(answers))
+
+
+async def compare(client: LLMClient, scenario: Scenario, outcome: str, condition1: str, condition2: str) -> int:
+    """1 if condition 1 supports ``outcome`` more, 2 if condition 2 does, 3 if equally."""
+    answer = await client.ask(prompts.COMPARE, scenario=scenario.text or "(none)", outcome=outcome,
+                              condition1=condition1, condition2=condition2)
+    return {"1": 1, "2": 2, "same": 3}[answer.choice]
+
+
+Estimator = Callable[[LLMClient, Scenario, str, "int | None"], Awaitable[Estimate]]
+
+ESTIMATORS: dict[str, Estimator] = {
+    "vanilla": vanilla,
+    "vanilla-direct": vanilla_direct,
+    "cot": cot,
+    "cot-direct": cot_direct,
+    "logits": logits,
+    "factor-based": factor_based,
+}
