@@ -65,3 +65,33 @@ def test_minilm_ranks_paraphrase_above_unrelated(tmp_path):
     again = fresh.encode([paraphrase, anchor_text])
     assert fresh.encoded_count == 0
     assert np.allclose(again[0], vecs[1]) and np.allclose(again[1], vecs[0])
+
+
+def test_embedded_model_answer_does_not_depend_on_previous_calls():
+    """Same request, same seed -> same answer, whatever ran before (no KV-prefix carry-over).
+
+    Without a context reset, repeating this grammar-constrained request right after itself gave
+    a different answer (the last prompt token's logits are then computed in another batch).
+    """
+    from anchor import prompts
+    from anchor.llm.structured import inline_schema
+
+    backend = LocalLlamaBackend()
+    phi = prompts.ELICIT_PHI.render(
+        scenario="Cooking noodles", outcome1="hot water is better", outcome2="warm water is better",
+        factors=prompts.numbered(["heat (rough: 0.75)", "time (rough: 0.5)"], keys=True))
+    phi_schema = inline_schema(prompts.keyed_schema("P", 2, "prob"))
+    other = prompts.SELECT_FACTORS.render(scenario="x", condition="y", candidates="- a\n- b")
+    other_schema = inline_schema(prompts.choice_list_schema("S", "selected", ("a", "b")))
+
+    async def ask(messages, schema) -> str:
+        raw = await backend.complete(messages, json_schema=schema, schema_name="t", temperature=0.5, max_tokens=60,
+                                     seed=7, top_logprobs=None)
+        return raw.text
+
+    async def sequence():
+        return [await ask(phi, phi_schema), await ask(phi, phi_schema), await ask(other, other_schema),
+                await ask(phi, phi_schema)]
+
+    first, second, _, fourth = asyncio.run(sequence())
+    assert first == second == fourth

@@ -97,6 +97,10 @@ class LocalLlamaBackend:
     def _run(self, messages: list[Message], kwargs: dict[str, Any], logits_all: bool) -> dict[str, Any]:
         llm = _llama(self.model_path, logits_all=logits_all, n_ctx=self.n_ctx, n_threads=self.n_threads)
         with _CALL_LOCK:
+            # Start from an empty context: reusing the previous call's KV prefix changes the logits
+            # slightly, so the same request (same seed) could get a different answer depending on
+            # what ran before it.
+            llm.reset()
             return llm.create_chat_completion(messages, **kwargs)
 
     async def complete(
