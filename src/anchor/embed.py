@@ -55,8 +55,13 @@ def _load_sentence_transformer(folder: Path) -> object:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
             from sentence_transformers import SentenceTransformer  # heavy import, only when needed
+            from transformers.utils import logging as hf_logging
 
+            # A library should not draw its own progress bars on the user's terminal.
+            hf_logging.disable_progress_bar()
+            hf_logging.set_verbosity_error()
             model = SentenceTransformer(str(folder), device="cpu")
             _MODELS[key] = model
         return model

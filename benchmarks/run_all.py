@@ -1,0 +1,43 @@
+"""Run every benchmark with its defaults and keep the JSON results in benchmarks/results/.
+
+    python benchmarks/run_all.py [--base-url URL --model M]   (LLM parts use the embedded model otherwise)
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--base-url")
+    parser.add_argument("--model")
+    args = parser.parse_args()
+    llm = [*(["--base-url", args.base_url] if args.base_url else []), *(["--model", args.model] if args.model else [])]
+    results = HERE / "results"
+    results.mkdir(exist_ok=True)
+    jobs = [
+        ("bench_cbn.py", []),
+        ("bench_infer.py", []),
+        ("bench_structure.py", []),
+        ("bench_build.py", llm),
+        ("bench_vote_batching.py", llm),
+    ]
+    failed = []
+    for script, extra in jobs:
+        print(f"\n=== {script} ===", flush=True)
+        out = results / (Path(script).stem + ".json")
+        code = subprocess.call([sys.executable, str(HERE / script), *extra, "--json", str(out)])
+        if code:
+            failed.append(script)
+    if failed:
+        sys.exit(f"failed: {', '.join(failed)}")
+
+
+if __name__ == "__main__":
+    main()
