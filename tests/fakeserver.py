@@ -91,6 +91,7 @@ class FakeOpenAIServer:
         retry_after: float = 0.0,
         slow_seconds: float = 2.0,
         logprobs: bool = True,
+        deterministic: bool = False,
         port: int = 0,
     ) -> None:
         self.model = model
@@ -101,6 +102,9 @@ class FakeOpenAIServer:
         self.retry_after = retry_after
         self.slow_seconds = slow_seconds
         self.logprobs = logprobs
+        # Deterministic: the answer depends only on the request body (like a seeded model), not
+        # on how many requests came before.
+        self.deterministic = deterministic
         self.requests: list[dict[str, Any]] = []
         self.served = Counter()
         self.in_flight = 0
@@ -144,10 +148,13 @@ class FakeOpenAIServer:
             return self.responder(body)
         fmt = body.get("response_format") or {}
         schema = (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema")
+        rng = self.rng
+        if self.deterministic:
+            rng = random.Random(json.dumps(body, sort_keys=True))
         with self.lock:
             if schema:
-                return json.dumps(random_from_schema(schema, self.rng))
-            return "A plain answer. " + " ".join(self.rng.choice(WORDS) for _ in range(8))
+                return json.dumps(random_from_schema(schema, rng))
+            return "A plain answer. " + " ".join(rng.choice(WORDS) for _ in range(8))
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -251,9 +258,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", default="fake-model")
     parser.add_argument("--rate", action="append", default=[], help="fault=rate, e.g. 500=0.2")
+    parser.add_argument("--deterministic", action="store_true", help="answer depends only on the request")
     args = parser.parse_args()
     rates = {k: float(v) for k, v in (item.split("=", 1) for item in args.rate)}
-    with FakeOpenAIServer(port=args.port, seed=args.seed, model=args.model, fault_rates=rates) as server:
+    with FakeOpenAIServer(port=args.port, seed=args.seed, model=args.model, fault_rates=rates,
+                          deterministic=args.deterministic) as server:
         print(f"serving {server.base_url} (faults {rates or 'none'}); Ctrl-C to stop", flush=True)
         try:
             while True:

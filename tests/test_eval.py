@@ -1,0 +1,188 @@
+"""The evaluation harness end to end against a real local OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import anchor.commands  # noqa: F401  (registers commands)
+import anchor.eval_commands  # noqa: F401
+from anchor.cli import app
+from anchor.evaluation.results import METHODS, MetricsReport, Prediction, RunConfig
+from tests.fakeserver import FakeOpenAIServer
+
+runner = CliRunner()
+REPO = Path(__file__).resolve().parents[1]
+
+
+def eval_args(server: FakeOpenAIServer, tmp_path: Path, out: Path, *extra: str) -> list[str]:
+    return ["eval", "--base-url", server.base_url, "--cache-dir", str(tmp_path / "cache"), "--out", str(out),
+            "--json", *extra]
+
+
+def run_eval(args: list[str]):
+    result = runner.invoke(app, args)
+    return result
+
+
+def read_predictions(out: Path) -> list[Prediction]:
+    return [Prediction.model_validate_json(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("method", [m for m in METHODS if m != "anchor"])
+def test_every_baseline_runs_on_pairwise(method, tmp_path):
+    with FakeOpenAIServer(deterministic=True) as server:
+        out = tmp_path / method
+        result = run_eval(eval_args(server, tmp_path, out, "--dataset", "common2sense-pairwise", "--method", method,
+                                    "--limit", "3", "--runs", "2"))
+        assert result.exit_code == 0, result.output
+    metrics = MetricsReport.model_validate_json((out / "metrics.json").read_text())
+    config = RunConfig.model_validate_json((out / "config.json").read_text())
+    assert config.method == method and config.runs == 2 and config.limit == 3
+    assert metrics.n_instances == 3 and metrics.n_runs == 2 and len(metrics.runs) == 2
+    for key in ("f1_context1", "f1_context2", "f1_same", "f1_micro", "coverage"):
+        assert key in metrics.mean and key in metrics.std
+        for run in metrics.runs:
+            assert run[key] is None or 0.0 <= run[key] <= 1.0
+    preds = read_predictions(out)
+    assert sorted((p.run, p.id) for p in preds) == sorted(
+        (r, f"common2sense-pairwise:{i}") for r in range(2) for i in range(3))
+    assert metrics.cost["total"].llm_calls > 0
+    assert metrics.oracle == (method == "factor-based")
+    if method == "factor-based":
+        assert any("oracle" in n for n in metrics.notes)
+
+
+def test_anchor_pairwise_against_server_and_report(tmp_path):
+    with FakeOpenAIServer(deterministic=True) as server:
+        out = tmp_path / "anchor"
+        result = run_eval(eval_args(server, tmp_path, out, "--dataset", "common2sense-pairwise", "--method", "anchor",
+                                    "--limit", "2", "--runs", "2", "--n-target", "6", "--batch-size", "3",
+                                    "--max-rounds", "2"))
+        assert result.exit_code == 0, result.output
+    metrics = MetricsReport.model_validate_json((out / "metrics.json").read_text())
+    assert metrics.method == "anchor" and not metrics.small_model
+    stages = set(metrics.cost)
+    assert {"abduction.generate", "voting", "mapping.select"} <= stages
+    spaces = list((out / "spaces").glob("*.json"))
+    assert spaces, "factor spaces are stored with the run"
+    report = runner.invoke(app, ["report", str(out), "--out", str(tmp_path / "report")])
+    assert report.exit_code == 0, report.output
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "ANCHOR" in md and "Context1" in md
+
+
+def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path):
+    """Kill a run half-way, start it again: no instance is repeated and the metrics equal those of
+    an uninterrupted run (both read the same LLM answers: a deterministic server + shared cache)."""
+    with FakeOpenAIServer(deterministic=True, fault_rates={"slow": 1.0}, slow_seconds=0.15) as server:
+        cache = tmp_path / "cache"
+        killed = tmp_path / "killed"
+        cmd = [sys.executable, "-c", "from anchor.cli import main; main()", "eval", "--base-url", server.base_url,
+               "--cache-dir", str(cache), "--dataset", "common2sense-pairwise", "--method", "cot", "--limit", "8",
+               "--runs", "2", "--out", str(killed)]
+        env = dict(os.environ, ANCHOR_LLM_CONCURRENCY="1")
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        preds = killed / "predictions.jsonl"
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if preds.exists() and len(preds.read_text().splitlines()) >= 5:
+                break
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        done_before = len(preds.read_text().splitlines())
+        assert 5 <= done_before < 16, "the kill must land half-way"
+        assert not (killed / "metrics.json").exists()
+        calls_before = server.completions
+
+        resumed = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        assert resumed.returncode == 0, resumed.stderr
+        new_calls = server.completions - calls_before
+        # Only the unfinished instances reached the server again (2 calls each: one per condition).
+        assert new_calls <= 2 * (16 - done_before) + 2
+
+        straight = tmp_path / "straight"
+        cmd2 = [*cmd[:-1], str(straight)]
+        subprocess.run(cmd2, cwd=REPO, env=env, check=True, capture_output=True, timeout=300)
+
+    ids = [(p.run, p.id) for p in read_predictions(killed)]
+    assert len(ids) == len(set(ids)) == 16
+    a = json.loads((killed / "metrics.json").read_text())
+    b = json.loads((straight / "metrics.json").read_text())
+    assert a["runs"] == b["runs"] and a["mean"] == b["mean"] and a["std"] == b["std"]
+
+
+def test_torn_last_line_is_dropped_on_resume(tmp_path):
+    with FakeOpenAIServer(deterministic=True) as server:
+        out = tmp_path / "run"
+        args = eval_args(server, tmp_path, out, "--dataset", "today", "--method", "vanilla", "--limit", "4")
+        assert run_eval(args).exit_code == 0
+        lines = (out / "predictions.jsonl").read_text().splitlines()
+        # Simulate a process killed while writing the last record.
+        (out / "predictions.jsonl").write_text("\n".join(lines[:2]) + "\n" + lines[2][:25])
+        (out / "metrics.json").unlink()
+        result = run_eval(args)
+        assert result.exit_code == 0, result.output
+    preds = read_predictions(out)
+    assert len(preds) == 4 and len({p.id for p in preds}) == 4
+
+
+def test_unseen_factcheck_file_with_data(tmp_path):
+    claims = [
+        {"claim": "Drinking water reduces the risk of kidney stones.", "label": "SUPPORTED",
+         "evidence": ["A cohort study found fewer stones among people drinking more water."]},
+        {"claim": "Vitamin C cures the common cold.", "label": "REFUTED",
+         "evidence": ["Trials found no effect of vitamin C on cold incidence.", "Duration shortened slightly."]},
+        {"claim": "Regular exercise improves sleep quality.", "label": "SUPPORTED",
+         "evidence": ["Participants who exercised reported better sleep."]},
+    ]
+    data = tmp_path / "my_claims.jsonl"
+    data.write_text("\n".join(json.dumps(c) for c in claims) + "\n")
+    with FakeOpenAIServer(deterministic=True) as server:
+        out = tmp_path / "fc"
+        result = run_eval(eval_args(server, tmp_path, out, "--data", str(data), "--method", "vanilla"))
+        assert result.exit_code == 0, result.output
+    metrics = MetricsReport.model_validate_json((out / "metrics.json").read_text())
+    assert metrics.kind == "factcheck" and metrics.n_instances == 3
+    assert "balanced_accuracy" in metrics.mean
+    assert {p.label for p in read_predictions(out)} == {1, 2}
+
+
+def test_broken_data_file_gives_clear_error(tmp_path):
+    data = tmp_path / "broken.jsonl"
+    data.write_text('{"claim": "x", "label": "SUPPORTED", "evidence": ["e"]}\n{"claim": "y", "lab')
+    result = run_eval(["eval", "--data", str(data), "--method", "vanilla", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert "line 2" in result.output and "Traceback" not in result.output
+
+
+def test_compare_is_pairwise_only(tmp_path):
+    result = run_eval(["eval", "--dataset", "today", "--method", "compare", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "pairwise" in result.output
+
+
+def test_other_settings_in_the_same_dir_are_refused(tmp_path):
+    with FakeOpenAIServer(deterministic=True) as server:
+        out = tmp_path / "run"
+        assert run_eval(eval_args(server, tmp_path, out, "--dataset", "today", "--method", "vanilla",
+                                  "--limit", "2")).exit_code == 0
+        result = run_eval(eval_args(server, tmp_path, out, "--dataset", "today", "--method", "vanilla",
+                                    "--limit", "3"))
+    assert result.exit_code == 2 and "limit" in result.output
+
+
+def test_logits_without_logprobs_is_a_clear_error(tmp_path):
+    with FakeOpenAIServer(logprobs=False) as server:
+        result = run_eval(eval_args(server, tmp_path, tmp_path / "o", "--dataset", "today", "--method", "logits",
+                                    "--limit", "2"))
+    assert result.exit_code == 2
+    assert "log-probabilities" in result.output and "Traceback" not in result.output
