@@ -92,6 +92,7 @@ class FakeOpenAIServer:
         slow_seconds: float = 2.0,
         logprobs: bool = True,
         deterministic: bool = False,
+        formats: tuple[str, ...] = ("json_schema", "json_object"),
         port: int = 0,
     ) -> None:
         self.model = model
@@ -105,6 +106,9 @@ class FakeOpenAIServer:
         # Deterministic: the answer depends only on the request body (like a seeded model), not
         # on how many requests came before.
         self.deterministic = deterministic
+        # response_format types this server accepts; others get the HTTP 500 that
+        # llama-cpp-python's server answers to "json_schema".
+        self.formats = formats
         self.requests: list[dict[str, Any]] = []
         self.served = Counter()
         self.in_flight = 0
@@ -148,6 +152,15 @@ class FakeOpenAIServer:
             return self.responder(body)
         fmt = body.get("response_format") or {}
         schema = (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema")
+        if not schema:
+            # A model that reads a schema spelled out in the prompt (servers without structured output).
+            system = next((m.get("content", "") for m in body.get("messages", []) if m.get("role") == "system"), "")
+            marker = "JSON schema: "
+            if marker in system:
+                try:
+                    schema = json.loads(system[system.index(marker) + len(marker):])
+                except json.JSONDecodeError:
+                    schema = None
         rng = self.rng
         if self.deterministic:
             rng = random.Random(json.dumps(body, sort_keys=True))
@@ -199,6 +212,12 @@ class FakeOpenAIServer:
                         server.in_flight -= 1
 
             def _answer(self, body: dict[str, Any]) -> None:
+                fmt = (body.get("response_format") or {}).get("type")
+                if fmt is not None and fmt not in server.formats:
+                    msg = {"error": {"message": f"1 validation error: body.response_format.type: input should be "
+                                                f"one of {list(server.formats)}, got {fmt!r}"}}
+                    self._send(500, json.dumps(msg).encode())
+                    return
                 fault = server._next_fault()
                 with server.lock:
                     server.served[fault or "ok"] += 1

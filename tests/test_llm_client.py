@@ -317,3 +317,22 @@ def test_cache_keeps_the_first_answer(tmp_path):
     cache.put("k", "s", CachedResponse(text="first", prompt_tokens=1, completion_tokens=1))
     cache.put("k", "s", CachedResponse(text="second", prompt_tokens=1, completion_tokens=1))
     assert cache.get("k").text == "first"
+
+
+@pytest.mark.parametrize("formats, expected", [(("json_object",), "json_object"), ((), "prompt")])
+def test_structured_output_falls_back_when_server_rejects_json_schema(tmp_path, formats, expected):
+    with FakeOpenAIServer(formats=formats) as server:
+        client = make(server, tmp_path, cache=False)
+        first = run(client.ask(PROMPT, q="x"))
+        second = run(client.ask(PROMPT, q="y"))
+        assert isinstance(first, Verdict) and isinstance(second, Verdict)
+        assert client.backend.format_mode == expected
+        last = server.requests[-1]
+        if expected == "json_object":
+            assert last["response_format"]["type"] == "json_object" and "schema" in last["response_format"]
+        else:
+            assert "response_format" not in last
+            assert '"confidence"' in last["messages"][0]["content"]  # the schema is spelled out instead
+        # The negotiation happens once; later calls go straight to the working mode.
+        assert client.ledger.total().failed_attempts == 0
+        assert server.completions == 2 + (1 if expected == "json_object" else 2)

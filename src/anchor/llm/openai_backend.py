@@ -7,6 +7,8 @@ It uses the official ``openai`` SDK with the SDK's own retries switched off: the
 from __future__ import annotations
 
 import email.utils
+import json
+import logging
 import time
 from typing import Any
 
@@ -14,6 +16,13 @@ import openai
 
 from anchor.llm.base import Message, RawCompletion, TokenLogprob
 from anchor.llm.errors import ConfigurationError, FatalBackendError, TransientBackendError
+
+log = logging.getLogger("anchor.llm")
+
+#: Ways of asking for structured output, best first. Servers differ: OpenAI, vLLM and Ollama take
+#: "json_schema"; llama-cpp-python's server only takes "json_object" with a "schema" field; a
+#: server with neither gets the schema in the prompt and its answer is validated all the same.
+FORMAT_MODES = ("json_schema", "json_object", "prompt")
 
 
 def _retry_after_seconds(headers: Any) -> float | None:
@@ -61,6 +70,7 @@ class OpenAICompatibleBackend:
         self.strict_schema = strict_schema
         self._api_key = api_key
         self._timeout = timeout
+        self.format_mode = FORMAT_MODES[0]
         self._clients: dict[int, openai.AsyncOpenAI] = {}
 
     @property
@@ -123,50 +133,26 @@ class OpenAICompatibleBackend:
         seed: int | None,
         top_logprobs: int | None,
     ) -> RawCompletion:
-        kwargs: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages,
-            "temperature": temperature,
-            "max_tokens": max_tokens,
-        }
-        if seed is not None:
-            kwargs["seed"] = seed
-        if json_schema is not None:
-            kwargs["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": schema_name, "schema": json_schema, "strict": self.strict_schema},
-            }
-        if top_logprobs is not None:
-            kwargs["logprobs"] = True
-            kwargs["top_logprobs"] = top_logprobs
-        try:
-            response = await self._client.chat.completions.create(**kwargs)
-        except openai.APITimeoutError as exc:
-            raise TransientBackendError(f"request timed out: {exc}", kind="timeout") from exc
-        except openai.APIConnectionError as exc:
-            raise TransientBackendError(f"connection error: {exc}", kind="connection") from exc
-        except openai.APIStatusError as exc:
-            status = exc.status_code
-            detail = _short(exc.message)
-            if status == 429 or status == 408 or status == 409 or status >= 500:
-                raise TransientBackendError(
-                    f"HTTP {status}: {detail}",
-                    retry_after=_retry_after_seconds(exc.response.headers),
-                    kind=f"http_{status}",
-                ) from exc
-            if status in (401, 403):
-                raise FatalBackendError(f"HTTP {status} from {self.base_url}: check the API key ({detail})") from exc
-            if status == 404:
-                raise FatalBackendError(
-                    f"HTTP 404 from {self.base_url}: wrong base URL (it usually ends in /v1) or unknown "
-                    f"model {self.model!r} ({detail})"
-                ) from exc
-            raise FatalBackendError(f"HTTP {status} from {self.base_url}: {detail}") from exc
-        except openai.APIResponseValidationError as exc:
-            raise TransientBackendError(f"server sent a malformed response: {exc}", kind="bad_response") from exc
-        except (ValueError, TypeError, KeyError) as exc:
-            # The SDK could not decode the body (e.g. broken JSON in an HTTP 200).
-            raise TransientBackendError(f"server sent an undecodable response: {exc}", kind="bad_response") from exc
+        while True:
+            mode = self.format_mode
+            kwargs = self._request(messages, json_schema, schema_name, temperature, max_tokens, seed, top_logprobs)
+            try:
+                response = await self._client.chat.completions.create(**kwargs)
+                break
+            except openai.APIStatusError as exc:
+                if json_schema is not None and self._rejects_format(exc) and self._downgrade_format(mode):
+                    continue
+                self._raise(exc)
+            except openai.APITimeoutError as exc:
+                raise TransientBackendError(f"request timed out: {exc}", kind="timeout") from exc
+            except openai.APIConnectionError as exc:
+                raise TransientBackendError(f"connection error: {exc}", kind="connection") from exc
+            except openai.APIResponseValidationError as exc:
+                raise TransientBackendError(f"server sent a malformed response: {exc}", kind="bad_response") from exc
+            except (ValueError, TypeError, KeyError) as exc:
+                # The SDK could not decode the body (e.g. broken JSON in an HTTP 200).
+                raise TransientBackendError(f"server sent an undecodable response: {exc}",
+                                            kind="bad_response") from exc
 
         choices = getattr(response, "choices", None)
         if not choices:
@@ -192,12 +178,82 @@ class OpenAICompatibleBackend:
             logprobs=_logprobs(choice) if top_logprobs is not None else None,
         )
 
+    def _request(self, messages: list[Message], json_schema: dict[str, Any] | None, schema_name: str,
+                 temperature: float, max_tokens: int, seed: int | None, top_logprobs: int | None) -> dict[str, Any]:
+        mode = self.format_mode
+        kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": temperature,
+                                  "max_tokens": max_tokens}
+        if seed is not None:
+            kwargs["seed"] = seed
+        if json_schema is not None:
+            if mode == "json_schema":
+                kwargs["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": schema_name, "schema": json_schema, "strict": self.strict_schema},
+                }
+            else:
+                if mode == "json_object":
+                    kwargs["response_format"] = {"type": "json_object", "schema": json_schema}
+                kwargs["messages"] = _with_schema_hint(messages, json_schema)
+        if top_logprobs is not None:
+            kwargs["logprobs"] = True
+            kwargs["top_logprobs"] = top_logprobs
+        return kwargs
+
+    @staticmethod
+    def _rejects_format(exc: openai.APIStatusError) -> bool:
+        """Did the server refuse the response_format itself (some report that as 400, 422 or 500)?"""
+        if exc.status_code not in (400, 415, 422, 500, 501):
+            return False
+        text = f"{exc.message} {exc.body}".lower()
+        return "response_format" in text or "json_schema" in text
+
+    def _downgrade_format(self, failed: str) -> bool:
+        """Move past the mode that failed; False when there is nothing left to try."""
+        if self.format_mode != failed:
+            return True  # a concurrent request already moved on: retry with the current mode
+        i = FORMAT_MODES.index(self.format_mode)
+        if i + 1 >= len(FORMAT_MODES):
+            return False
+        self.format_mode = FORMAT_MODES[i + 1]
+        log.warning("%s rejected the structured-output request; falling back to response_format mode %r",
+                    self.base_url, self.format_mode)
+        return True
+
+    def _raise(self, exc: openai.APIStatusError) -> None:
+        status = exc.status_code
+        detail = _short(exc.message)
+        if status == 429 or status == 408 or status == 409 or status >= 500:
+            raise TransientBackendError(
+                f"HTTP {status}: {detail}", retry_after=_retry_after_seconds(exc.response.headers), kind=f"http_{status}"
+            ) from exc
+        if status in (401, 403):
+            raise FatalBackendError(f"HTTP {status} from {self.base_url}: check the API key ({detail})") from exc
+        if status == 404:
+            raise FatalBackendError(
+                f"HTTP 404 from {self.base_url}: wrong base URL (it usually ends in /v1) or unknown "
+                f"model {self.model!r} ({detail})"
+            ) from exc
+        raise FatalBackendError(f"HTTP {status} from {self.base_url}: {detail}") from exc
+
     async def aclose(self) -> None:
         import asyncio
 
         client = self._clients.pop(id(asyncio.get_running_loop()), None)
         if client is not None:
             await client.close()
+
+
+def _with_schema_hint(messages: list[Message], schema: dict[str, Any]) -> list[Message]:
+    """Spell the schema out in the system message for servers that cannot enforce it."""
+    hint = ("Reply with a single JSON value and nothing else. It must match this JSON schema: "
+            + json.dumps(schema, separators=(",", ":")))
+    out = [dict(m) for m in messages]
+    if out and out[0].get("role") == "system":
+        out[0]["content"] = f"{out[0]['content']}\n\n{hint}"
+    else:
+        out.insert(0, {"role": "system", "content": hint})
+    return out
 
 
 def _logprobs(choice: Any) -> list[TokenLogprob] | None:
