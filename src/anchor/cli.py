@@ -15,6 +15,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from anchor.llm.errors import AnchorError
@@ -82,7 +83,10 @@ def settings_from(base_url: str | None, model: str | None, api_key: str | None, 
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[bold red]error:[/bold red] {message}", highlight=False)
+    # soft_wrap: never hard-wrap the message at the console width (80 columns when stderr is not
+    # a terminal), so an error stays one line in logs and for callers that parse it.
+    # escape: the message quotes paths and answers, whose square brackets are not rich markup.
+    err.print(f"[bold red]error:[/bold red] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

@@ -45,6 +45,8 @@ def load_space(path: Path | str) -> FactorSpace:
         raise SpaceFileError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from exc
     except UnicodeDecodeError as exc:
         raise SpaceFileError(f"{path}: not a UTF-8 text file") from exc
+    except OSError as exc:  # a directory, no permission, ...
+        raise SpaceFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     if not isinstance(raw, dict):
         raise SpaceFileError(f"{path}: expected a JSON object, found {type(raw).__name__}")
     version = raw.get("schema_version")
@@ -54,10 +56,37 @@ def load_space(path: Path | str) -> FactorSpace:
             f"(this anchor reads version {FACTOR_SPACE_SCHEMA_VERSION}); rebuild it with `anchor build`"
         )
     try:
-        return FactorSpace.model_validate(raw)
+        space = FactorSpace.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()[:5]
         )
         more = f" (and {exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
         raise SpaceFileError(f"{path}: not a valid factor space: {problems}{more}") from exc
+    problem = _embeddings_problem(space)
+    if problem:
+        raise SpaceFileError(f"{path}: not a valid factor space: {problem}")
+    return space
+
+
+def _embeddings_problem(space: FactorSpace) -> str | None:
+    """Why the stored vectors cannot be used (checked at load time rather than failing obscurely at
+    mapping time), or None."""
+    emb = space.embeddings
+    if emb is None:
+        return None
+    known = {f.id for f in space.factors}
+    unknown = [fid for fid in emb.factor_ids if fid not in known]
+    if unknown:
+        return f"embeddings reference unknown factors: {unknown[:5]}"
+    for what, matrix, ids, owner in (("factor", emb.factors, emb.factor_ids, "factor"),
+                                     ("theme", emb.themes, emb.cluster_ids, "cluster")):
+        if matrix is None:
+            continue
+        try:
+            rows = matrix.to_array().shape[0]
+        except ValueError as exc:  # bad base64 (binascii.Error) or a payload of the wrong size
+            return f"{what} embeddings cannot be decoded: {exc}"
+        if rows != len(ids):
+            return f"embeddings hold {rows} {what} vector(s) for {len(ids)} {owner} id(s)"
+    return None
