@@ -63,7 +63,8 @@ CacheDir = Annotated[Path | None, typer.Option("--cache-dir", help="Cache direct
 Seed = Annotated[int, typer.Option("--seed", help="Sampling seed; runs with different seeds are cached apart.",
                                    rich_help_panel=LLM_PANEL)]
 Timeout = Annotated[float | None, typer.Option("--timeout", help="Seconds per request before retrying "
-                                               "[env: ANCHOR_LLM_TIMEOUT].", rich_help_panel=LLM_PANEL)]
+                                               "[env: ANCHOR_LLM_TIMEOUT]; retries of failed requests: "
+                                               "ANCHOR_LLM_RETRIES (default 6).", rich_help_panel=LLM_PANEL)]
 Concurrency = Annotated[int | None, typer.Option("--concurrency", help="Requests in flight at once "
                                                  "[env: ANCHOR_LLM_CONCURRENCY].", rich_help_panel=LLM_PANEL)]
 ParseRetries = Annotated[int, typer.Option("--parse-retries", help="Re-asks after malformed or schema-violating "

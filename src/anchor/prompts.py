@@ -7,10 +7,13 @@ direct-LLM baselines.
 
 Some schemas depend on the request (how many items, which strings are allowed); those come from
 the small factories below, cached so that an identical request produces an identical schema
-(and so an identical cache key). Where a schema lists allowed strings (``enum``), the list is
-sent to the server to constrain generation, while validation accepts any string: stages then
-discard and count answers that name something that was not offered, instead of re-asking
-forever a server that ignores the constraint.
+(and so an identical cache key).
+
+Validation is deliberately looser than the schema sent: lengths, item counts and allowed strings
+(``enum``) are sent to the server to constrain generation (small models otherwise ramble or loop),
+but an answer is only re-asked when it is unusable (wrong shape, missing keys, a probability
+outside [0, 1]). Stages trim long lists and discard, and count, strings that were not offered,
+instead of re-asking forever a server that ignores the constraints.
 """
 
 from __future__ import annotations
@@ -54,9 +57,10 @@ def keyed_schema(name: str, n: int, value: str) -> type[BaseModel]:
 
 
 def _choice_field(options: tuple[str, ...], max_items: int, min_items: int = 0) -> Any:
+    # Bounds and allowed values go to the server; validation accepts any list of strings, and the
+    # stage discards (and counts) what was not offered.
     return Field(
         ...,
-        max_length=max_items,
         json_schema_extra={
             "items": {"type": "string", "enum": list(options)},
             "minItems": min_items,
@@ -86,11 +90,11 @@ def text_list_schema(name: str, field: str, max_items: int, max_chars: int) -> t
 def latent_partition_schema(options: tuple[str, ...], max_latents: int) -> type[BaseModel]:
     group = create_model(
         "LatentGroup", __base__=_Strict,
-        name=(str, Field(min_length=1, max_length=40)),
+        name=(str, Field(min_length=1, json_schema_extra={"maxLength": 40})),
         factors=(list[str], _choice_field(options, len(options), min_items=1)),
     )
     return create_model("LatentPartition", __base__=_Strict,
-                        latents=(list[group], Field(min_length=1, max_length=max_latents)))  # type: ignore[valid-type]
+                        latents=(list[group], Field(min_length=1, json_schema_extra={"maxItems": max_latents})))  # type: ignore[valid-type]
 
 
 class LatentPair(_Strict):
@@ -113,8 +117,8 @@ def theme_schema(options: tuple[str, ...]) -> type[BaseModel]:
     )
     return create_model(
         "ThemeAndPruning", __base__=_Strict,
-        theme=(str, Field(min_length=1, max_length=40)),
-        redundant=(list[removal], Field(..., max_length=max(0, len(options) - 1))),  # type: ignore[valid-type]
+        theme=(str, Field(min_length=1, json_schema_extra={"maxLength": 40})),
+        redundant=(list[removal], Field(..., json_schema_extra={"maxItems": max(0, len(options) - 1)})),  # type: ignore[valid-type]
     )
 
 
@@ -407,12 +411,12 @@ class DirectChoice(_Strict):
 
 
 class ReasonedProbability(_Strict):
-    reasoning: str = Field(min_length=1, max_length=800)
+    reasoning: str = Field(min_length=1, json_schema_extra={"maxLength": 800})
     probability: float = Field(ge=0.0, le=1.0)
 
 
 class ReasonedChoice(_Strict):
-    reasoning: str = Field(min_length=1, max_length=800)
+    reasoning: str = Field(min_length=1, json_schema_extra={"maxLength": 800})
     choice: Literal["1", "2"]
 
 
@@ -497,7 +501,7 @@ ORACLE_FACTOR_PROB = PromptSpec(
 # --------------------------------------------------------------------------- fact checking
 
 class Negation(_Strict):
-    negation: str = Field(min_length=1, max_length=600)
+    negation: str = Field(min_length=1, json_schema_extra={"maxLength": 600})
 
 
 NEGATE_CLAIM = PromptSpec(

@@ -8,6 +8,7 @@ output is enforced with a grammar built from the same JSON schema the remote bac
 from __future__ import annotations
 
 import asyncio
+import atexit
 import importlib.util
 import os
 import threading
@@ -23,6 +24,19 @@ SMOLLM2_NAME = "SmolLM2-135M-Instruct-Q4_1"
 _INSTANCES: dict[tuple[str, bool, int], Any] = {}
 _INSTANCES_LOCK = threading.Lock()
 _CALL_LOCK = threading.Lock()
+
+
+@atexit.register
+def _close_models() -> None:
+    # Free the models while the interpreter is intact; left to Llama.__del__ at shutdown, the
+    # native library's globals may already be gone and it prints a traceback.
+    with _INSTANCES_LOCK:
+        for inst in _INSTANCES.values():
+            try:
+                inst.close()
+            except Exception:  # noqa: BLE001 - best effort at exit
+                pass
+        _INSTANCES.clear()
 
 
 def smollm2_path() -> Path:

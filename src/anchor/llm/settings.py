@@ -18,6 +18,7 @@ ENV_API_KEY = "ANCHOR_LLM_API_KEY"
 ENV_TIMEOUT = "ANCHOR_LLM_TIMEOUT"
 ENV_CONCURRENCY = "ANCHOR_LLM_CONCURRENCY"
 ENV_CACHE_DIR = "ANCHOR_CACHE_DIR"
+ENV_RETRIES = "ANCHOR_LLM_RETRIES"
 
 
 class LLMSettings(BaseModel):
@@ -50,6 +51,8 @@ class LLMSettings(BaseModel):
             values["timeout"] = float(os.environ[ENV_TIMEOUT])
         if os.environ.get(ENV_CONCURRENCY):
             values["max_concurrency"] = int(os.environ[ENV_CONCURRENCY])
+        if os.environ.get(ENV_RETRIES):
+            values["transport_retries"] = int(os.environ[ENV_RETRIES])
         if os.environ.get(ENV_CACHE_DIR):
             values["cache_dir"] = Path(os.environ[ENV_CACHE_DIR])
         values.update({k: v for k, v in overrides.items() if v is not None})
