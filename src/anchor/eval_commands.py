@@ -32,7 +32,7 @@ from anchor.cli import (
 )
 
 EVAL_PANEL = "Evaluation"
-SIZE_PANEL = "ANCHOR factor-space sizes (default: the paper's per-dataset values)"
+SIZE_PANEL = "ANCHOR factor-space sizes"
 
 
 @app.command("eval")
@@ -63,6 +63,9 @@ def eval_command(
     balance_outcomes: Annotated[bool, typer.Option("--balance-outcomes", help="Swap O1/O2 for about half the "
                                                    "scenarios (Plasma/Today label every condition O1).",
                                                    rich_help_panel=EVAL_PANEL)] = False,
+    sizes: Annotated[str, typer.Option("--sizes", help="'paper' (80/10/20 for Common2Sense and Plasma, 40/5/10 "
+                                       "otherwise), 'quick' (16/4/4), or 'auto': paper on a server, quick on the "
+                                       "embedded model. --n-target etc. override.", rich_help_panel=SIZE_PANEL)] = "auto",
     n_target: Annotated[int | None, typer.Option("--n-target", rich_help_panel=SIZE_PANEL)] = None,
     batch_size: Annotated[int | None, typer.Option("--batch-size", rich_help_panel=SIZE_PANEL)] = None,
     max_rounds: Annotated[int | None, typer.Option("--max-rounds", rich_help_panel=SIZE_PANEL)] = None,
@@ -98,8 +101,12 @@ def eval_command(
         settings = settings_from(base_url, model, api_key, no_cache, cache_dir, seed, timeout, concurrency,
                                  parse_retries)
         anchor_config = None
+        if sizes not in ("auto", "paper", "quick"):
+            raise fail("--sizes must be auto, paper or quick")
+        if sizes == "auto":
+            sizes = "paper" if settings.uses_server else "quick"
         if method == "anchor":
-            build = default_build_params(dataset, seed).model_copy(update={
+            build = default_build_params(dataset, seed, sizes).model_copy(update={
                 k: v for k, v in {"n_target": n_target, "batch_size": batch_size, "max_rounds": max_rounds,
                                   "patience": patience, "vote_samples": vote_samples}.items() if v is not None})
             anchor_config = AnchorConfig(build=build).with_ablations(ablations)

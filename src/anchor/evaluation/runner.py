@@ -69,6 +69,9 @@ Instance = DecisionInstance | PairwiseInstance
 BUILD_SIZES: dict[str, dict[str, int]] = {
     "large": {"n_target": 80, "batch_size": 10, "max_rounds": 20},  # Common2Sense, Plasma
     "small": {"n_target": 40, "batch_size": 5, "max_rounds": 10},  # Today, fact checking
+    # For the embedded 135M model, which adds a factor or two per round at best: a paper-size
+    # build takes ~3 minutes per scenario there and yields no better a space.
+    "quick": {"n_target": 16, "batch_size": 4, "max_rounds": 4},
 }
 
 
@@ -84,7 +87,12 @@ def dataset_kind(name: str) -> Kind:
     return "decision"
 
 
-def default_build_params(dataset: str, seed: int = 0) -> BuildParams:
+def default_build_params(dataset: str, seed: int = 0, sizes: str = "paper") -> BuildParams:
+    """The paper's per-dataset sizes (``sizes="paper"``) or the quick ones (``"quick"``)."""
+    if sizes == "quick":
+        return BuildParams(**BUILD_SIZES["quick"], seed=seed)
+    if sizes != "paper":
+        raise EvalError(f"unknown build sizes {sizes!r}; use 'paper' or 'quick'")
     size = BUILD_SIZES["large" if dataset in ("common2sense-pairwise", "common2sense", "plasma") else "small"]
     return BuildParams(**size, seed=seed)
 
@@ -461,6 +469,13 @@ class EvalRunner:
         if c.kind == "decision" and c.dataset in ("plasma", "today") and not c.balance_outcomes:
             notes.append("In the bundled Plasma/Today files every condition supports outcome 1, so always "
                          "answering outcome 1 scores 100%; consider --balance-outcomes.")
+        if c.method == "anchor" and self.anchor_config is not None:
+            b = self.anchor_config.build
+            paper = default_build_params(c.dataset)
+            if (b.n_target, b.batch_size, b.max_rounds) != (paper.n_target, paper.batch_size, paper.max_rounds):
+                notes.append(f"Factor spaces built with n_target={b.n_target}, b={b.batch_size}, "
+                             f"T_max={b.max_rounds} (the paper uses {paper.n_target}/{paper.batch_size}/"
+                             f"{paper.max_rounds} here).")
         if self._space_errors:
             notes.append(f"{len(self._space_errors)} factor space(s) could not be built; their instances are unknown.")
         if c.kind == "pairwise":
