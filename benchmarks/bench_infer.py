@@ -27,8 +27,17 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 def synthetic_space(n: int, seed: int = 0):
     from anchor.types import (
-        BuildParams, Cluster, ClusteringStats, EmbeddingMatrix, Factor, FactorLabel, FactorSpace, LLMIdentity,
-        Scenario, SpaceEmbeddings, StopReason,
+        BuildParams,
+        Cluster,
+        ClusteringStats,
+        EmbeddingMatrix,
+        Factor,
+        FactorLabel,
+        FactorSpace,
+        LLMIdentity,
+        Scenario,
+        SpaceEmbeddings,
+        StopReason,
     )
 
     rng = np.random.default_rng(seed)

@@ -164,9 +164,9 @@ def llm_ping(
     parse_retries: ParseRetries = 3, json_out: JsonOut = False,
 ) -> None:
     """One structured round trip to the configured backend: backend, model, latency, tokens."""
+    from anchor.llm.prompt import PromptSpec
     from anchor.llm.settings import make_client
     from anchor.prompts import VerbalProbability
-    from anchor.llm.prompt import PromptSpec
 
     prompt = PromptSpec(stage="ping", system="Answer in JSON.", schema=VerbalProbability, max_tokens=24,
                         user="What is the probability that a fair coin lands heads?")

@@ -299,9 +299,9 @@ def demo(
     Runs on the embedded model by default; point it at a server for meaningful numbers (a 135M
     model shows that the pipeline works, not what the method can do).
     """
+    from anchor.llm.ledger import merge_costs
     from anchor.pipeline import Anchor, AnchorConfig
     from anchor.render import cost_table, result_view, space_view
-    from anchor.llm.ledger import merge_costs
     from anchor.space.io import save_space
 
     with friendly_errors():

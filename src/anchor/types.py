@@ -7,7 +7,7 @@ JSON. They hold data only; the algorithms live in the stage modules.
 from __future__ import annotations
 
 import base64
-from enum import Enum
+from enum import StrEnum
 from typing import Literal
 
 import numpy as np
@@ -62,7 +62,7 @@ class Condition(_Model):
 # --------------------------------------------------------------------------- factors
 
 
-class FactorLabel(str, Enum):
+class FactorLabel(StrEnum):
     """Which outcome a factor argues for, decided by self-consistent voting."""
 
     OUTCOME1 = "outcome1"
@@ -131,7 +131,7 @@ class AbductionRound(_Model):
     rejected: list[RejectedCandidate] = Field(default_factory=list)
 
 
-class StopReason(str, Enum):
+class StopReason(StrEnum):
     TARGET_REACHED = "target_reached"
     MAX_ROUNDS = "max_rounds"
     SATURATED = "saturated"  # k consecutive rounds added nothing new
@@ -178,15 +178,15 @@ class ClusteringStats(_Model):
 
 
 class StageCost(_Model):
-    """LLM and compute cost of one stage (summed over calls)."""
+    """LLM cost of one stage, summed over its calls."""
 
     stage: str
-    llm_calls: int = 0
-    failed_attempts: int = 0
-    cache_hits: int = 0
+    llm_calls: int = Field(default=0, description="Requests that reached the backend, failed ones included.")
+    failed_attempts: int = Field(default=0, description="Of those, how many failed (HTTP error, bad answer, ...).")
+    cache_hits: int = Field(default=0, description="Answers served from the cache (no request made).")
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    llm_seconds: float = 0.0
+    llm_seconds: float = Field(default=0.0, description="Wall time spent waiting for the backend.")
 
 
 class LLMIdentity(_Model):
@@ -343,7 +343,7 @@ class Posterior(_Model):
         return 1.0 - self.p_outcome1
 
 
-class AggregationMethod(str, Enum):
+class AggregationMethod(StrEnum):
     LOP = "lop"
     BMA = "bma"
 

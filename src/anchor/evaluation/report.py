@@ -569,7 +569,7 @@ def _ablation_section(runs: Sequence[_Run]) -> list[str]:
         else:
             header = ["Variant", f"{METRIC_WORDS[metric].capitalize()} (Δ vs full)", "Coverage"]
 
-            def row(r: _Run, label: str, ref: _Run | None) -> list[str]:
+            def row(r: _Run, label: str, ref: _Run | None, metric: str = metric) -> list[str]:
                 value = format_delta(r.mean(metric), ref.mean(metric)) if ref else r.cell(metric)
                 return [label, value, r.cell("coverage", percent=True)]
 

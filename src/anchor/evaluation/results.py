@@ -80,7 +80,7 @@ class CostSummary(_Model):
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    wall_seconds: float = 0.0
+    wall_seconds: float = Field(default=0.0, description="Wall time spent waiting for the LLM, summed over calls.")
 
 
 class MetricsReport(_Model):

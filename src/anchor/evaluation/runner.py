@@ -56,7 +56,7 @@ from anchor.evaluation.results import (
 )
 from anchor.llm.client import LLMClient
 from anchor.llm.errors import AnchorError, LLMOutputError
-from anchor.llm.ledger import summarize
+from anchor.llm.ledger import merge_costs, summarize
 from anchor.llm.settings import LLMSettings, make_client
 from anchor.pipeline import Anchor, AnchorConfig
 from anchor.progress import ProgressEvent, Reporter, silent
@@ -506,19 +506,11 @@ class EvalRunner:
                     rows.extend(load_space(path).cost)
                 except SpaceFileError:
                     continue
-        out: dict[str, CostSummary] = {}
-        total = CostSummary()
-        for row in rows:
-            acc = out.setdefault(row.stage, CostSummary())
-            for target in (acc, total):
-                target.llm_calls += row.llm_calls
-                target.failed_attempts += row.failed_attempts
-                target.cache_hits += row.cache_hits
-                target.prompt_tokens += row.prompt_tokens
-                target.completion_tokens += row.completion_tokens
-                target.wall_seconds = round(target.wall_seconds + row.llm_seconds, 4)
-        out["total"] = total
-        return out
+        merged = merge_costs(rows) + (merge_costs(rows, label="total") or [StageCost(stage="total")])
+        return {c.stage: CostSummary(llm_calls=c.llm_calls, failed_attempts=c.failed_attempts,
+                                     cache_hits=c.cache_hits, prompt_tokens=c.prompt_tokens,
+                                     completion_tokens=c.completion_tokens, wall_seconds=round(c.llm_seconds, 4))
+                for c in merged}
 
 
 def _comparable(config: dict[str, Any]) -> dict[str, Any]:
