@@ -142,8 +142,9 @@ def main() -> None:
                   f"  {c['llm_seconds']:.1f} s")
     out["compute_only"] = compute_part(args.n_compute)
     r = out["compute_only"]
+    jit = "numba JIT already paid in (a)" if not args.skip_llm else "incl. numba JIT"
     print(f"(b) n={r['n_factors']} compute only: MiniLM {r['embed_s']} s ({r['texts_per_s']} texts/s), UMAP "
-          f"{r['umap_s']} s (first fit incl. numba JIT on 80 points: {r['umap_first_fit_80_incl_jit_s']} s), "
+          f"{r['umap_s']} s (first fit on 80 points, {jit}: {r['umap_first_fit_80_incl_jit_s']} s), "
           f"HDBSCAN {r['hdbscan_s']} s, silhouette {r['silhouette_s']} s -> {r['clusters']} clusters, "
           f"{r['noise']} noise")
     if args.json:
