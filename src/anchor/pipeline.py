@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, Field
@@ -38,6 +39,9 @@ ABLATIONS: dict[str, str] = {
     "no-pe-llm": "factor and latent parameters from voting labels, not elicited ('w/o pe-llm')",
     "bma": "Bayesian model averaging instead of the linear opinion pool",
 }
+
+
+MAX_CACHED_SPACES = 64
 
 
 class AnchorConfig(BaseModel):
@@ -107,7 +111,8 @@ class Anchor:
         self.config = config or AnchorConfig()
         self.reducer = reducer
         self.clusterer = clusterer
-        self._mappers: dict[int, tuple[FactorSpace, ConditionMapper, InferenceEngine]] = {}
+        # Per-space stages (each holds the space's retrieval index), most recently used last.
+        self._mappers: OrderedDict[int, tuple[FactorSpace, ConditionMapper, InferenceEngine]] = OrderedDict()
 
     # ------------------------------------------------------------------ stage 1
 
@@ -122,12 +127,16 @@ class Anchor:
     # ------------------------------------------------------------------ stages 2 and 3
 
     def _stages(self, space: FactorSpace) -> tuple[ConditionMapper, InferenceEngine]:
-        # Keyed by identity: the retrieval index is built once per space object.
+        # Keyed by identity: the retrieval index is built once per space object. Only the most
+        # recently used spaces are kept, so a long evaluation does not hold every index alive.
         entry = self._mappers.get(id(space))
         if entry is None or entry[0] is not space:
             entry = (space, ConditionMapper(self.client, self.embedder, space, self.config.mapping),
                      InferenceEngine(self.client, space, self.config.inference))
             self._mappers[id(space)] = entry
+            while len(self._mappers) > MAX_CACHED_SPACES:
+                self._mappers.popitem(last=False)
+        self._mappers.move_to_end(id(space))
         return entry[1], entry[2]
 
     async def ainfer_one(self, space: FactorSpace, condition: str | Condition) -> InferenceResult:
