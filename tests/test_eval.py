@@ -186,3 +186,29 @@ def test_logits_without_logprobs_is_a_clear_error(tmp_path):
                                     "--limit", "2"))
     assert result.exit_code == 2
     assert "log-probabilities" in result.output and "Traceback" not in result.output
+
+
+def test_factcheck_llm_written_negation(tmp_path):
+    negations = {}
+
+    def responder(body):
+        user = body["messages"][-1]["content"]
+        if user.startswith("Claim:"):
+            claim = user.split("\n")[0][len("Claim: "):]
+            negations[claim] = f"NOT: {claim}"
+            return json.dumps({"negation": negations[claim]})
+        return json.dumps({"probability": 0.95})
+
+    with FakeOpenAIServer(responder=responder) as server:
+        out = tmp_path / "neg"
+        result = run_eval(eval_args(server, tmp_path, out, "--dataset", "factcheck", "--method", "vanilla",
+                                    "--limit", "3", "--negation", "llm"))
+        assert result.exit_code == 0, result.output
+        vanilla_prompts = [b for b in server.requests if "What is the probability" in b["messages"][-1]["content"]]
+    assert len(negations) == 3
+    # The LLM-written negation is what the method was asked about as outcome 2.
+    assert all(any(f"Outcome 2: {neg}" in b["messages"][-1]["content"] for b in vanilla_prompts)
+               for neg in negations.values())
+    metrics = MetricsReport.model_validate_json((out / "metrics.json").read_text())
+    # P(claim) = 0.95 > 0.9 everywhere: every claim is called supported.
+    assert metrics.runs[0]["coverage"] == 1.0
