@@ -201,7 +201,7 @@ def cache_info(cache_dir: CacheDir = None) -> None:
 
     with friendly_errors():
         settings = LLMSettings.from_env(cache_dir=cache_dir)
-        cache = ResponseCache(settings.resolved_cache_dir() / "responses.sqlite")
+        cache = ResponseCache(settings.response_cache_path)
         out.print(f"{cache.path}: {len(cache)} cached answers")
         for stage, n in sorted(cache.stats().items()):
             out.print(f"  {stage:<32} {n}")
@@ -215,7 +215,7 @@ def cache_clear(cache_dir: CacheDir = None, yes: Annotated[bool, typer.Option("-
 
     with friendly_errors():
         settings = LLMSettings.from_env(cache_dir=cache_dir)
-        path = settings.resolved_cache_dir() / "responses.sqlite"
+        path = settings.response_cache_path
         if not yes and not typer.confirm(f"Delete all cached answers in {path}?"):
             raise typer.Exit(1)
         n = ResponseCache(path).clear()

@@ -20,7 +20,6 @@ from pydantic import BaseModel, Field
 
 from anchor.embed import Embedder, MiniLMEmbedder
 from anchor.inference.engine import InferenceConfig, InferenceEngine
-from anchor.llm.cache import default_cache_dir
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import summarize
 from anchor.llm.settings import LLMSettings, make_client
@@ -104,10 +103,7 @@ class Anchor:
             raise ValueError("pass either a client or settings, not both")
         self.settings = settings or LLMSettings.from_env()
         self.client = client if client is not None else make_client(self.settings)
-        if embedder is None:
-            cache = default_cache_dir() if self.settings.cache_dir is None else self.settings.resolved_cache_dir()
-            embedder = MiniLMEmbedder(cache_path=cache / "vectors.sqlite" if self.settings.use_cache else None)
-        self.embedder = embedder
+        self.embedder = embedder if embedder is not None else MiniLMEmbedder(cache_path=self.settings.vector_cache_path)
         self.config = config or AnchorConfig()
         self.reducer = reducer
         self.clusterer = clusterer

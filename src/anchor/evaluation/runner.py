@@ -12,6 +12,7 @@ given the same LLM answers (which the response cache provides).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -301,12 +302,10 @@ class EvalRunner:
             self._spaces[key] = space
             return space
 
-    @property
+    @functools.cached_property
     def _embedder(self) -> MiniLMEmbedder:
-        if not hasattr(self, "_shared_embedder"):
-            cache = self.settings.resolved_cache_dir() / "vectors.sqlite" if self.settings.use_cache else None
-            self._shared_embedder = MiniLMEmbedder(cache_path=cache)
-        return self._shared_embedder
+        """One embedder (and vector cache) for every space and run; MiniLM loads on first use."""
+        return MiniLMEmbedder(cache_path=self.settings.vector_cache_path)
 
     # ------------------------------------------------------------------ one instance
 

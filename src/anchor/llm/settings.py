@@ -65,6 +65,15 @@ class LLMSettings(BaseModel):
     def resolved_cache_dir(self) -> Path:
         return Path(self.cache_dir).expanduser() if self.cache_dir else default_cache_dir()
 
+    @property
+    def response_cache_path(self) -> Path:
+        return self.resolved_cache_dir() / "responses.sqlite"
+
+    @property
+    def vector_cache_path(self) -> Path | None:
+        """Where MiniLM vectors are cached; None when caching is off."""
+        return self.resolved_cache_dir() / "vectors.sqlite" if self.use_cache else None
+
     def describe(self) -> dict[str, object]:
         """Safe to print or store: no secrets."""
         return {
@@ -94,7 +103,7 @@ def make_backend(settings: LLMSettings):  # noqa: ANN201 - returns a Backend
 
 
 def make_client(settings: LLMSettings, *, ledger: CostLedger | None = None) -> LLMClient:
-    cache = ResponseCache(settings.resolved_cache_dir() / "responses.sqlite") if settings.use_cache else None
+    cache = ResponseCache(settings.response_cache_path) if settings.use_cache else None
     return LLMClient(
         make_backend(settings),
         cache=cache,
