@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -18,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from anchor.llm.client import run_sync
 from anchor.llm.errors import AnchorError
 from anchor.llm.settings import LLMSettings
 from anchor.progress import ProgressEvent, Reporter
@@ -138,17 +138,6 @@ class RichReporter:
         self.progress.stop()
 
 
-def run_async(coro_factory: Callable[[], Any], closers: list[Any]) -> Any:
-    async def main() -> Any:
-        try:
-            return await coro_factory()
-        finally:
-            for c in closers:
-                await c.aclose()
-
-    return asyncio.run(main())
-
-
 def emit_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
     sys.stdout.flush()
@@ -175,7 +164,7 @@ def llm_ping(
                                  parse_retries)
         client = make_client(settings)
         t0 = time.perf_counter()
-        answer = run_async(lambda: client.ask(prompt), [client])
+        answer = run_sync(client.ask(prompt), client)
         latency = time.perf_counter() - t0
         total = client.ledger.total()
         info = {"backend": client.backend.name, "model": client.backend.model, "latency_s": round(latency, 3),

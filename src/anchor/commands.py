@@ -28,9 +28,9 @@ from anchor.cli import (
     fail,
     friendly_errors,
     out,
-    run_async,
     settings_from,
 )
+from anchor.llm.client import run_sync
 from anchor.types import BuildParams, Scenario
 
 BUILD_PANEL = "Factor space (stage 1)"
@@ -105,7 +105,7 @@ def build(
                                  parse_retries)
         engine = Anchor(settings=settings, config=AnchorConfig(build=params))
         with RichReporter() as report:
-            space = run_async(lambda: engine.abuild(scen, report), [engine.client])
+            space = run_sync(engine.abuild(scen, report), engine.client)
         save_space(space, out_path)
         if json_out:
             emit_json(json.loads(space.model_dump_json(exclude={"embeddings"})) | {"path": str(out_path)})
@@ -230,7 +230,7 @@ def infer(
                         save_space(space, save_space_to)
                 return await engine.ainfer(space, conds, report)
 
-        results = run_async(work, [engine.client])
+        results = run_sync(work(), engine.client)
         if json_out:
             for res in results:
                 emit_json(result_json(res))
@@ -323,7 +323,7 @@ def demo(
                 results = await engine.ainfer(space, NOODLE_CONDITIONS, report)
             return space, results
 
-        space, results = run_async(work, [engine.client])
+        space, results = run_sync(work(), engine.client)
         wall = time.perf_counter() - started
         if out_path is not None:
             save_space(space, out_path)

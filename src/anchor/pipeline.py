@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from anchor.embed import Embedder, MiniLMEmbedder
 from anchor.inference.engine import InferenceConfig, InferenceEngine
-from anchor.llm.client import LLMClient
+from anchor.llm.client import LLMClient, run_sync
 from anchor.llm.ledger import summarize
 from anchor.llm.settings import LLMSettings, make_client
 from anchor.mapping.mapper import ConditionMapper, MappingConfig
@@ -176,10 +176,4 @@ class Anchor:
     # ------------------------------------------------------------------ plumbing
 
     def _run(self, coro):  # noqa: ANN001, ANN202 - small sync bridge
-        async def wrapped():
-            try:
-                return await coro
-            finally:
-                await self.client.aclose()
-
-        return asyncio.run(wrapped())
+        return run_sync(coro, self.client)

@@ -333,6 +333,18 @@ class LLMClient:
         )
 
 
+def run_sync(coro: Awaitable[T], client: LLMClient) -> T:
+    """Run ``coro`` in a fresh event loop, then release the client's connections for that loop."""
+
+    async def main() -> T:
+        try:
+            return await coro
+        finally:
+            await client.aclose()
+
+    return asyncio.run(main())
+
+
 @dataclass
 class _Timed:
     completion: RawCompletion
