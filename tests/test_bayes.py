@@ -438,23 +438,80 @@ def test_label_prior_phi() -> None:
 
 
 def test_latent_params_from_counts_hand_computed() -> None:
-    # 3 + 2/2 + 0.5 = 4.5 against 1 + 2/2 + 0.5 = 2.5
-    a1, a2 = latent_params_from_counts(3, 1, 2)
-    assert a1 == pytest.approx(4.5 / 7, abs=1e-12)
-    assert a2 == pytest.approx(2.5 / 7, abs=1e-12)
+    # 3 + 2/2 + 0.5 = 4.5 against 1 + 2/2 + 0.5 = 2.5: strength 4.5 / 7, whichever side leads.
+    assert latent_params_from_counts(3, 1, 2) == pytest.approx((4.5 / 7, 2.5 / 7), abs=1e-12)
+    assert latent_params_from_counts(1, 3, 2) == pytest.approx((4.5 / 7, 2.5 / 7), abs=1e-12)
+    assert latent_params_from_counts(0, 3, 0) == pytest.approx((0.875, 0.125), abs=1e-12)
     assert latent_params_from_counts(0, 0, 0) == (0.5, 0.5)
     assert latent_params_from_counts(0, 0, 7) == (0.5, 0.5)
     assert latent_params_from_counts(2, 0, 0, smoothing=0.0) == (1.0, 0.0)
+    assert latent_params_from_counts(0, 2, 0, smoothing=0.0) == (1.0, 0.0)
     assert latent_params_from_counts(2, 0, 0, smoothing=1.0) == pytest.approx((0.75, 0.25), abs=1e-12)
 
 
 @given(st.integers(0, 1000), st.integers(0, 1000), st.integers(0, 1000), st.floats(0.01, 10))
 def test_latent_params_from_counts_properties(c1: int, c2: int, cn: int, eps: float) -> None:
     a1, a2 = latent_params_from_counts(c1, c2, cn, eps)
-    assert 0.0 < a1 < 1.0 and 0.0 < a2 < 1.0
+    assert 0.0 < a2 <= 0.5 <= a1 < 1.0
     assert a1 + a2 == pytest.approx(1.0, abs=1e-12)
-    assert latent_params_from_counts(c2, c1, cn, eps) == pytest.approx((a2, a1), abs=1e-12)
-    assert (a1 > a2) == (c1 > c2)
+    # Swapping the outcomes swaps the counts; the strength of the concept does not change.
+    assert latent_params_from_counts(c2, c1, cn, eps) == pytest.approx((a1, a2), abs=1e-12)
+    assert (a1 > a2) == (c1 != c2)
+
+
+def test_frequency_network_hand_computed_for_outcome2_factors() -> None:
+    """Three factors labelled outcome 2 in one latent ('w/o pe-llm'): both models favour O2.
+
+    phi = 0.25 each; the latent's strength is (3 + 0.5) / 4 = 0.875, so
+    P(E|O1) = 0.875 * 0.25^3 + 0.125 * 0.75^3 = 0.06640625 and
+    P(E|O2) = 0.125 * 0.25^3 + 0.875 * 0.75^3 = 0.37109375, giving P(O1|E) = 0.06640625 / 0.4375.
+    """
+    phis = [label_prior_phi("outcome2")] * 3
+    params = [latent_params_from_counts(0, 3, 0)]
+    assert naive_bayes_posterior(phis) == pytest.approx(0.015625 / 0.4375, abs=1e-12)
+    assert cbn_posterior(phis, [0, 0, 0], params) == pytest.approx(0.06640625 / 0.4375, abs=1e-12)
+    assert cbn_posterior(phis, [0, 0, 0], params) == pytest.approx(
+        cbn_posterior_enumeration(phis, [0, 0, 0], params), abs=1e-12)
+
+
+_LABELS = ("outcome1", "outcome2", "neutral")
+_SWAP = {"outcome1": "outcome2", "outcome2": "outcome1", "neutral": "neutral"}
+
+
+def _frequency_network(labels: list[str], assignment: list[int], k: int) -> float:
+    """The 'w/o pe-llm' network: phi from each factor's label, latent parameters from label counts."""
+    phis = [label_prior_phi(lab) for lab in labels]
+    params = []
+    for i in range(k):
+        group = [lab for lab, a in zip(labels, assignment, strict=True) if a == i]
+        params.append(latent_params_from_counts(group.count("outcome1"), group.count("outcome2"),
+                                                group.count("neutral")))
+    return cbn_posterior(phis, assignment, params)
+
+
+@given(st.data())
+def test_frequency_network_mirrors_when_the_outcomes_are_swapped(data) -> None:  # noqa: ANN001
+    k = data.draw(st.integers(1, 4))
+    labels = data.draw(st.lists(st.sampled_from(_LABELS), min_size=1, max_size=12))
+    assignment = data.draw(st.lists(st.integers(0, k - 1), min_size=len(labels), max_size=len(labels)))
+    p = _frequency_network(labels, assignment, k)
+    swapped = _frequency_network([_SWAP[lab] for lab in labels], assignment, k)
+    assert swapped == pytest.approx(1.0 - p, abs=1e-12)
+
+
+@given(st.lists(st.integers(0, 3), min_size=1, max_size=4))
+def test_frequency_network_follows_the_labels(o2_per_latent) -> None:  # noqa: ANN001
+    """Each latent holding only O2-labelled factors pushes below 0.5, only O1-labelled above."""
+    labels: list[str] = []
+    assignment: list[int] = []
+    for i, n in enumerate(o2_per_latent):
+        labels += ["outcome2"] * n
+        assignment += [i] * n
+    if not labels:
+        return
+    assert _frequency_network(labels, assignment, len(o2_per_latent)) < 0.5
+    labels = [_SWAP[lab] for lab in labels]
+    assert _frequency_network(labels, assignment, len(o2_per_latent)) > 0.5
 
 
 @pytest.mark.parametrize(

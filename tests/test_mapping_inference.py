@@ -316,6 +316,30 @@ async def test_without_pe_llm_parameters_come_from_labels(scripted_client, space
     assert result.cbn == pytest.approx(cbn_posterior([0.75, 0.75, 0.25, 0.5], [0, 0, 1, 0], got))
 
 
+async def test_without_pe_llm_the_network_favours_outcome2_and_mirrors_on_swap(scripted_client, make_space):
+    """'w/o pe-llm' with every mapped factor labelled outcome 2: the network must favour O2, and the
+    same space with its outcomes swapped (labels swapped with them) must give the mirror image."""
+    cost = ["electricity bill", "gas price", "fuel cost"]
+    partition = lambda shown: [{"name": "Money", "factors": list(shown)}]  # noqa: E731
+
+    async def run(labels: dict[str, str], swap: bool) -> InferenceResult:
+        sp = make_space([("Energy Cost", cost)], labels=labels)
+        if swap:
+            sp = sp.model_copy(update={"scenario": sp.scenario.swapped()})
+        client = scripted_client(ScriptedLLM(partition=partition))
+        return await infer(client, sp, cost, llm_parameters=False)
+
+    base = await run({t: "outcome2" for t in cost}, swap=False)
+    mirror = await run({t: "outcome1" for t in cost}, swap=True)
+    assert base.nb == pytest.approx(0.015625 / 0.4375, abs=1e-12)
+    assert base.cbn == pytest.approx(0.06640625 / 0.4375, abs=1e-12)
+    assert base.cbn < 0.5 and base.p_outcome1 < 0.5
+    assert [(lat.p_given_o1, lat.p_given_o2) for lat in base.latents] == [(0.875, 0.125)]
+    assert mirror.nb == pytest.approx(1.0 - base.nb, abs=1e-12)
+    assert mirror.cbn == pytest.approx(1.0 - base.cbn, abs=1e-12)
+    assert mirror.p_outcome1 == pytest.approx(base.p_outcome2, abs=1e-12)
+
+
 async def test_no_cbn_makes_no_latent_calls(scripted_client, space):
     client = scripted_client(ScriptedLLM(phi=lambda t: 0.8))
     result = await infer(client, space, ["water temperature", "gas price", "boiling point"], use_cbn=False)

@@ -200,10 +200,24 @@ def label_prior_phi(label: str | Enum) -> float:
 def latent_params_from_counts(c1: int, c2: int, cn: int, smoothing: float = 0.5) -> tuple[float, float]:
     """Latent parameters ``(P(L=1|O1), P(L=1|O2))`` from the labels of the latent's factors.
 
-    ``c1``/``c2``/``cn`` count the latent's factors labelled outcome1/outcome2/neutral. Neutral
-    factors count half towards each side, and ``smoothing`` is added to both sides so an empty or
-    one-sided group still yields probabilities strictly between 0 and 1 (for smoothing > 0).
-    The two returned numbers sum to 1.
+    ``c1``/``c2``/``cn`` count the latent's factors labelled outcome1/outcome2/neutral. As in the
+    paper's frequency rule, neutral factors count half towards each side and ``smoothing`` is added
+    to both: t1 = c1 + cn/2 + smoothing, t2 = c2 + cn/2 + smoothing.
+
+    Orientation: in this module ``L=1`` is the latent state that makes O1-leaning factors likely
+    (a factor's CPT reads phi as P(f=1 | L=1)), so *which way* a group points is already carried by
+    its factors' phi values. What the counts add is *how reliably* the concept tracks the outcome:
+    a group whose labels agree is a strong concept, a mixed one is weak. So the result is
+    ``(s, 1 - s)`` with ``s = max(t1, t2) / (t1 + t2)`` in [0.5, 1): the latent leans towards O1
+    with probability ``s`` when O1 holds and ``1 - s`` when O2 holds. Reading the paper's two ratios
+    literally as ``(t1 / total, t2 / total)`` instead would turn every O2-leaning group into
+    evidence for O1 (the contribution of a latent is proportional to
+    ``(2 P(L=1|O1) - 1)(prod phi - prod(1 - phi))``, whose sign would then never depend on the
+    labels). With ``(s, 1 - s)`` swapping O1 and O2 leaves the parameters unchanged while every phi
+    becomes 1 - phi, so the posterior is mirrored exactly.
+
+    An empty or evenly split group gives (0.5, 0.5), an uninformative latent; for smoothing > 0
+    both numbers stay strictly inside (0, 1). The two returned numbers sum to 1.
     """
     counts: list[int] = []
     for name, raw in (("c1", c1), ("c2", c2), ("cn", cn)):
@@ -225,7 +239,8 @@ def latent_params_from_counts(c1: int, c2: int, cn: int, smoothing: float = 0.5)
     total = t1 + t2
     if total <= 0.0:
         raise ValueError("no counts and zero smoothing: latent parameters are undefined")
-    return t1 / total, t2 / total
+    strength = max(t1, t2) / total
+    return strength, 1.0 - strength
 
 
 # --------------------------------------------------------------------------- Naive Bayes
