@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import anchor.commands  # noqa: F401  (registers build/infer/demo on the app)
 from anchor.cli import app
 from anchor.space.io import load_space, save_space
 from anchor.types import StopReason
@@ -226,13 +225,13 @@ def test_demo_json_against_a_server(runner, server, tmp_path):
 
 def test_llm_ping_and_cache_commands(runner, server, tmp_path):
     cache = str(tmp_path / "cache")
-    ping = runner.invoke(app, ["llm", "ping", "--json", "--base-url", server.base_url, "--cache-dir", cache])
+    ping = runner.invoke(app, ["llm", "ping", "--json", "--base-url", server.base_url], env={"ANCHOR_CACHE_DIR": cache})
     assert ping.exit_code == 0, (ping.stderr, ping.exception)
     info = json.loads(ping.stdout)
     assert info["model"] == "fake-model" and info["attempts"] >= 1 and 0.0 <= info["answer"]["probability"] <= 1.0
     assert server.completions == info["attempts"]
 
-    # Ping bypasses the cache by default; a real command fills it.
+    # Ping never uses the cache (a cached answer would say nothing about the server); a real command fills it.
     listed = runner.invoke(app, ["cache", "info", "--cache-dir", cache], terminal_width=200)
     assert listed.exit_code == 0 and "0 cached answers" in listed.stdout
     built = runner.invoke(app, ["build", *SCENARIO, "--out", str(tmp_path / "s.json"), "--n-target", "3",
@@ -306,7 +305,7 @@ def test_error_bad_jsonl_line_names_the_line(runner, tmp_path, space_file, lines
 
 
 def test_conditions_file_lines_and_jsonl_are_read(tmp_path):
-    from anchor.commands import read_conditions
+    from anchor.cli.build import read_conditions
 
     path = tmp_path / "mixed.txt"
     path.write_text('# header\nfirst  condition\n\n{"condition": "second"}\n{"text": "third"}\n')

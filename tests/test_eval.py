@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import anchor.commands  # noqa: F401  (registers commands)
-import anchor.eval_commands  # noqa: F401
 from anchor.cli import app
-from anchor.evaluation.results import METHODS, MetricsReport, Prediction, RunConfig
+from anchor.evaluation.methods import METHODS
+from anchor.evaluation.results import MetricsReport, Prediction, RunConfig
 from tests.fakeserver import FakeOpenAIServer
 
 runner = CliRunner()

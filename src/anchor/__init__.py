@@ -32,9 +32,9 @@ from anchor.types import (  # noqa: E402
 
 _LAZY = {
     "Anchor": "anchor.pipeline",
-    "AnchorConfig": "anchor.pipeline",
-    "ABLATIONS": "anchor.pipeline",
-    "MappingConfig": "anchor.mapping.mapper",
+    "AnchorConfig": "anchor.config",
+    "ABLATIONS": "anchor.config",
+    "MappingConfig": "anchor.mapping.config",
     "InferenceConfig": "anchor.inference.engine",
     "LLMSettings": "anchor.llm.settings",
     "LLMClient": "anchor.llm.client",
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from anchor.inference.engine import InferenceConfig
     from anchor.llm.client import LLMClient
     from anchor.llm.settings import LLMSettings
-    from anchor.mapping.mapper import MappingConfig
+    from anchor.mapping.config import MappingConfig
     from anchor.pipeline import ABLATIONS, Anchor, AnchorConfig
     from anchor.space.io import load_space, save_space
 

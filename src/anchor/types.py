@@ -35,6 +35,14 @@ class Scenario(_Model):
     def _strip(cls, value: str) -> str:
         return " ".join(value.split())
 
+    @field_validator("outcome1", "outcome2")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        # Checked after the whitespace clean-up: "   " passes min_length but says nothing.
+        if not value:
+            raise ValueError("is empty (only whitespace)")
+        return value
+
     @model_validator(mode="after")
     def _distinct(self) -> Scenario:
         if self.outcome1.casefold() == self.outcome2.casefold():
@@ -186,7 +194,10 @@ class StageCost(_Model):
     cache_hits: int = Field(default=0, description="Answers served from the cache (no request made).")
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    llm_seconds: float = Field(default=0.0, description="Wall time spent waiting for the backend.")
+    llm_seconds: float = Field(default=0.0, description="Request time summed over requests (requests that run "
+                                                        "at once overlap, so this can exceed the elapsed time).")
+    wall_seconds: float = Field(default=0.0, description="Elapsed time during which at least one request of "
+                                                         "this stage was in flight.")
 
 
 class LLMIdentity(_Model):

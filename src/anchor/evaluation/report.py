@@ -33,9 +33,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from anchor.evaluation.methods import DIRECT_METHODS, ORACLE_METHODS
 from anchor.evaluation.results import (
-    DIRECT_METHODS,
-    ORACLE_METHODS,
     CostSummary,
     MetricsReport,
     RunConfig,

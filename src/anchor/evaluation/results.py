@@ -1,9 +1,13 @@
 """The files an evaluation run writes, as typed models.
 
-``DIR/config.json``      ``RunConfig``: everything needed to rerun (no secrets).
-``DIR/predictions.jsonl`` one ``Prediction`` per line, appended as instances finish.
-``DIR/metrics.json``     ``MetricsReport``: per-run metrics, mean and std over runs, calibration, cost.
-``DIR/spaces/*.json``    factor spaces (ANCHOR only), built once per scenario and reused.
+``DIR/config.json``       ``RunConfig``: everything needed to rerun (no secrets).
+``DIR/predictions.jsonl`` one ``Prediction`` per line, appended as instances finish; a retried
+                          instance appends a new line, and the last line for a (run, id) counts.
+``DIR/traces.jsonl``      one ``TraceRecord`` per answered condition (methods with an audit trail).
+``DIR/calls.jsonl``       one ``CallRecord`` per LLM request or cache hit, as it happens: the
+                          exact cost of everything the run directory asked for, kills included.
+``DIR/metrics.json``      ``MetricsReport``: per-run metrics, mean and std over runs, calibration, cost.
+``DIR/spaces/*.json``     factor spaces (ANCHOR), built once per scenario (and run, or shared).
 """
 
 from __future__ import annotations
@@ -13,14 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Kind = Literal["pairwise", "decision", "factcheck"]
-
-METHODS = ("anchor", "vanilla", "vanilla-direct", "cot", "cot-direct", "logits", "compare", "factor-based")
-#: Methods that output a choice rather than a probability (the paper's starred rows).
-DIRECT_METHODS = ("vanilla-direct", "cot-direct")
-#: Methods that see information a fair method does not (flagged in every report).
-ORACLE_METHODS = ("factor-based",)
-#: Methods that compare two conditions jointly (only meaningful for pairwise data).
-PAIRWISE_ONLY_METHODS = ("compare",)
+Status = Literal["ok", "abstained", "failed"]
 
 METRIC_KEYS: dict[Kind, tuple[str, ...]] = {
     "pairwise": ("f1_context1", "f1_context2", "f1_same", "f1_micro", "coverage"),
@@ -41,15 +38,31 @@ class RunConfig(_Model):
     kind: Kind
     method: str
     ablations: list[str] = Field(default_factory=list)
-    limit: int | None = None
-    runs: int
+    limit: int | None = Field(default=None, ge=1, description="Only the first N instances.")
+    runs: int = Field(ge=1, description="Repetitions with seeds seed, seed + 1, ...")
     seed: int
     negation: Literal["template", "llm"] = "template"
-    decision_threshold: float = 0.9
+    decision_threshold: float = Field(default=0.9, ge=0, lt=1)
     balance_outcomes: bool = False
+    spaces: Literal["per-run", "shared"] = "per-run"
+    """Factor spaces (and other per-scenario artefacts) built for every run, or once for all runs."""
+    spaces_from: str | None = None
+    """Another run directory whose stored artefacts are reused instead of being built."""
     llm: dict[str, Any] = Field(default_factory=dict, description="LLMSettings.describe(): no secrets")
     anchor_config: dict[str, Any] | None = None
-    command: str = ""
+    command: str = Field(default="", description="The command line, with secret values replaced by ***.")
+
+
+class SideRecord(_Model):
+    """One condition of an instance: what the method answered, or why not."""
+
+    condition: int = Field(description="1 (the decision condition, or a pair's first), or 2 (a pair's second).")
+    p_outcome1: float | None = None
+    status: Status = "ok"
+    reason: str | None = None
+    n_factors: int | None = None
+    artefact: str | None = None
+    fallback: str | None = None
 
 
 class Prediction(_Model):
@@ -68,19 +81,36 @@ class Prediction(_Model):
     choice: int | None = Field(default=None, description="Compare baseline: 1, 2 or 3 (same).")
     prediction: int | None = None
     unknown: bool = False
+    status: Status = Field(default="ok", description="failed when any side failed; abstained when a side was "
+                                                     "unknown; ok otherwise.")
     error: str | None = None
+    sides: list[SideRecord] = Field(default_factory=list)
     n_factors: list[int] | None = None
     cost: list[dict[str, Any]] = Field(default_factory=list)
     seconds: float = 0.0
 
 
+class TraceRecord(_Model):
+    """The audit trail of one answered condition (``DIR/traces.jsonl``)."""
+
+    run: int
+    id: str
+    side: int = Field(description="0 for a decision instance; 0 and 1 for the two conditions of a pair.")
+    condition: str
+    space: str | None = Field(default=None, description="Key of the factor space used (DIR/spaces/<key>.json).")
+    result: dict[str, Any]
+
+
 class CostSummary(_Model):
-    llm_calls: int = 0
-    failed_attempts: int = 0
-    cache_hits: int = 0
+    llm_calls: int = Field(default=0, description="Requests that reached the backend, failed ones included.")
+    failed_attempts: int = Field(default=0, description="Of those, how many failed (HTTP error, unusable answer).")
+    cache_hits: int = Field(default=0, description="Answers served from the response cache (no request).")
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    wall_seconds: float = Field(default=0.0, description="Wall time spent waiting for the LLM, summed over calls.")
+    request_seconds: float = Field(default=0.0, description="Request time summed over requests (overlapping "
+                                                            "requests each count in full).")
+    wall_seconds: float = Field(default=0.0, description="Elapsed time with at least one request of this stage in "
+                                                         "flight.")
 
 
 class MetricsReport(_Model):
@@ -97,7 +127,16 @@ class MetricsReport(_Model):
     runs: list[dict[str, Any]]
     mean: dict[str, float | None]
     std: dict[str, float | None]
+    n_failed: int = Field(default=0, description="Predictions the run could not make (over all runs); they count "
+                                                 "as unknown in the metrics and are retried when the command is "
+                                                 "run again.")
+    n_abstained: int = Field(default=0, description="Predictions where the method answered 'unknown'.")
+    failures: list[dict[str, Any]] = Field(default_factory=list, description="Failed predictions: run, id, reason.")
     calibration: dict[str, Any] | None = None
     cost: dict[str, CostSummary] = Field(default_factory=dict, description="Per stage, plus 'total'.")
+    cost_scope: str = ""
+    cost_reused: dict[str, CostSummary] = Field(default_factory=dict, description="Build cost of artefacts reused "
+                                                                                  "from another run directory "
+                                                                                  "(not in 'cost').")
     cost_per_instance: CostSummary | None = None
     notes: list[str] = Field(default_factory=list)

@@ -1,37 +1,56 @@
-"""Evaluation runs: resumable, repeatable over seeds, with metrics and costs on disk.
+"""Evaluation runs: resumable, repeatable over seeds, with metrics and exact costs on disk.
 
-A run directory holds ``config.json`` (written first), ``predictions.jsonl`` (one line appended
-and flushed per finished instance), ``spaces/`` (ANCHOR's factor spaces, one per scenario, built
-once and shared by every run and condition) and finally ``metrics.json``. Starting the same
-command again skips every (run, instance) already in ``predictions.jsonl``; a partly written last
-line, left by a killed process, is dropped. Metrics are computed from the predictions file sorted
-by (run, id), so an interrupted-and-resumed run ends with the same numbers as an uninterrupted one
-given the same LLM answers (which the response cache provides).
+A run directory holds ``config.json`` (written first), ``predictions.jsonl`` (one line appended and
+flushed per finished instance), ``traces.jsonl`` (the audit trail of each answered condition, for
+methods that have one), ``calls.jsonl`` (every LLM request and cache hit as it happens), per-scenario
+artefacts such as ``spaces/`` (ANCHOR's factor spaces) and finally ``metrics.json``.
+
+Starting the same command again skips every (run, instance) already answered; an instance whose
+prediction *failed* (the model could not answer in schema, the server could not be reached) is
+tried again, and its new record replaces the old one. A partly written last line, left by a killed
+process, is dropped. Metrics are computed from the predictions sorted by (run, id), so an
+interrupted-and-resumed run ends with the same numbers as an uninterrupted one given the same LLM
+answers (which the response cache provides). Costs come from ``calls.jsonl``, so every request is
+counted exactly once however often the run was interrupted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import functools
 import hashlib
 import json
 import os
+import threading
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from anchor import __version__, prompts
 from anchor.embed import MiniLMEmbedder
-from anchor.evaluation import baselines
 from anchor.evaluation.datasets import (
+    DATASET_NAMES,
     DecisionInstance,
     PairwiseInstance,
     balance_outcome_order,
     bundled_file,
     load_dataset,
     load_factcheck,
-    scenario_key,
+)
+from anchor.evaluation.methods import (
+    INSTANCE_FAILURES,
+    METHODS,
+    ArtefactFailed,
+    ArtefactStore,
+    Estimate,
+    Method,
+    MethodContext,
+    PairJudge,
 )
 from anchor.evaluation.metrics import (
     brier_score,
@@ -44,25 +63,23 @@ from anchor.evaluation.metrics import (
     reliability_bins,
 )
 from anchor.evaluation.results import (
-    DIRECT_METHODS,
-    METHODS,
     METRIC_KEYS,
-    ORACLE_METHODS,
-    PAIRWISE_ONLY_METHODS,
     CostSummary,
     Kind,
     MetricsReport,
     Prediction,
     RunConfig,
+    SideRecord,
+    TraceRecord,
 )
+from anchor.files import write_atomic
 from anchor.llm.client import LLMClient
-from anchor.llm.errors import AnchorError, LLMOutputError
-from anchor.llm.ledger import merge_costs, summarize
+from anchor.llm.errors import AnchorError
+from anchor.llm.ledger import CallRecord, merge_costs, summarize
 from anchor.llm.settings import LLMSettings, make_client
-from anchor.pipeline import Anchor, AnchorConfig
+from anchor.pipeline import AnchorConfig
 from anchor.progress import ProgressEvent, Reporter, silent
-from anchor.space.io import SpaceFileError, load_space, save_space
-from anchor.types import BuildParams, FactorSpace, Scenario, StageCost
+from anchor.types import BuildParams, Scenario, StageCost
 
 Instance = DecisionInstance | PairwiseInstance
 
@@ -74,6 +91,11 @@ BUILD_SIZES: dict[str, dict[str, int]] = {
     # build takes ~3 minutes per scenario there and yields no better a space.
     "quick": {"n_target": 16, "batch_size": 4, "max_rounds": 4},
 }
+#: RunConfig fields that do not define a run: a rerun may change them and still resume.
+NOT_IDENTITY = {"command", "data_path", "anchor_version"}
+#: Of the LLM description, only these define a run (not where the server listens or how the key arrives).
+LLM_IDENTITY = ("backend", "model", "seed")
+MAX_LISTED_FAILURES = 50
 
 
 class EvalError(AnchorError):
@@ -103,47 +125,105 @@ def file_sha256(dataset: str, path: Path | None) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-# --------------------------------------------------------------------------- predictions file
+# --------------------------------------------------------------------------- append-only logs
+
+M = TypeVar("M", bound=BaseModel)
 
 
-class PredictionLog:
-    """Append-only JSON lines; tolerant of a torn last line."""
+class JsonLines(Generic[M]):
+    """An append-only JSON-lines file of one record type, tolerant of a torn last line.
 
-    def __init__(self, path: Path) -> None:
+    Records are flushed as they are written (a killed process loses at most the line it was
+    writing); ``durable=True`` also fsyncs each one.
+    """
+
+    def __init__(self, path: Path, model: type[M], *, durable: bool = False) -> None:
         self.path = path
-        self.done: dict[tuple[int, str], Prediction] = {}
-        if path.exists():
-            self._load()
-        self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        self._lock = asyncio.Lock()
+        self.model = model
+        self.durable = durable
+        self._lock = threading.Lock()
+        self._fh: IO[str] | None = None
 
-    def _load(self) -> None:
+    def read(self) -> list[M]:
+        if not self.path.exists():
+            return []
         raw = self.path.read_bytes()
         good = raw
         if raw and not raw.endswith(b"\n"):
             good = raw[: raw.rfind(b"\n") + 1]  # drop the line a killed process was writing
+            with open(self.path, "r+b") as fh:
+                fh.truncate(len(good))
+        out: list[M] = []
         for n, line in enumerate(good.decode("utf-8").splitlines(), 1):
             if not line.strip():
                 continue
             try:
-                pred = Prediction.model_validate_json(line)
-            except ValueError as exc:
-                raise EvalError(f"{self.path}, line {n}: not a prediction record ({exc}); "
-                                "move the file away to start the run afresh") from exc
-            self.done[(pred.run, pred.id)] = pred
-        if len(good) != len(raw):
-            with open(self.path, "r+b") as fh:
-                fh.truncate(len(good))
+                out.append(self.model.model_validate_json(line))
+            except ValidationError as exc:
+                raise EvalError(f"{self.path}, line {n}: not a {self.model.__name__} record "
+                                f"({exc.errors()[0].get('msg')}); move the file away to start the run afresh") from exc
+        return out
 
-    async def append(self, pred: Prediction) -> None:
-        async with self._lock:
-            self._fh.write(pred.model_dump_json() + "\n")
+    def append(self, record: M) -> None:
+        line = record.model_dump_json() + "\n"
+        with self._lock:
+            if self._fh is None:
+                self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            self._fh.write(line)
             self._fh.flush()
-            os.fsync(self._fh.fileno())
-            self.done[(pred.run, pred.id)] = pred
+            if self.durable:
+                os.fsync(self._fh.fileno())
 
     def close(self) -> None:
+        with self._lock:
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None
+
+
+class DirectoryLock:
+    """An exclusive lock on a run directory, so two processes never write one run at once."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / ".lock"
+        self._fh: IO[str] | None = None
+
+    def __enter__(self) -> DirectoryLock:
+        self._fh = open(self.path, "w")  # noqa: SIM115 - closed in __exit__
+        try:
+            fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._fh.close()
+            raise EvalError(f"{self.path.parent} is in use by another anchor process; wait for it to finish "
+                            "or use another --out") from None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._fh is not None
+        fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
         self._fh.close()
+
+
+# --------------------------------------------------------------------------- run identity
+
+
+def _identity(config: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a run configuration that must match to resume it."""
+    out = {k: v for k, v in config.items() if k not in NOT_IDENTITY}
+    llm = out.get("llm") or {}
+    out["llm"] = {k: llm.get(k) for k in LLM_IDENTITY}
+    return out
+
+
+def _first_difference(old: Any, new: Any, path: str = "") -> tuple[str, Any, Any] | None:
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new), key=str):
+            found = _first_difference(old.get(key, "<absent>"), new.get(key, "<absent>"),
+                                      f"{path}.{key}" if path else str(key))
+            if found:
+                return found
+        return None
+    return None if old == new else (path, old, new)
 
 
 # --------------------------------------------------------------------------- the runner
@@ -158,28 +238,30 @@ class EvalRunner:
         settings: LLMSettings,
         anchor_config: AnchorConfig | None = None,
         report: Reporter = silent,
+        retry_failed: bool = True,
     ) -> None:
-        if config.method not in METHODS:
+        spec = METHODS.get(config.method)
+        if spec is None:
             raise EvalError(f"unknown method {config.method!r}; choose from {', '.join(METHODS)}")
-        if config.method in PAIRWISE_ONLY_METHODS and config.kind != "pairwise":
+        if spec.pairwise_only and config.kind != "pairwise":
             raise EvalError(f"method {config.method!r} compares two conditions and only applies to "
                             "common2sense-pairwise")
-        if config.ablations and config.method != "anchor":
-            raise EvalError("ablations apply to --method anchor only")
+        if config.ablations and not spec.uses_anchor_config:
+            raise EvalError(f"ablations apply to ANCHOR's methods only, not to {config.method!r}")
         if config.runs < 1:
             raise EvalError("--runs must be at least 1")
+        self.spec = spec
         self.config = config
         self.out_dir = Path(out_dir)
         self.settings = settings
         self.anchor_config = anchor_config
         self.report = report
+        self.retry_failed = retry_failed
         self.client: LLMClient | None = None
-        self._space_locks: dict[str, asyncio.Lock] = {}
-        self._spaces: dict[str, FactorSpace] = {}
-        self._space_errors: dict[str, str] = {}
-        self._unknown = 0
-        self._done = 0
-        self._total = 0
+        self._stores: dict[str, ArtefactStore[Any]] = {}
+        self._counts: Counter[str] = Counter()
+        self._retry = ""
+        self._last_tick = 0.0
 
     # ------------------------------------------------------------------ setup
 
@@ -197,68 +279,130 @@ class EvalRunner:
         return instances
 
     def prepare_dir(self) -> None:
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        """Create the run directory and its config.json, or check that it holds this same run."""
         path = self.out_dir / "config.json"
-        new = _comparable(self.config.model_dump(mode="json"))
+        new = self.config.model_dump(mode="json")
         if path.exists():
             try:
-                old = _comparable(json.loads(path.read_text(encoding="utf-8")))
-            except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as exc:
+                old = json.loads(path.read_text(encoding="utf-8"))
+                if not isinstance(old, dict):
+                    raise ValueError("not a JSON object")
+            except (ValueError, UnicodeDecodeError) as exc:
                 raise EvalError(f"{path} is not a run configuration ({exc}); move it away to start afresh") from exc
-            if old != new:
-                diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-                raise EvalError(f"{self.out_dir} holds a run with other settings (differs in: {', '.join(diff)}); "
-                                "use another --out, or the same arguments to resume it")
-        else:
-            path.write_text(self.config.model_dump_json(indent=2), encoding="utf-8")
+            diff = _first_difference(_identity(old), _identity(new))
+            if diff is not None:
+                field, was, now = diff
+                raise EvalError(f"{self.out_dir} holds a run with other settings: {field} was {was!r}, now {now!r}; "
+                                "use another --out, or the same settings to resume it")
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        # Rewritten on every start so the recorded command and connection details are the latest.
+        write_atomic(path, self.config.model_dump_json(indent=2))
+
+    def _store(self, kind: str, load: Callable[[Path], Any], save: Callable[[Any, Path], Any]) -> ArtefactStore[Any]:
+        store = self._stores.get(kind)
+        if store is None:
+            reuse = Path(self.config.spaces_from) / kind if self.config.spaces_from else None
+            store = self._stores[kind] = ArtefactStore(self.out_dir / kind, load=load, save=save, reuse_from=reuse)
+        return store
+
+    @functools.cached_property
+    def _embedder(self) -> MiniLMEmbedder:
+        """One embedder (and vector cache) for every space and run; MiniLM loads on first use."""
+        return MiniLMEmbedder(cache_path=self.settings.vector_cache_path)
 
     # ------------------------------------------------------------------ main loop
 
-    async def run(self) -> MetricsReport:
-        instances = self.load_instances()
-        self.prepare_dir()
-        log = PredictionLog(self.out_dir / "predictions.jsonl")
+    async def run(self, instances: list[Instance] | None = None) -> MetricsReport:
+        """Evaluate ``instances`` (default: ``load_instances()``) and write the run directory."""
+        if instances is None:
+            instances = self.load_instances()
         self.client = make_client(self.settings)
         await self.client.ensure_ready()
-        if self.config.negation == "llm" and self.config.kind == "factcheck":
-            instances = await self._llm_negations(instances)  # type: ignore[arg-type]
+        self.config.llm["model"] = self.client.backend.model
+        self.prepare_dir()
+        with DirectoryLock(self.out_dir):
+            return await self._run_locked(instances)
+
+    async def _run_locked(self, instances: list[Instance]) -> MetricsReport:
+        assert self.client is not None
+        c = self.config
+        predictions = JsonLines(self.out_dir / "predictions.jsonl", Prediction, durable=True)
+        traces = JsonLines(self.out_dir / "traces.jsonl", TraceRecord)
+        calls = JsonLines(self.out_dir / "calls.jsonl", CallRecord)
+        done = {(p.run, p.id): p for p in predictions.read()}
+        traces.read()  # drops a torn last line before appending
+        calls.read()
+        stop_logging = self.client.ledger.subscribe(calls.append)
+        stop_watching = self.client.ledger.subscribe(self._watch)
         try:
-            c = self.config
-            pending = [(r, inst) for r in range(c.runs) for inst in instances if (r, inst.id) not in log.done]
-            self._total = len(instances) * c.runs
-            self._done = self._total - len(pending)
-            self._unknown = sum(1 for p in log.done.values() if p.unknown)
-            self._tick()
-            engines = [self._engine(self.client.with_seed(c.seed + r)) for r in range(c.runs)]
+            if c.negation == "llm" and c.kind == "factcheck":
+                with self.client.ledger.scope("data:negations"):
+                    instances = await self._llm_negations(instances)  # type: ignore[arg-type]
+            pending = [(r, inst) for r in range(c.runs) for inst in instances
+                       if (r, inst.id) not in done or (self.retry_failed and done[(r, inst.id)].status == "failed")]
+            self._counts.update(total=len(instances) * c.runs, done=len(instances) * c.runs - len(pending))
+            again = {(r, inst.id) for r, inst in pending}
+            wanted = {(r, inst.id) for r in range(c.runs) for inst in instances}
+            for key, p in done.items():
+                if key in wanted and key not in again:
+                    self._counts["unknown"] += int(p.unknown)
+                    self._counts["failed"] += int(p.status == "failed")
+            self._tick(force=True)
+            methods = [self._method(r) for r in range(c.runs)]
             limit = asyncio.Semaphore(max(1, min(self.settings.max_concurrency, self.client.backend.max_parallel * 2)))
 
             async def one(r: int, inst: Instance) -> None:
                 async with limit:
-                    pred = await self._evaluate(r, inst, engines[r])
-                await log.append(pred)
-                self._done += 1
-                self._unknown += int(pred.unknown)
-                self._tick()
+                    pred, trace_records = await self._evaluate(r, inst, methods[r])
+                for t in trace_records:
+                    traces.append(t)
+                predictions.append(pred)
+                done[(r, inst.id)] = pred
+                self._counts.update(done=1, unknown=int(pred.unknown), failed=int(pred.status == "failed"))
+                self._tick(force=True)
 
-            # Scenario by scenario keeps at most a few spaces being built at once.
             await asyncio.gather(*(one(r, inst) for r, inst in pending))
-            report = self.compute_metrics(instances, log.done)
-            (self.out_dir / "metrics.json").write_text(report.model_dump_json(indent=2), encoding="utf-8")
+            report = self.compute_metrics(instances, done, calls.read())
+            write_atomic(self.out_dir / "metrics.json", report.model_dump_json(indent=2))
             return report
         finally:
-            log.close()
+            stop_logging()
+            stop_watching()
+            predictions.close()
+            traces.close()
+            calls.close()
             await self.client.aclose()
 
-    def _tick(self) -> None:
-        total = self.client.ledger.total() if self.client else StageCost(stage="total")
-        self.report(ProgressEvent("instances", self._done, self._total, "", {
-            "unknown": self._unknown, "calls": total.llm_calls, "cached": total.cache_hits,
-            "tokens": total.prompt_tokens + total.completion_tokens}))
+    def _method(self, run: int) -> Method | PairJudge:
+        assert self.client is not None
+        ctx = MethodContext(
+            client=self.client.with_seed(self.config.seed + run), base_client=self.client, run=run,
+            config=self.config, anchor_config=self.anchor_config, embedder=lambda: self._embedder,
+            store=self._store,
+        )
+        return self.spec.factory(ctx)
 
-    def _engine(self, client: LLMClient) -> Any:
-        if self.config.method != "anchor":
-            return client
-        return Anchor(client=client, embedder=self._embedder, config=self.anchor_config or AnchorConfig())
+    def _watch(self, record: CallRecord) -> None:
+        """Keep the progress line alive while requests fail and back off (nothing else moves then)."""
+        if record.outcome == "transient_error":
+            self._counts["retries"] += 1
+            self._retry = f"retrying: {self._counts['retries']} failed attempt(s), last: {record.detail[:80]}"
+        elif record.outcome == "ok":
+            self._retry = ""
+        self._tick()
+
+    def _tick(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_tick < 0.2:
+            return
+        self._last_tick = now
+        total = self.client.ledger.total() if self.client else StageCost(stage="total")
+        info: dict[str, object] = {"unknown": self._counts["unknown"], "failed": self._counts["failed"],
+                                   "calls": total.llm_calls, "cached": total.cache_hits,
+                                   "tokens": total.prompt_tokens + total.completion_tokens}
+        if self._retry:
+            info["retry"] = self._retry
+        self.report(ProgressEvent("instances", self._counts["done"], self._counts["total"], "", info))
 
     async def _llm_negations(self, instances: list[DecisionInstance]) -> list[DecisionInstance]:
         assert self.client is not None
@@ -270,103 +414,81 @@ class EvalRunner:
 
         return list(await asyncio.gather(*(negate(i) for i in instances)))
 
-    # ------------------------------------------------------------------ spaces
-
-    async def _space(self, scenario: Scenario) -> FactorSpace | None:
-        key = scenario_key(scenario)
-        if key in self._spaces:
-            return self._spaces[key]
-        if key in self._space_errors:
-            return None
-        lock = self._space_locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            if key in self._spaces:
-                return self._spaces[key]
-            path = self.out_dir / "spaces" / f"{key}.json"
-            space = None
-            if path.exists():
-                try:
-                    space = load_space(path)
-                except SpaceFileError:
-                    space = None  # a damaged file is rebuilt (its LLM calls come from the cache)
-            if space is None:
-                assert self.client is not None
-                builder = Anchor(client=self.client, embedder=self._embedder,
-                                 config=self.anchor_config or AnchorConfig())
-                try:
-                    space = await builder.abuild(scenario)
-                except LLMOutputError as exc:
-                    self._space_errors[key] = str(exc)
-                    return None
-                save_space(space, path)
-            self._spaces[key] = space
-            return space
-
-    @functools.cached_property
-    def _embedder(self) -> MiniLMEmbedder:
-        """One embedder (and vector cache) for every space and run; MiniLM loads on first use."""
-        return MiniLMEmbedder(cache_path=self.settings.vector_cache_path)
-
     # ------------------------------------------------------------------ one instance
 
-    async def _estimate(self, engine: Any, scenario: Scenario, condition: str, gold: int | None
-                        ) -> tuple[float | None, int | None, str | None]:
-        """P(O1) (None = unknown), number of mapped factors (ANCHOR), and a note."""
-        if self.config.method == "anchor":
-            space = await self._space(scenario)
-            if space is None:
-                return None, None, f"factor space could not be built: {self._space_errors.get(scenario_key(scenario))}"
-            result = await engine.ainfer_one(space, condition)
-            return (None if result.unknown else result.p_outcome1), len(result.factors), result.unknown_reason
-        estimate = await baselines.ESTIMATORS[self.config.method](engine, scenario, condition, gold)
-        return estimate.p_outcome1, None, estimate.note
+    async def _side(self, method: Method, scenario: Scenario, condition: str, gold: int | None) -> Estimate:
+        try:
+            return await method.estimate(scenario, condition, gold)
+        except (ArtefactFailed, *INSTANCE_FAILURES) as exc:
+            return Estimate.failed(exc)
 
-    async def _evaluate(self, run: int, inst: Instance, engine: Any) -> Prediction:
+    async def _evaluate(self, run: int, inst: Instance, method: Method | PairJudge
+                        ) -> tuple[Prediction, list[TraceRecord]]:
         c = self.config
         assert self.client is not None
         started = time.perf_counter()
         pred = Prediction(run=run, id=inst.id, seed=c.seed + run, kind=c.kind)
-        with self.client.ledger.scope() as records:
-            try:
-                if isinstance(inst, PairwiseInstance):
-                    pred.human, pred.gold = inst.human, inst.gold
-                    if c.method == "compare":
-                        gold_text = inst.scenario.outcome1 if inst.gold == 1 else inst.scenario.outcome2
-                        pred.choice = await baselines.compare(engine, inst.scenario, gold_text, inst.condition1,
-                                                              inst.condition2)
+        traces: list[TraceRecord] = []
+        with self.client.ledger.scope(f"instance:{run}:{inst.id}") as records:
+            if isinstance(inst, PairwiseInstance):
+                pred.human, pred.gold = inst.human, inst.gold
+                if isinstance(method, PairJudge):
+                    gold_text = inst.scenario.outcome1 if inst.gold == 1 else inst.scenario.outcome2
+                    try:
+                        pred.choice = await method.compare(inst.scenario, gold_text, inst.condition1, inst.condition2)
                         pred.prediction = pred.choice
-                    else:
-                        (p1a, na, note_a), (p1b, nb, note_b) = await asyncio.gather(
-                            self._estimate(engine, inst.scenario, inst.condition1, inst.gold),
-                            self._estimate(engine, inst.scenario, inst.condition2, inst.gold))
-                        pred.p_gold_1 = None if p1a is None else (p1a if inst.gold == 1 else 1.0 - p1a)
-                        pred.p_gold_2 = None if p1b is None else (p1b if inst.gold == 1 else 1.0 - p1b)
-                        pred.prediction = pairwise_prediction(pred.p_gold_1, pred.p_gold_2)
-                        pred.unknown = pred.prediction is None
-                        if na is not None or nb is not None:
-                            pred.n_factors = [na or 0, nb or 0]
-                        notes = [n for n in (note_a, note_b) if n and pred.unknown]
-                        pred.error = "; ".join(notes) or None
+                    except INSTANCE_FAILURES as exc:
+                        self._fill(pred, [Estimate.failed(exc)])
                 else:
-                    pred.label = inst.label
-                    p1, n, note = await self._estimate(engine, inst.scenario, inst.condition, inst.label)
-                    pred.p_outcome1 = p1
-                    pred.unknown = p1 is None
-                    pred.n_factors = [n] if n is not None else None
-                    if p1 is not None:
-                        pred.prediction = 1 if p1 > 0.5 else 2 if p1 < 0.5 else None
-                    pred.error = note if pred.unknown else None
-            except LLMOutputError as exc:
-                # One instance the model could not answer in schema: record it and go on.
-                pred.unknown, pred.error, pred.prediction = True, str(exc)[:500], None
+                    conditions = (inst.condition1, inst.condition2)
+                    estimates = await asyncio.gather(*(self._side(method, inst.scenario, cond, inst.gold)  # type: ignore[arg-type]
+                                                       for cond in conditions))
+                    p_gold = [None if e.p_outcome1 is None else (e.p_outcome1 if inst.gold == 1 else 1.0 - e.p_outcome1)
+                              for e in estimates]
+                    pred.p_gold_1, pred.p_gold_2 = p_gold
+                    pred.prediction = pairwise_prediction(pred.p_gold_1, pred.p_gold_2)
+                    self._fill(pred, estimates)
+                    traces = self._traces(run, inst.id, conditions, estimates)
+            else:
+                assert isinstance(method, Method)
+                pred.label = inst.label
+                estimate = await self._side(method, inst.scenario, inst.condition, inst.label)
+                pred.p_outcome1 = estimate.p_outcome1
+                if estimate.p_outcome1 is not None:
+                    pred.prediction = 1 if estimate.p_outcome1 > 0.5 else 2 if estimate.p_outcome1 < 0.5 else None
+                self._fill(pred, [estimate])
+                traces = self._traces(run, inst.id, (inst.condition,), [estimate])
+        pred.unknown = pred.prediction is None
         pred.cost = [c_.model_dump() for c_ in summarize(records)]
         pred.seconds = round(time.perf_counter() - started, 4)
-        return pred
+        return pred, traces
+
+    @staticmethod
+    def _fill(pred: Prediction, estimates: Sequence[Estimate]) -> None:
+        """Per-side records, the instance's status and its error line (which side, and why)."""
+        pred.sides = [SideRecord(condition=k, p_outcome1=e.p_outcome1, status=e.status, reason=e.reason,
+                                 n_factors=e.n_factors, artefact=e.artefact, fallback=e.fallback)
+                      for k, e in enumerate(estimates, 1)]
+        statuses = {e.status for e in estimates}
+        pred.status = "failed" if "failed" in statuses else "abstained" if "abstained" in statuses else "ok"
+        counts = [e.n_factors for e in estimates]
+        if any(n is not None for n in counts):
+            pred.n_factors = [n or 0 for n in counts]
+        problems = [(k, e) for k, e in enumerate(estimates, 1) if e.status != "ok" and e.reason]
+        if len(estimates) == 1:
+            pred.error = problems[0][1].reason if problems else None
+        else:
+            pred.error = "; ".join(f"condition {k} {e.status}: {e.reason}" for k, e in problems) or None
+
+    @staticmethod
+    def _traces(run: int, iid: str, conditions: Sequence[str], estimates: Sequence[Estimate]) -> list[TraceRecord]:
+        return [TraceRecord(run=run, id=iid, side=k, condition=cond, space=e.artefact, result=e.trace)
+                for k, (cond, e) in enumerate(zip(conditions, estimates, strict=True)) if e.trace is not None]
 
     # ------------------------------------------------------------------ metrics
 
-    def compute_metrics(self, instances: Sequence[Instance], done: dict[tuple[int, str], Prediction]
-                        ) -> MetricsReport:
+    def compute_metrics(self, instances: Sequence[Instance], done: dict[tuple[int, str], Prediction],
+                        calls: Iterable[CallRecord] = ()) -> MetricsReport:
         c = self.config
         ids = [inst.id for inst in instances]
         runs: list[dict[str, Any]] = []
@@ -376,12 +498,13 @@ class EvalRunner:
         for r in range(c.runs):
             preds = [done[(r, i)] for i in ids if (r, i) in done]
             entry: dict[str, Any] = {"run": r, "seed": c.seed + r, "n": len(preds),
-                                     "unknown": sum(p.unknown for p in preds)}
+                                     "unknown": sum(p.unknown for p in preds),
+                                     "failed": sum(p.status == "failed" for p in preds)}
             labels: list[int] = []
             probs: list[float | None] = []
             if c.kind == "pairwise":
                 human = [p.human for p in preds]
-                if c.method == "compare":
+                if self.spec.pairwise_only:
                     all_pred = covered = [p.choice for p in preds]
                 else:
                     all_pred = [pairwise_prediction(p.p_gold_1, p.p_gold_2, unknown_as=0.5) for p in preds]
@@ -423,8 +546,7 @@ class EvalRunner:
         mean: dict[str, float | None] = {}
         std: dict[str, float | None] = {}
         for k in keys:
-            vals = [fr.get(k) for fr in flat_runs]
-            vals = [v for v in vals if v is not None]
+            vals = [v for v in (fr.get(k) for fr in flat_runs) if v is not None]
             if vals:
                 mean[k], std[k] = mean_std(vals)
             else:
@@ -445,22 +567,49 @@ class EvalRunner:
                                 for b in bins],
             }
 
-        cost = self._cost(done, ids)
-        n_preds = sum(1 for r in range(c.runs) for i in ids if (r, i) in done)
+        final = [done[(r, i)] for r in range(c.runs) for i in ids if (r, i) in done]
+        failed = [p for p in final if p.status == "failed"]
+        abstained = [p for p in final if p.status == "abstained"]
+        cost, reused, cost_scope = self._cost(final, list(calls))
         per_inst = None
-        if n_preds:
+        if final:
             t = cost["total"]
+            n = len(final)
             per_inst = CostSummary(
-                llm_calls=round(t.llm_calls / n_preds), failed_attempts=round(t.failed_attempts / n_preds),
-                cache_hits=round(t.cache_hits / n_preds), prompt_tokens=round(t.prompt_tokens / n_preds),
-                completion_tokens=round(t.completion_tokens / n_preds), wall_seconds=round(t.wall_seconds / n_preds, 4))
+                llm_calls=round(t.llm_calls / n), failed_attempts=round(t.failed_attempts / n),
+                cache_hits=round(t.cache_hits / n), prompt_tokens=round(t.prompt_tokens / n),
+                completion_tokens=round(t.completion_tokens / n), request_seconds=round(t.request_seconds / n, 4),
+                wall_seconds=round(t.wall_seconds / n, 4))
         llm = dict(c.llm)
         small = not llm.get("base_url")
+        return MetricsReport(
+            dataset=c.dataset, kind=c.kind, method=c.method, ablations=list(c.ablations), llm=llm, small_model=small,
+            oracle=self.spec.oracle, n_instances=len(ids), n_runs=c.runs, scope=self._scope(), runs=runs,
+            mean=mean, std=std, n_failed=len(failed), n_abstained=len(abstained),
+            failures=[{"run": p.run, "id": p.id, "reason": p.error} for p in failed[:MAX_LISTED_FAILURES]],
+            calibration=calibration, cost=cost, cost_scope=cost_scope, cost_reused=reused,
+            cost_per_instance=per_inst, notes=self._notes(failed, small),
+        )
+
+    def _scope(self) -> str:
+        c = self.config
+        failed = "a failed prediction counts as unknown"
+        if c.kind == "pairwise":
+            return ("f1_* and f1_micro over all pairs, an unknown side scored as p = 0.5; 'covered' (covered_f1_*) "
+                    f"over pairs where both sides are known; coverage = share of such pairs; {failed}")
+        if c.kind == "factcheck":
+            return (f"balanced accuracy with 'support' iff P(claim) > {c.decision_threshold}; unknown counts as "
+                    f"'not support'; coverage = share of instances with a probability; {failed}")
+        return ("accuracy over all instances (unknown or a tie at 0.5 is not a correct decision); "
+                f"accuracy_covered over instances with a probability; {failed}")
+
+    def _notes(self, failed: Sequence[Prediction], small: bool) -> list[str]:
+        c = self.config
         notes = []
-        if c.method in ORACLE_METHODS:
+        if self.spec.oracle:
             notes.append("Factor-based is an oracle: its factors are generated knowing the gold outcome; "
                          "not a fair comparison.")
-        if c.method in DIRECT_METHODS:
+        if self.spec.direct:
             notes.append("Direct-choice method: its choice is scored as probability 1 or 0.")
         if small:
             notes.append("Numbers from the embedded SmolLM2-135M model: they show the pipeline runs, not the "
@@ -468,71 +617,83 @@ class EvalRunner:
         if c.kind == "decision" and c.dataset in ("plasma", "today") and not c.balance_outcomes:
             notes.append("In the bundled Plasma/Today files every condition supports outcome 1, so always "
                          "answering outcome 1 scores 100%; consider --balance-outcomes.")
-        if c.method == "anchor" and self.anchor_config is not None:
+        if self.spec.uses_anchor_config and self.anchor_config is not None:
             b = self.anchor_config.build
             paper = default_build_params(c.dataset)
             if (b.n_target, b.batch_size, b.max_rounds) != (paper.n_target, paper.batch_size, paper.max_rounds):
                 notes.append(f"Factor spaces built with n_target={b.n_target}, b={b.batch_size}, "
                              f"T_max={b.max_rounds} (the paper uses {paper.n_target}/{paper.batch_size}/"
                              f"{paper.max_rounds} here).")
-        if self._space_errors:
-            notes.append(f"{len(self._space_errors)} factor space(s) could not be built; their instances are unknown.")
-        if c.kind == "pairwise":
-            scope = ("f1_* and f1_micro over all pairs, an unknown side scored as p = 0.5; 'covered' (covered_f1_*) "
-                     "over pairs where both sides are known; coverage = share of such pairs")
-        elif c.kind == "factcheck":
-            scope = (f"balanced accuracy with 'support' iff P(claim) > {c.decision_threshold}; unknown counts as "
-                     "'not support'; coverage = share of instances with a probability")
-        else:
-            scope = ("accuracy over all instances (unknown or a tie at 0.5 is not a correct decision); "
-                     "accuracy_covered over instances with a probability")
-        return MetricsReport(
-            dataset=c.dataset, kind=c.kind, method=c.method, ablations=list(c.ablations), llm=llm, small_model=small,
-            oracle=c.method in ORACLE_METHODS, n_instances=len(ids), n_runs=c.runs, scope=scope, runs=runs,
-            mean=mean, std=std, calibration=calibration, cost=cost, cost_per_instance=per_inst, notes=notes,
-        )
+            notes.append("Factor spaces: " + ("built separately for every run (seed + run), so the std over runs "
+                                              "includes stage 1." if c.spaces == "per-run" else
+                                              "built once per scenario and shared by all runs, so the std over "
+                                              "runs reflects stages 2-3 only."))
+        if failed:
+            reasons = Counter((p.error or "unknown reason").split(";")[0][:160] for p in failed)
+            top, n_top = reasons.most_common(1)[0]
+            notes.append(f"{len(failed)} prediction(s) failed (no usable answer from the LLM, or the server could not "
+                         f"be reached); they count as unknown in these metrics and are retried when this command is "
+                         f"run again. Most common reason ({n_top}x): {top}")
+        return notes
 
-    def _cost(self, done: dict[tuple[int, str], Prediction], ids: list[str]) -> dict[str, CostSummary]:
-        rows: list[StageCost] = []
-        wanted = set(ids)
-        for (_, iid), pred in done.items():
-            if iid in wanted:
-                rows.extend(StageCost.model_validate(x) for x in pred.cost)
-        spaces_dir = self.out_dir / "spaces"
-        if spaces_dir.exists():
-            for path in sorted(spaces_dir.glob("*.json")):
-                try:
-                    rows.extend(load_space(path).cost)
-                except SpaceFileError:
-                    continue
-        merged = merge_costs(rows) + (merge_costs(rows, label="total") or [StageCost(stage="total")])
-        return {c.stage: CostSummary(llm_calls=c.llm_calls, failed_attempts=c.failed_attempts,
-                                     cache_hits=c.cache_hits, prompt_tokens=c.prompt_tokens,
-                                     completion_tokens=c.completion_tokens, wall_seconds=round(c.llm_seconds, 4))
-                for c in merged}
+    def _cost(self, final: Sequence[Prediction], calls: list[CallRecord]
+              ) -> tuple[dict[str, CostSummary], dict[str, CostSummary], str]:
+        """Cost from the call log (every request once), plus the recorded cost of reused artefacts."""
+        stages = summarize(calls)
+        total = summarize([r.model_copy(update={"stage": "total"}) for r in calls]) or [StageCost(stage="total")]
+        cost = {s.stage: _summary(s) for s in [*stages, *total]}
+        reused: dict[str, CostSummary] = {}
+        reused_keys: list[str] = []
+        if self.config.spaces_from:
+            used = {s.artefact for p in final for s in p.sides if s.artefact}
+            rows: list[StageCost] = []
+            for kind, store in self._stores.items():
+                for key in sorted(used):
+                    own, other = self.out_dir / kind / f"{key}.json", Path(self.config.spaces_from) / kind / f"{key}.json"
+                    if not own.exists() and other.exists():
+                        reused_keys.append(key)
+                        try:
+                            rows.extend(store.load_file(other).cost)
+                        except (AnchorError, ValueError, OSError):
+                            continue
+            if rows:
+                reused = {s.stage: _summary(s) for s in [*merge_costs(rows), *merge_costs(rows, label="total")]}
+        scope = (f"every LLM request made for this run directory, counted once each from calls.jsonl "
+                 f"({len(calls)} records: requests, failed attempts and cache hits), including the builds of "
+                 "per-scenario artefacts (factor spaces) made for it, across interruptions and resumes")
+        if reused_keys:
+            scope += (f"; {len(reused_keys)} artefact(s) reused from {self.config.spaces_from} are not included "
+                      "(their recorded build cost is under cost_reused)")
+        return cost, reused, scope
 
 
-def _comparable(config: dict[str, Any]) -> dict[str, Any]:
-    """The parts of a run configuration that must match to resume (not the command line or cache path)."""
-    out = {k: v for k, v in config.items() if k != "command"}
-    out["llm"] = {k: v for k, v in (out.get("llm") or {}).items() if k != "cache"}
-    return out
+def _summary(c: StageCost) -> CostSummary:
+    return CostSummary(llm_calls=c.llm_calls, failed_attempts=c.failed_attempts, cache_hits=c.cache_hits,
+                       prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens,
+                       request_seconds=round(c.llm_seconds, 4), wall_seconds=round(c.wall_seconds, 4))
 
 
 def make_run_config(
     *, dataset: str, method: str, data_path: Path | None, ablations: Sequence[str], limit: int | None, runs: int,
     seed: int, settings: LLMSettings, anchor_config: AnchorConfig | None, negation: str = "template",
-    decision_threshold: float = 0.9, balance_outcomes: bool = False, command: str = "",
+    decision_threshold: float = 0.9, balance_outcomes: bool = False, spaces: str = "per-run",
+    spaces_from: Path | None = None, command: str = "",
 ) -> RunConfig:
-    if data_path is not None and not Path(data_path).exists():
+    if data_path is not None and not Path(data_path).is_file():
         raise EvalError(f"--data {data_path}: no such file")
-    if dataset not in ("common2sense-pairwise", "common2sense", "plasma", "today", "factcheck"):
-        raise EvalError(f"unknown dataset {dataset!r}")
+    if dataset not in DATASET_NAMES:
+        raise EvalError(f"unknown dataset {dataset!r}; choose from {', '.join(DATASET_NAMES)}")
+    if method not in METHODS:
+        raise EvalError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    if spaces_from is not None and not Path(spaces_from).is_dir():
+        raise EvalError(f"--spaces-from {spaces_from}: no such run directory")
+    llm = settings.describe()
+    llm.pop("api_key", None)
     return RunConfig(
         anchor_version=__version__, dataset=dataset, data_path=str(data_path) if data_path else None,
         data_sha256=file_sha256(dataset, Path(data_path) if data_path else None), kind=dataset_kind(dataset),
         method=method, ablations=list(ablations), limit=limit, runs=runs, seed=seed, negation=negation,  # type: ignore[arg-type]
-        decision_threshold=decision_threshold, balance_outcomes=balance_outcomes,
-        llm=settings.describe(), anchor_config=anchor_config.model_dump(mode="json") if anchor_config else None,
-        command=command,
+        decision_threshold=decision_threshold, balance_outcomes=balance_outcomes, spaces=spaces,  # type: ignore[arg-type]
+        spaces_from=str(spaces_from) if spaces_from else None, llm=llm,
+        anchor_config=anchor_config.model_dump(mode="json") if anchor_config else None, command=command,
     )

@@ -10,6 +10,7 @@ from anchor.llm.errors import (
     FatalBackendError,
     LLMOutputError,
     LogprobsUnavailable,
+    RequestRejected,
     RetryBudgetExhausted,
     TransientBackendError,
 )
@@ -20,6 +21,6 @@ from anchor.llm.settings import LLMSettings, make_backend, make_client
 __all__ = [
     "AnchorError", "Answer", "Backend", "BackendError", "CallRecord", "ConfigurationError", "CostLedger",
     "Example", "FatalBackendError", "LLMClient", "LLMOutputError", "LLMSettings", "LogprobsUnavailable",
-    "PromptSpec", "RawCompletion", "ResponseCache", "RetryBudgetExhausted", "TokenLogprob",
+    "PromptSpec", "RawCompletion", "RequestRejected", "ResponseCache", "RetryBudgetExhausted", "TokenLogprob",
     "TransientBackendError", "make_backend", "make_client",
 ]

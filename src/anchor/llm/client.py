@@ -30,6 +30,7 @@ from anchor.llm.errors import (
 from anchor.llm.ledger import CallRecord, CostLedger
 from anchor.llm.prompt import PromptSpec
 from anchor.llm.structured import OutputInvalid, inline_schema, parse_structured
+from anchor.secrets import scrub
 from anchor.types import LLMIdentity
 
 T = TypeVar("T", bound=BaseModel)
@@ -265,7 +266,7 @@ class LLMClient:
             return Answer(parsed=parsed, text=raw.completion.text, cached=False,
                           prompt_tokens=raw.completion.prompt_tokens,
                           completion_tokens=raw.completion.completion_tokens, logprobs=raw.completion.logprobs)
-        raise LLMOutputError(stage, attempts, last_text, last_reason)
+        raise LLMOutputError(stage, attempts, scrub(last_text), scrub(last_reason))
 
     # ------------------------------------------------------------------ internals
 
@@ -299,7 +300,7 @@ class LLMClient:
         self.ledger.record(CallRecord(
             stage=stage, outcome=outcome,  # type: ignore[arg-type]
             prompt_tokens=raw.completion.prompt_tokens, completion_tokens=raw.completion.completion_tokens,
-            seconds=raw.seconds, detail=detail[:300]))
+            seconds=raw.seconds, started=raw.started, detail=scrub(detail)[:300]))
 
     def _backoff(self, retry: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -311,30 +312,48 @@ class LLMClient:
         last_error = ""
         for retry in range(self.transport_retries + 1):
             started = time.perf_counter()
+            wall = 0.0
             try:
                 async with self._semaphore():
-                    started = time.perf_counter()
+                    started, wall = time.perf_counter(), time.time()
                     completion = await self.backend.complete(messages, **kwargs)
-                return _Timed(completion, time.perf_counter() - started)
+                return _Timed(completion, time.perf_counter() - started, wall)
             except TransientBackendError as exc:
                 elapsed = time.perf_counter() - started
-                last_error = str(exc)
-                self.ledger.record(CallRecord(stage=stage, outcome="transient_error", seconds=elapsed,
+                last_error = scrub(str(exc))
+                self.ledger.record(CallRecord(stage=stage, outcome="transient_error", seconds=elapsed, started=wall,
                                               detail=last_error[:300]))
                 if retry < self.transport_retries:
                     await self._sleep(self._backoff(retry, exc.retry_after))
             except FatalBackendError as exc:
-                self.ledger.record(CallRecord(stage=stage, outcome="fatal_error",
-                                              seconds=time.perf_counter() - started, detail=str(exc)[:300]))
-                raise FatalBackendError(f"stage '{stage}': {exc}") from exc
+                message = scrub(str(exc))
+                self.ledger.record(CallRecord(stage=stage, outcome="fatal_error", started=wall,
+                                              seconds=time.perf_counter() - started, detail=message[:300]))
+                raise type(exc)(f"stage '{stage}': {message}") from exc
         raise RetryBudgetExhausted(
-            f"stage '{stage}': {self.transport_retries + 1} attempts to reach {self.backend.name} failed; "
+            f"stage '{stage}': {self.transport_retries + 1} attempts to reach {scrub(self.backend.name)} failed; "
             f"last error: {last_error}"
         )
 
 
 def run_sync(coro: Awaitable[T], client: LLMClient) -> T:
-    """Run ``coro`` in a fresh event loop, then release the client's connections for that loop."""
+    """Run ``coro`` in a fresh event loop, then release the client's connections for that loop.
+
+    Called from inside a running event loop (async code, Jupyter) it refuses with a clear error and
+    closes ``coro`` unstarted: blocking that loop would deadlock it.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        close = getattr(coro, "close", None)
+        if close is not None:
+            close()
+        raise RuntimeError(
+            "this synchronous anchor call cannot run inside a running event loop (async code or Jupyter); "
+            "await its coroutine twin instead, e.g. `await engine.abuild(...)` / `await engine.ainfer(...)`"
+        )
 
     async def main() -> T:
         try:
@@ -349,3 +368,4 @@ def run_sync(coro: Awaitable[T], client: LLMClient) -> T:
 class _Timed:
     completion: RawCompletion
     seconds: float
+    started: float = 0.0

@@ -28,6 +28,11 @@ class FatalBackendError(BackendError):
     """A failure that retrying will not fix: bad request, authentication, unknown model."""
 
 
+class RequestRejected(FatalBackendError):
+    """The server refused this particular request (e.g. HTTP 400 or 413): retrying it will not help,
+    but other requests may well succeed."""
+
+
 class RetryBudgetExhausted(BackendError):
     """Transient failures went on past the configured number of retries."""
 

@@ -1,15 +1,17 @@
 """Cost ledger: one record per attempt at an LLM call, summable per stage and per run.
 
-Scopes (``with ledger.scope() as records``) collect the records made inside a block, including
-from tasks it starts, so a caller can attribute cost to one condition while others run
-concurrently.
+Scopes (``with ledger.scope("label") as records``) collect the records made inside a block,
+including from tasks it starts, so a caller can attribute cost to one condition while others run
+concurrently; the innermost scope's label is stamped on each record. Subscribers
+(``ledger.subscribe(fn)``) see every record as it is made: the evaluation runner writes them to a
+durable log and shows retries in its progress line.
 """
 
 from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Literal
 
@@ -26,28 +28,54 @@ class CallRecord(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    started: float = 0.0
+    """Wall-clock time (``time.time()``) the request was sent; 0 for cache hits."""
     detail: str = ""
+    scope: str = ""
+    """Label of the innermost ledger scope active when the call was made ("" outside any)."""
 
     @property
     def reached_backend(self) -> bool:
         return self.outcome != "cache_hit"
 
 
-_active_scopes: contextvars.ContextVar[tuple[list[CallRecord], ...]] = contextvars.ContextVar(
+_active_scopes: contextvars.ContextVar[tuple[tuple[list[CallRecord], str], ...]] = contextvars.ContextVar(
     "anchor_ledger_scopes", default=()
 )
+
+Subscriber = Callable[[CallRecord], None]
 
 
 class CostLedger:
     def __init__(self) -> None:
         self._records: list[CallRecord] = []
         self._lock = threading.Lock()
+        self._subscribers: list[Subscriber] = []
 
     def record(self, record: CallRecord) -> None:
+        scopes = _active_scopes.get()
+        labels = [label for _, label in scopes if label]
+        if labels and not record.scope:
+            record.scope = labels[-1]
         with self._lock:
             self._records.append(record)
-            for scope in _active_scopes.get():
-                scope.append(record)
+            for bucket, _ in scopes:
+                bucket.append(record)
+            subscribers = list(self._subscribers)
+        for fn in subscribers:
+            fn(record)
+
+    def subscribe(self, fn: Subscriber) -> Callable[[], None]:
+        """Call ``fn(record)`` for every record from now on; returns a function that unsubscribes."""
+        with self._lock:
+            self._subscribers.append(fn)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if fn in self._subscribers:
+                    self._subscribers.remove(fn)
+
+        return unsubscribe
 
     @property
     def records(self) -> list[CallRecord]:
@@ -55,10 +83,10 @@ class CostLedger:
             return list(self._records)
 
     @contextmanager
-    def scope(self) -> Iterator[list[CallRecord]]:
+    def scope(self, label: str = "") -> Iterator[list[CallRecord]]:
         """Collect every record made inside this block (and tasks started from it)."""
         bucket: list[CallRecord] = []
-        token = _active_scopes.set(_active_scopes.get() + (bucket,))
+        token = _active_scopes.set(_active_scopes.get() + ((bucket, label),))
         try:
             yield bucket
         finally:
@@ -71,24 +99,57 @@ class CostLedger:
         return total(self.records)
 
 
+def detached_context() -> contextvars.Context:
+    """A context with no ledger scope active: work run in it is charged to no caller's scope
+    (the evaluation runner builds shared artefacts this way, so their cost is counted once)."""
+    ctx = contextvars.copy_context()
+    ctx.run(_active_scopes.set, ())
+    return ctx
+
+
+def busy_seconds(records: Iterable[CallRecord]) -> float:
+    """Length of the union of the records' request intervals: the time at least one was in flight."""
+    spans = sorted((r.started, r.started + r.seconds) for r in records if r.started > 0 and r.seconds > 0)
+    busy = 0.0
+    end = float("-inf")
+    for lo, hi in spans:
+        if lo > end:
+            busy += hi - lo
+            end = hi
+        elif hi > end:
+            busy += hi - end
+            end = hi
+    return busy
+
+
 def summarize(records: Iterable[CallRecord]) -> list[StageCost]:
     """Per-stage totals in first-seen stage order."""
     by_stage: dict[str, StageCost] = {}
+    grouped: dict[str, list[CallRecord]] = {}
     for rec in records:
         cost = by_stage.setdefault(rec.stage, StageCost(stage=rec.stage))
+        grouped.setdefault(rec.stage, []).append(rec)
         _add(cost, rec)
+    for stage, cost in by_stage.items():
+        cost.wall_seconds = round(busy_seconds(grouped[stage]), 6)
     return list(by_stage.values())
 
 
 def total(records: Iterable[CallRecord], label: str = "total") -> StageCost:
+    records = list(records)
     cost = StageCost(stage=label)
     for rec in records:
         _add(cost, rec)
+    cost.wall_seconds = round(busy_seconds(records), 6)
     return cost
 
 
 def merge_costs(costs: Iterable[StageCost], label: str | None = None) -> list[StageCost]:
-    """Add up StageCost rows stage by stage (or into one row called ``label``)."""
+    """Add up StageCost rows stage by stage (or into one row called ``label``).
+
+    ``wall_seconds`` is summed too, which is exact for rows that never overlapped in time and an
+    upper bound otherwise; compute it from the records (``summarize``) when they are at hand.
+    """
     out: dict[str, StageCost] = {}
     for c in costs:
         key = label or c.stage
@@ -99,6 +160,7 @@ def merge_costs(costs: Iterable[StageCost], label: str | None = None) -> list[St
         acc.prompt_tokens += c.prompt_tokens
         acc.completion_tokens += c.completion_tokens
         acc.llm_seconds = round(acc.llm_seconds + c.llm_seconds, 6)
+        acc.wall_seconds = round(acc.wall_seconds + c.wall_seconds, 6)
     return list(out.values())
 
 

@@ -15,7 +15,8 @@ from typing import Any
 import openai
 
 from anchor.llm.base import Message, RawCompletion, TokenLogprob
-from anchor.llm.errors import ConfigurationError, FatalBackendError, TransientBackendError
+from anchor.llm.errors import ConfigurationError, FatalBackendError, RequestRejected, TransientBackendError
+from anchor.secrets import register, scrub
 
 log = logging.getLogger("anchor.llm")
 
@@ -69,6 +70,7 @@ class OpenAICompatibleBackend:
         self.max_parallel = max_parallel
         self.strict_schema = strict_schema
         self._api_key = api_key
+        register(api_key)
         self._timeout = timeout
         self.format_mode = FORMAT_MODES[0]
         self._clients: dict[int, openai.AsyncOpenAI] = {}
@@ -222,7 +224,7 @@ class OpenAICompatibleBackend:
 
     def _raise(self, exc: openai.APIStatusError) -> None:
         status = exc.status_code
-        detail = _short(exc.message)
+        detail = _short(scrub(str(exc.message)))
         if status == 429 or status == 408 or status == 409 or status >= 500:
             raise TransientBackendError(
                 f"HTTP {status}: {detail}", retry_after=_retry_after_seconds(exc.response.headers), kind=f"http_{status}"
@@ -234,7 +236,7 @@ class OpenAICompatibleBackend:
                 f"HTTP 404 from {self.base_url}: wrong base URL (it usually ends in /v1) or unknown "
                 f"model {self.model!r} ({detail})"
             ) from exc
-        raise FatalBackendError(f"HTTP {status} from {self.base_url}: {detail}") from exc
+        raise RequestRejected(f"HTTP {status} from {self.base_url}: {detail}") from exc
 
     async def aclose(self) -> None:
         import asyncio

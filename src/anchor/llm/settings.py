@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, ValidationError
 
 from anchor.llm.cache import ResponseCache, default_cache_dir
 from anchor.llm.client import LLMClient
+from anchor.llm.errors import ConfigurationError
 from anchor.llm.ledger import CostLedger
+from anchor.secrets import scrub
 
 ENV_BASE_URL = "ANCHOR_LLM_BASE_URL"
 ENV_MODEL = "ANCHOR_LLM_MODEL"
@@ -19,6 +21,17 @@ ENV_TIMEOUT = "ANCHOR_LLM_TIMEOUT"
 ENV_CONCURRENCY = "ANCHOR_LLM_CONCURRENCY"
 ENV_CACHE_DIR = "ANCHOR_CACHE_DIR"
 ENV_RETRIES = "ANCHOR_LLM_RETRIES"
+
+#: Environment variable -> settings field.
+ENV_FIELDS: dict[str, str] = {
+    ENV_BASE_URL: "base_url",
+    ENV_MODEL: "model",
+    ENV_API_KEY: "api_key",
+    ENV_TIMEOUT: "timeout",
+    ENV_CONCURRENCY: "max_concurrency",
+    ENV_RETRIES: "transport_retries",
+    ENV_CACHE_DIR: "cache_dir",
+}
 
 
 class LLMSettings(BaseModel):
@@ -39,22 +52,17 @@ class LLMSettings(BaseModel):
 
     @classmethod
     def from_env(cls, **overrides: object) -> LLMSettings:
-        """Environment first, then explicit (non-None) overrides such as CLI flags."""
+        """Environment first, then explicit (non-None) overrides such as CLI flags.
+
+        A malformed or out-of-range environment value raises ``ConfigurationError`` naming the
+        variable and what it accepts.
+        """
         values: dict[str, object] = {}
-        if os.environ.get(ENV_BASE_URL):
-            values["base_url"] = os.environ[ENV_BASE_URL]
-        if os.environ.get(ENV_MODEL):
-            values["model"] = os.environ[ENV_MODEL]
-        if os.environ.get(ENV_API_KEY):
-            values["api_key"] = os.environ[ENV_API_KEY]
-        if os.environ.get(ENV_TIMEOUT):
-            values["timeout"] = float(os.environ[ENV_TIMEOUT])
-        if os.environ.get(ENV_CONCURRENCY):
-            values["max_concurrency"] = int(os.environ[ENV_CONCURRENCY])
-        if os.environ.get(ENV_RETRIES):
-            values["transport_retries"] = int(os.environ[ENV_RETRIES])
-        if os.environ.get(ENV_CACHE_DIR):
-            values["cache_dir"] = Path(os.environ[ENV_CACHE_DIR])
+        for env, field in ENV_FIELDS.items():
+            raw = os.environ.get(env)
+            if raw is None or not raw.strip():
+                continue
+            values[field] = _env_value(cls, env, field, raw.strip())
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(values)
 
@@ -78,7 +86,7 @@ class LLMSettings(BaseModel):
         """Safe to print or store: no secrets."""
         return {
             "backend": "openai-compatible" if self.uses_server else "embedded",
-            "base_url": self.base_url,
+            "base_url": scrub(self.base_url) if self.base_url else None,
             "model": self.model,
             "api_key": "set" if self.api_key else None,
             "cache": str(self.resolved_cache_dir()) if self.use_cache else None,
@@ -113,3 +121,24 @@ def make_client(settings: LLMSettings, *, ledger: CostLedger | None = None) -> L
         transport_retries=settings.transport_retries,
         max_concurrency=settings.max_concurrency,
     )
+
+
+def _env_value(cls: type[LLMSettings], env: str, field: str, raw: str) -> object:
+    """Validate one environment value against its settings field; say what is wrong in the variable's terms."""
+    try:
+        return getattr(cls.model_validate({field: raw}), field)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        kind = err.get("type", "")
+        ctx = err.get("ctx") or {}
+        if kind in ("float_parsing", "int_parsing", "int_from_float"):
+            what = "a whole number" if kind != "float_parsing" else "a number"
+            reason = f"is not {what}"
+        elif "ge" in ctx:
+            reason = f"must be at least {ctx['ge']}"
+        elif "gt" in ctx:
+            reason = f"must be greater than {ctx['gt']}"
+        else:
+            reason = str(err.get("msg", "is invalid")).lower()
+        shown = "(hidden)" if field == "api_key" else repr(raw)
+        raise ConfigurationError(f"environment variable {env}={shown} {reason}") from None

@@ -9,34 +9,16 @@ naming anything that is not a candidate are discarded and counted in the trace.
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 
 import numpy as np
-from pydantic import BaseModel, Field
 
 from anchor import prompts
 from anchor.embed import Embedder
 from anchor.llm.client import LLMClient
+from anchor.mapping.config import MappingConfig
 from anchor.mapping.retrieval import CandidateIndex, FlatIndex, HierarchicalIndex
 from anchor.types import FactorSpace, MappingTrace
-
-
-class MappingConfig(BaseModel):
-    """Stage-2 settings (paper defaults: K1=3, K2=5, alpha=0.5, R=3, vote ratio 0.5)."""
-
-    k1: int = Field(default=3, ge=1, description="Clusters kept by the coarse search.")
-    k2: int = Field(default=5, ge=1, description="Factors kept per cluster (and among unclustered ones).")
-    alpha: float = Field(default=0.5, ge=0, le=1, description="Theme weight in a cluster prototype.")
-    rounds: int = Field(default=3, ge=1, description="R: independent LLM selections.")
-    vote_ratio: float = Field(default=0.5, gt=0, le=1)
-    reflection: bool = True
-    hierarchical: bool = Field(default=True, description="False = the 'w/o hierarchy' ablation (flat KNN).")
-    metric: str = Field(default="euclidean", pattern="^(euclidean|cosine)$")
-
-    @property
-    def vote_threshold(self) -> int:
-        return max(1, math.ceil(self.vote_ratio * self.rounds - 1e-9))
 
 
 def space_vectors(space: FactorSpace, embedder: Embedder) -> tuple[dict[str, np.ndarray], dict[int, np.ndarray]]:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from anchor.files import write_atomic
 from anchor.llm.errors import AnchorError
 from anchor.types import FACTOR_SPACE_SCHEMA_VERSION, FactorSpace
 
@@ -19,20 +18,7 @@ class SpaceFileError(AnchorError):
 
 def save_space(space: FactorSpace, path: Path | str) -> Path:
     """Write atomically (temp file + rename) so a crash never leaves half a file behind."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    payload = space.model_dump_json(indent=2)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(path, space.model_dump_json(indent=2))
 
 
 def load_space(path: Path | str) -> FactorSpace:

@@ -1,0 +1,81 @@
+"""The ``anchor`` application: the typer app, its command groups, and one-line usage errors.
+
+Imports run one way: this module imports the command modules and registers their functions; the
+command modules never import this one.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+
+try:  # recent typer ships its own copy of click
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover - older typer uses click itself
+    from click import exceptions as click_errors  # type: ignore[no-redef]
+
+from anchor.cli import backend, build, evaluate
+from anchor.cli.console import fail
+
+
+class _OneLineErrors(TyperGroup):
+    """Usage errors (unknown option, value out of range, ...) as one ``error:`` line and exit code 2,
+    like every other error anchor reports, instead of a framed panel with the usage text."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except click_errors.NoArgsIsHelpError as exc:
+            # Help for a group called without a command: show it as click would.
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click_errors.UsageError as exc:
+            hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
+            fail(exc.format_message() + hint)
+            sys.exit(2)
+        except click_errors.ClickException as exc:
+            fail(exc.format_message())
+            sys.exit(exc.exit_code)
+        except click_errors.Abort:
+            fail("aborted", code=1)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+app = typer.Typer(
+    name="anchor",
+    cls=_OneLineErrors,
+    help=(
+        "Calibrated, auditable probabilities for two competing outcomes from an LLM's judgments "
+        "(the ANCHOR method: factor spaces, hierarchical mapping, Naive Bayes + latent causal BN).\n\n"
+        "By default the embedded SmolLM2-135M model runs in-process (no network). Point anchor at any "
+        "OpenAI-compatible server with --base-url/--model/--api-key or the environment variables "
+        "ANCHOR_LLM_BASE_URL, ANCHOR_LLM_MODEL, ANCHOR_LLM_API_KEY (see each command's --help)."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+    pretty_exceptions_enable=False,
+)
+llm_app = typer.Typer(help="Check the configured LLM backend.", no_args_is_help=True)
+cache_app = typer.Typer(help="Inspect or clear the response cache.", no_args_is_help=True)
+app.add_typer(llm_app, name="llm")
+app.add_typer(cache_app, name="cache")
+
+app.command("build")(build.build)
+app.command("infer")(build.infer)
+app.command("demo")(build.demo)
+app.command("eval")(evaluate.eval_command)
+app.command("report")(evaluate.report_command)
+llm_app.command("ping")(backend.llm_ping)
+cache_app.command("info")(backend.cache_info)
+cache_app.command("clear")(backend.cache_clear)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,79 @@
+"""``anchor llm ping`` and ``anchor cache info|clear``: the LLM backend and the response cache."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+
+from anchor.cli.build import JsonOut
+from anchor.cli.console import emit_json, friendly_errors, out
+from anchor.cli.options import FLAG_NAMES, CacheDirOption, ConnectionOptions, expand_options, llm_settings
+from anchor.llm.client import run_sync
+from anchor.llm.settings import LLMSettings
+
+PING_PARSE_RETRIES = 3
+
+
+@expand_options
+def llm_ping(conn: ConnectionOptions, json_out: JsonOut = False) -> None:
+    """One structured round trip to the configured backend: backend, model, latency, tokens.
+
+    The cache is never used: a cached answer would say nothing about the server.
+    """
+    from anchor.llm.prompt import PromptSpec
+    from anchor.llm.settings import make_client
+    from anchor.prompts import VerbalProbability
+
+    prompt = PromptSpec(stage="ping", system="Answer in JSON.", schema=VerbalProbability, max_tokens=24,
+                        user="What is the probability that a fair coin lands heads?")
+    with friendly_errors(FLAG_NAMES):
+        if conn.parse_retries is None:
+            conn.parse_retries = PING_PARSE_RETRIES
+        settings = llm_settings(conn, use_cache=False)
+        client = make_client(settings)
+        t0 = time.perf_counter()
+        answer = run_sync(client.ask(prompt), client)
+        latency = time.perf_counter() - t0
+        total = client.ledger.total()
+        info = {"backend": client.backend.name, "model": client.backend.model, "latency_s": round(latency, 3),
+                "prompt_tokens": total.prompt_tokens, "completion_tokens": total.completion_tokens,
+                "attempts": total.llm_calls, "answer": answer.model_dump()}
+        if json_out:
+            emit_json(info)
+        else:
+            out.print(f"[bold green]ok[/bold green]  backend: {info['backend']}  model: {info['model']}")
+            out.print(f"    latency: {latency:.2f} s   tokens: {total.prompt_tokens} prompt + "
+                      f"{total.completion_tokens} completion   attempts: {total.llm_calls}")
+            out.print(f"    answer: {answer.model_dump_json()}")
+
+
+def _cache_path(cache: CacheDirOption):  # noqa: ANN202 - a Path
+    return LLMSettings.from_env(cache_dir=cache.cache_dir).response_cache_path
+
+
+@expand_options
+def cache_info(cache: CacheDirOption) -> None:
+    """Where the cache lives and how many answers it holds per stage."""
+    from anchor.llm.cache import ResponseCache
+
+    with friendly_errors(FLAG_NAMES):
+        store = ResponseCache(_cache_path(cache))
+        out.print(f"{store.path}: {len(store)} cached answers")
+        for stage, n in sorted(store.stats().items()):
+            out.print(f"  {stage:<32} {n}")
+
+
+@expand_options
+def cache_clear(cache: CacheDirOption,
+                yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False) -> None:
+    """Delete every cached answer."""
+    from anchor.llm.cache import ResponseCache
+
+    with friendly_errors(FLAG_NAMES):
+        path = _cache_path(cache)
+        if not yes and not typer.confirm(f"Delete all cached answers in {path}?"):
+            raise typer.Exit(1)
+        n = ResponseCache(path).clear()
+        out.print(f"removed {n} cached answers")

@@ -1,0 +1,164 @@
+"""``anchor eval`` and ``anchor report``."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from anchor.cli.build import JsonOut
+from anchor.cli.console import RichReporter, emit_json, err, fail, friendly_errors, out
+from anchor.cli.options import (
+    FLAG_NAMES,
+    BuildOptions,
+    CacheOptions,
+    ConnectionOptions,
+    InferenceOptions,
+    MappingOptions,
+    SeedOption,
+    expand_options,
+    llm_settings,
+    opt,
+)
+from anchor.config import ABLATIONS, AnchorConfig
+from anchor.evaluation.datasets import DATASET_NAMES
+from anchor.evaluation.methods import METHODS
+from anchor.evaluation.results import RunConfig
+from anchor.secrets import redact_argv
+
+EVAL_PANEL = "Evaluation"
+SIZE_PANEL = "Factor space (stage 1)"
+SIZES = ("auto", "paper", "quick")
+
+EVAL_FLAGS = {**FLAG_NAMES, "limit": "--limit", "runs": "--runs", "decision_threshold": "--threshold"}
+
+
+@expand_options
+def eval_command(
+    dataset: Annotated[str | None, opt("--dataset", "-d", panel=EVAL_PANEL, choices=DATASET_NAMES, help=(
+        "The benchmark (bundled copies; --data reads another file of the same format). Default: factcheck "
+        "for a .jsonl --data file."))] = None,
+    method: Annotated[str, opt("--method", "-m", panel=EVAL_PANEL, choices=tuple(METHODS), default="anchor", help=(
+        "anchor, a direct baseline (vanilla, cot and their -direct variants that only choose, logits), compare "
+        "(pairwise only) or factor-based (an oracle that sees the gold outcome)."))] = "anchor",
+    ablation: Annotated[list[str] | None, opt("--ablation", "-a", panel=EVAL_PANEL, choices=tuple(ABLATIONS), help=(
+        "An ANCHOR ablation by name, repeatable; the same as its flag (--no-cbn, --no-nb, --no-cluster, "
+        "--no-hierarchy, --no-pe-llm, --bma)."))] = None,
+    data: Annotated[Path | None, opt("--data", panel=EVAL_PANEL, help=(
+        "Evaluate this file instead of the bundled copy (same format; any COVID-Fact style JSONL for "
+        "factcheck)."))] = None,
+    limit: Annotated[int | None, opt("--limit", panel=EVAL_PANEL, bound=(RunConfig, "limit"),
+                                     help="Only the first N instances (default: all).")] = None,
+    runs: Annotated[int, opt("--runs", panel=EVAL_PANEL, bound=(RunConfig, "runs"), default=1, help=(
+        "Repetitions with seeds seed, seed+1, ...; the report gives mean ± std."))] = 1,
+    out_dir: Annotated[Path | None, opt("--out", "-o", panel=EVAL_PANEL, help=(
+        "Run directory (default: runs/<dataset>-<method>[-ablations]-s<seed>). Run the same command again to "
+        "resume it."))] = None,
+    negation: Annotated[str, opt("--negation", panel=EVAL_PANEL, choices=("template", "llm"), default="template",
+                                 help="Fact checking: how outcome 2 is written from the claim.")] = "template",
+    threshold: Annotated[float, opt("--threshold", panel=EVAL_PANEL, bound=(RunConfig, "decision_threshold"),
+                                    help="Fact checking: a claim is 'supported' iff P(claim) > this.")] = 0.9,
+    balance_outcomes: Annotated[bool, opt("--balance-outcomes", panel=EVAL_PANEL, show_default=False, help=(
+        "Swap O1/O2 for about half the scenarios (the bundled Plasma and Today label every condition O1)."))] = False,
+    spaces: Annotated[str, opt("--spaces", panel=EVAL_PANEL, choices=("per-run", "shared"), default="per-run", help=(
+        "ANCHOR: build a factor space per scenario for every run (so the std over runs includes stage 1, "
+        "our reading of the paper's '5 runs'), or once per scenario for all runs."))] = "per-run",
+    spaces_from: Annotated[Path | None, opt("--spaces-from", panel=EVAL_PANEL, help=(
+        "Reuse the factor spaces stored in this earlier run directory (e.g. for ablations of a finished run); "
+        "their build cost is reported apart."))] = None,
+    retry_failed: Annotated[bool, typer.Option("--retry-failed/--keep-failed", rich_help_panel=EVAL_PANEL, help=(
+        "On resume, ask again for the predictions that failed (no usable answer, server unreachable); "
+        "--keep-failed leaves them as they are."))] = True,
+    sizes: Annotated[str, opt("--sizes", panel=SIZE_PANEL, choices=SIZES, default="auto", help=(
+        "ANCHOR build sizes: 'paper' (80/10/20 for Common2Sense and Plasma, 40/5/10 otherwise), 'quick' "
+        "(16/4/4), or 'auto' = paper on a server, quick on the embedded model; --n-target etc. override."))] = "auto",
+    build: BuildOptions = None,  # type: ignore[assignment]
+    mapping: MappingOptions = None,  # type: ignore[assignment]
+    inference: InferenceOptions = None,  # type: ignore[assignment]
+    json_out: JsonOut = False,
+    conn: ConnectionOptions = None,  # type: ignore[assignment]
+    cache: CacheOptions = None,  # type: ignore[assignment]
+    seed: SeedOption = None,  # type: ignore[assignment]
+) -> None:
+    """Evaluate a method on a dataset; writes config.json, predictions.jsonl and metrics.json.
+
+    Killed half-way? Run the same command again: finished instances are skipped and failed ones
+    retried. Example: anchor eval --dataset common2sense-pairwise --method anchor --limit 20 --runs 2
+    """
+    from anchor.evaluation.runner import EvalRunner, default_build_params, make_run_config
+
+    with friendly_errors(EVAL_FLAGS):
+        if dataset is None:
+            if data is not None and data.suffix == ".jsonl":
+                dataset = "factcheck"
+            else:
+                raise fail("give --dataset (or a .jsonl fact-checking file with --data)")
+        spec = METHODS[method]
+        ablations = list(dict.fromkeys([*(ablation or []), *inference.ablations(build, mapping)]))
+        settings = llm_settings(conn, cache, seed)
+        anchor_config = None
+        if spec.uses_anchor_config:
+            chosen = ("paper" if settings.uses_server else "quick") if sizes == "auto" else sizes
+            params = build.params(default_build_params(dataset, settings.seed, chosen), seed=settings.seed)
+            anchor_config = AnchorConfig(build=params, mapping=mapping.config(),
+                                         inference=inference.config()).with_ablations(ablations)
+        elif ablations:
+            raise fail(f"ablations apply to ANCHOR's methods only, not to --method {method}")
+        config = make_run_config(dataset=dataset, method=method, data_path=data, ablations=ablations, limit=limit,
+                                 runs=runs, seed=settings.seed, settings=settings, anchor_config=anchor_config,
+                                 negation=negation, decision_threshold=threshold, balance_outcomes=balance_outcomes,
+                                 spaces=spaces, spaces_from=spaces_from,
+                                 command=shlex.join(redact_argv(["anchor", *sys.argv[1:]])))
+        if out_dir is None:
+            name = data.stem if data is not None else dataset
+            out_dir = Path("runs") / "-".join([name, method, *ablations, f"s{settings.seed}"])
+        runner = EvalRunner(config, out_dir, settings=settings, anchor_config=anchor_config,
+                            retry_failed=retry_failed)
+        instances = runner.load_instances()  # a broken data file fails here, before any directory is made
+        with RichReporter(enabled=True) as report:
+            runner.report = report
+            metrics = asyncio.run(runner.run(instances))
+        if json_out:
+            emit_json(metrics.model_dump(mode="json"))
+            return
+        table = Table(title=f"{method}{' + ' + ', '.join(ablations) if ablations else ''} on {config.dataset} "
+                            f"({metrics.n_instances} instances x {metrics.n_runs} run(s))",
+                      title_justify="left", header_style="bold", show_edge=False)
+        table.add_column("metric")
+        table.add_column("mean ± std", justify="right")
+        for key, value in metrics.mean.items():
+            sd = metrics.std.get(key)
+            table.add_row(key, "–" if value is None else f"{value:.3f} ± {sd or 0.0:.3f}")
+        out.print(table)
+        t = metrics.cost.get("total")
+        if t is not None:
+            out.print(f"cost: {t.llm_calls} LLM requests ({t.failed_attempts} failed, {t.cache_hits} answered from "
+                      f"the cache), {t.prompt_tokens}+{t.completion_tokens} tokens; requests were in flight for "
+                      f"{t.wall_seconds:.1f} s ({t.request_seconds:.1f} s summed over requests)")
+        if metrics.n_failed:
+            out.print(f"[yellow]{metrics.n_failed} prediction(s) failed; run the same command again to retry "
+                      "them[/yellow]")
+        for note in metrics.notes:
+            out.print(f"[bright_black]note: {escape(note)}[/bright_black]", highlight=False)
+        out.print(f"[bold]wrote[/bold] {out_dir}/metrics.json  (render with: anchor report {out_dir})")
+
+
+def report_command(
+    run_dirs: Annotated[list[Path], typer.Argument(help="One or more run directories written by `anchor eval`.")],
+    out_dir: Annotated[Path | None, typer.Option("--out", "-o", help="Where to write report.md and the PNG plots "
+                                                 "(default: the first run directory).")] = None,
+) -> None:
+    """Markdown tables laid out like the paper's Tables 1-3, plus cost and reliability plots (PNG)."""
+    from anchor.evaluation.report import build_report
+
+    with friendly_errors():
+        target = out_dir or run_dirs[0]
+        result = build_report(run_dirs, target)
+        out.print(result.markdown, markup=False, highlight=False)
+        err.print(f"wrote {result.path}" + (f" and {len(result.pngs)} plot(s)" if result.pngs else ""))

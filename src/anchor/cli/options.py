@@ -1,0 +1,419 @@
+"""Every command-line option, defined once.
+
+Options come in groups (the LLM connection, the cache, stage-1 sizes, mapping, inference). A group
+is a dataclass whose fields are the options; a command asks for a group by declaring a parameter of
+that type, and ``expand_options`` spreads the group's fields into the command's signature for
+typer and gathers them back into the dataclass before the command runs. So ``anchor build``,
+``infer``, ``eval`` and ``analyze`` share the same flags, help texts, defaults and checks.
+
+Defaults and ranges come from the pydantic models the options configure (``BuildParams``,
+``MappingConfig``, ``InferenceConfig``, ``LLMSettings``): an option left unset keeps the model's
+default, and a value outside the model's range is refused by the command line, naming the flag,
+before anything runs. Help texts show the default and, where one exists, the environment variable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import annotated_types
+import typer
+from pydantic import BaseModel
+from rich.markup import escape
+
+from anchor.inference.engine import InferenceConfig
+from anchor.llm.settings import (
+    ENV_API_KEY,
+    ENV_BASE_URL,
+    ENV_CACHE_DIR,
+    ENV_CONCURRENCY,
+    ENV_MODEL,
+    ENV_RETRIES,
+    ENV_TIMEOUT,
+    LLMSettings,
+)
+from anchor.mapping.config import MappingConfig
+from anchor.types import AggregationMethod, BuildParams, Scenario
+
+LLM_PANEL = "LLM backend"
+BUILD_PANEL = "Factor space (stage 1)"
+MAP_PANEL = "Mapping (stage 2)"
+INFER_PANEL = "Inference (stage 3) and ablations"
+SCENARIO_PANEL = "Scenario"
+
+
+# --------------------------------------------------------------------------- option construction
+
+
+def _range_text(model: type[BaseModel], field: str) -> tuple[str, Callable[[Any], bool]]:
+    """The field's numeric bounds as words ("at least 1", "between 0 and 1") and a checker."""
+    lo: tuple[float, bool] | None = None  # (bound, inclusive)
+    hi: tuple[float, bool] | None = None
+    for item in model.model_fields[field].metadata:
+        if isinstance(item, annotated_types.Ge):
+            lo = (item.ge, True)
+        elif isinstance(item, annotated_types.Gt):
+            lo = (item.gt, False)
+        elif isinstance(item, annotated_types.Le):
+            hi = (item.le, True)
+        elif isinstance(item, annotated_types.Lt):
+            hi = (item.lt, False)
+
+    def ok(value: Any) -> bool:
+        if lo is not None and (value < lo[0] if lo[1] else value <= lo[0]):
+            return False
+        return not (hi is not None and (value > hi[0] if hi[1] else value >= hi[0]))
+
+    if lo and hi:
+        left = "[" if lo[1] else "("
+        right = "]" if hi[1] else ")"
+        return f"in {left}{lo[0]}, {hi[0]}{right}", ok
+    if lo:
+        return (f"at least {lo[0]}" if lo[1] else f"greater than {lo[0]}"), ok
+    if hi:
+        return (f"at most {hi[0]}" if hi[1] else f"less than {hi[0]}"), ok
+    return "", ok
+
+
+def opt(
+    *flags: str,
+    help: str,  # noqa: A002 - typer's own name for it
+    panel: str | None = None,
+    env: str | None = None,
+    bound: tuple[type[BaseModel], str] | None = None,
+    default: Any = dataclasses.MISSING,
+    show_default: bool = True,
+    choices: tuple[str, ...] | None = None,
+    **extra: Any,
+) -> Any:
+    """A ``typer.Option`` whose help names its default and environment variable, and whose value
+    is checked against the pydantic field ``bound = (Model, field)`` (range and default) or against
+    ``choices``."""
+    text = help
+    callback = None
+    if choices is not None:
+        text += f" One of: {', '.join(choices)}."
+        callback = _choice_check(choices)
+    if bound is not None:
+        model, field = bound
+        if default is dataclasses.MISSING:
+            default = model.model_fields[field].default
+        words, ok = _range_text(model, field)
+        if words:
+            text += f" Must be {words}."
+            callback = _range_check(words, ok)
+    if show_default and default is not dataclasses.MISSING and default is not None:
+        shown = default.value if hasattr(default, "value") else default
+        text += f" (default: {shown})"
+    if env:
+        text += f" [env: {env}]"
+    # Help is rich markup: square brackets would be taken for style tags and vanish.
+    return typer.Option(*flags, help=escape(text), rich_help_panel=panel, show_default=False,
+                        callback=callback, **extra)
+
+
+def _choice_check(choices: tuple[str, ...]) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        for v in value if isinstance(value, list) else [value]:
+            if v is not None and v not in choices:
+                raise typer.BadParameter(f"{v!r} is not one of: {', '.join(choices)}")
+        return value
+
+    return check
+
+
+def _range_check(words: str, ok: Callable[[Any], bool]) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value is not None and not isinstance(value, bool) and not ok(value):
+            raise typer.BadParameter(f"must be {words} (got {value})")
+        return value
+
+    return check
+
+
+def _unset(value: Any) -> bool:
+    return value is None
+
+
+def overrides(group: Any, fields: dict[str, str]) -> dict[str, Any]:
+    """``{model_field: value}`` for the group's options that were given (not None)."""
+    return {model_field: getattr(group, name) for name, model_field in fields.items()
+            if not _unset(getattr(group, name))}
+
+
+# --------------------------------------------------------------------------- groups
+
+
+@dataclasses.dataclass
+class ConnectionOptions:
+    """Where the LLM is and how hard to try."""
+
+    base_url: Annotated[str | None, opt("--base-url", panel=LLM_PANEL, env=ENV_BASE_URL, help=(
+        "OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1; unset = the embedded model."))] = None
+    model: Annotated[str | None, opt("--model", panel=LLM_PANEL, env=ENV_MODEL, help=(
+        "Model name on the server; unset = the server's first listed model."))] = None
+    api_key: Annotated[str | None, opt("--api-key", panel=LLM_PANEL, env=ENV_API_KEY, help=(
+        "API key, if the server wants one; prefer the environment variable. Never written to any file "
+        "or log."))] = None
+    timeout: Annotated[float | None, opt("--timeout", panel=LLM_PANEL, env=ENV_TIMEOUT,
+                                         bound=(LLMSettings, "timeout"),
+                                         help="Seconds to wait for one request before retrying it.")] = None
+    retries: Annotated[int | None, opt("--retries", panel=LLM_PANEL, env=ENV_RETRIES,
+                                       bound=(LLMSettings, "transport_retries"),
+                                       help="Retries of a request after HTTP 429/5xx, time-outs or dropped "
+                                            "connections, with exponential back-off.")] = None
+    parse_retries: Annotated[int | None, opt("--parse-retries", panel=LLM_PANEL,
+                                             bound=(LLMSettings, "parse_retries"),
+                                             help="Re-asks after a malformed or off-schema answer "
+                                                  "(the paper allows 20).")] = None
+    concurrency: Annotated[int | None, opt("--concurrency", panel=LLM_PANEL, env=ENV_CONCURRENCY,
+                                           bound=(LLMSettings, "max_concurrency"),
+                                           help="Requests in flight at once (the embedded model runs one "
+                                                "at a time whatever this says).")] = None
+
+    FIELDS: typing.ClassVar[dict[str, str]] = {
+        "base_url": "base_url", "model": "model", "api_key": "api_key", "timeout": "timeout",
+        "retries": "transport_retries", "parse_retries": "parse_retries", "concurrency": "max_concurrency",
+    }
+
+
+@dataclasses.dataclass
+class CacheDirOption:
+    cache_dir: Annotated[Path | None, opt("--cache-dir", panel=LLM_PANEL, env=ENV_CACHE_DIR, help=(
+        "Folder of the response and vector caches (default: the user cache folder, "
+        "~/.cache/anchor on Linux)."))] = None
+
+
+@dataclasses.dataclass
+class CacheOptions(CacheDirOption):
+    """The response cache."""
+
+    no_cache: Annotated[bool, opt("--no-cache", panel=LLM_PANEL, show_default=False, help=(
+        "Ask the LLM even when the answer is in the response cache (and store nothing)."))] = False
+
+
+@dataclasses.dataclass
+class SeedOption:
+    seed: Annotated[int | None, opt("--seed", panel=LLM_PANEL, bound=(LLMSettings, "seed"), help=(
+        "Sampling seed; answers for different seeds are cached apart."))] = None
+
+
+def llm_settings(conn: ConnectionOptions, cache: CacheOptions | None = None, seed: SeedOption | None = None,
+                 **extra: Any) -> LLMSettings:
+    """Settings from the environment, overridden by the flags that were given."""
+    values = overrides(conn, ConnectionOptions.FIELDS)
+    if cache is not None:
+        values["use_cache"] = not cache.no_cache
+        if cache.cache_dir is not None:
+            values["cache_dir"] = cache.cache_dir
+    if seed is not None and seed.seed is not None:
+        values["seed"] = seed.seed
+    values.update(extra)
+    return LLMSettings.from_env(**values)
+
+
+@dataclasses.dataclass
+class ScenarioOptions:
+    scenario: Annotated[str | None, opt("--scenario", panel=SCENARIO_PANEL, help=(
+        "The scenario; may be empty (fact checking)."))] = None
+    outcome1: Annotated[str | None, opt("--outcome1", panel=SCENARIO_PANEL, help="Outcome O1.")] = None
+    outcome2: Annotated[str | None, opt("--outcome2", panel=SCENARIO_PANEL,
+                                        help="The competing outcome O2.")] = None
+
+    def given(self) -> bool:
+        return any(v is not None for v in (self.scenario, self.outcome1, self.outcome2))
+
+    def build(self) -> Scenario:
+        """The scenario; a missing or blank outcome is a usage error naming its flag."""
+        for flag, value in (("--outcome1", self.outcome1), ("--outcome2", self.outcome2)):
+            if value is None:
+                raise typer.BadParameter("give --outcome1 and --outcome2 (and usually --scenario)",
+                                         param_hint=flag)
+            if not value.strip():
+                raise typer.BadParameter("is empty (only whitespace)", param_hint=flag)
+        return Scenario(text=self.scenario or "", outcome1=self.outcome1, outcome2=self.outcome2)
+
+
+@dataclasses.dataclass
+class BuildOptions:
+    """Stage-1 sizes and switches (defaults: the paper's Appendix B values for Common2Sense)."""
+
+    n_target: Annotated[int | None, opt("--n-target", panel=BUILD_PANEL, bound=(BuildParams, "n_target"), help=(
+        "Stop growing the factor space at this many factors (paper: 80; 40 for Today and fact checking)."))] = None
+    batch_size: Annotated[int | None, opt("--batch-size", panel=BUILD_PANEL, bound=(BuildParams, "batch_size"),
+                                          help="b: sentences generated per abduction round (paper: 10; 5).")] = None
+    max_rounds: Annotated[int | None, opt("--max-rounds", panel=BUILD_PANEL, bound=(BuildParams, "max_rounds"),
+                                          help="T_max: most abduction rounds (paper: 20; 10).")] = None
+    patience: Annotated[int | None, opt("--patience", panel=BUILD_PANEL, bound=(BuildParams, "patience"),
+                                        help="Stop after this many rounds in a row that add no factor.")] = None
+    vote_samples: Annotated[int | None, opt("--vote-samples", panel=BUILD_PANEL,
+                                            bound=(BuildParams, "vote_samples"),
+                                            help="m: self-consistency samples per factor label.")] = None
+    vote_batch: Annotated[int | None, opt("--vote-batch", panel=BUILD_PANEL, bound=(BuildParams, "vote_batch_size"),
+                                          help="Factors labelled per LLM call (1 = one at a time).")] = None
+    dedup_threshold: Annotated[float | None, opt("--dedup-threshold", panel=BUILD_PANEL,
+                                                 bound=(BuildParams, "dedup_threshold"),
+                                                 help="Cosine similarity from which a new factor is a "
+                                                      "duplicate.")] = None
+    no_cluster: Annotated[bool, opt("--no-cluster", panel=BUILD_PANEL, show_default=False, help=(
+        "'w/o cluster' ablation: one flat factor group, no UMAP/HDBSCAN."))] = False
+    no_prune: Annotated[bool, opt("--no-prune", panel=BUILD_PANEL, show_default=False,
+                                  help="Keep redundant members of a cluster.")] = False
+
+    FIELDS: typing.ClassVar[dict[str, str]] = {
+        "n_target": "n_target", "batch_size": "batch_size", "max_rounds": "max_rounds", "patience": "patience",
+        "vote_samples": "vote_samples", "vote_batch": "vote_batch_size", "dedup_threshold": "dedup_threshold",
+    }
+
+    def params(self, base: BuildParams | None = None, *, seed: int = 0) -> BuildParams:
+        """``base`` (default: the paper's sizes) with the given options applied."""
+        values = (base or BuildParams()).model_dump()
+        values.update(overrides(self, self.FIELDS))
+        values["seed"] = seed
+        if self.dedup_threshold is not None:
+            values["borderline_threshold"] = min(values["borderline_threshold"], self.dedup_threshold)
+        if self.no_cluster:
+            values["cluster"] = False
+        if self.no_prune:
+            values["prune"] = False
+        return BuildParams.model_validate(values)
+
+
+@dataclasses.dataclass
+class MappingOptions:
+    """Stage-2 settings (defaults: K1=3, K2=5, alpha=0.5, R=3, vote ratio 0.5)."""
+
+    k1: Annotated[int | None, opt("--k1", panel=MAP_PANEL, bound=(MappingConfig, "k1"),
+                                  help="K1: clusters kept by the coarse search.")] = None
+    k2: Annotated[int | None, opt("--k2", panel=MAP_PANEL, bound=(MappingConfig, "k2"),
+                                  help="K2: factors kept per cluster (and among unclustered factors).")] = None
+    alpha: Annotated[float | None, opt("--alpha", panel=MAP_PANEL, bound=(MappingConfig, "alpha"),
+                                       help="Weight of the theme in a cluster prototype.")] = None
+    rounds: Annotated[int | None, opt("--rounds", panel=MAP_PANEL, bound=(MappingConfig, "rounds"),
+                                      help="R: independent LLM selections that vote.")] = None
+    vote_ratio: Annotated[float | None, opt("--vote-ratio", panel=MAP_PANEL, bound=(MappingConfig, "vote_ratio"),
+                                            help="Keep factors with at least ceil(ratio x R) votes.")] = None
+    no_reflection: Annotated[bool, opt("--no-reflection", panel=MAP_PANEL, show_default=False,
+                                       help="Skip the reflection pass after the vote.")] = False
+    no_hierarchy: Annotated[bool, opt("--no-hierarchy", panel=MAP_PANEL, show_default=False, help=(
+        "'w/o hierarchy' ablation: one flat nearest-neighbour search with the same budget."))] = False
+
+    FIELDS: typing.ClassVar[dict[str, str]] = {
+        "k1": "k1", "k2": "k2", "alpha": "alpha", "rounds": "rounds", "vote_ratio": "vote_ratio",
+    }
+
+    def config(self) -> MappingConfig:
+        values = overrides(self, self.FIELDS)
+        if self.no_reflection:
+            values["reflection"] = False
+        if self.no_hierarchy:
+            values["hierarchical"] = False
+        return MappingConfig.model_validate(values)
+
+
+@dataclasses.dataclass
+class InferenceOptions:
+    """Stage-3 settings and the inference ablations."""
+
+    w_nb: Annotated[float | None, opt("--w-nb", panel=INFER_PANEL, bound=(InferenceConfig, "w_nb"), help=(
+        "LOP weight of Naive Bayes (the paper: 0.8 with Qwen2.5-32B, 0.5 with 72B); weights are rescaled "
+        "to sum to 1."))] = None
+    w_cbn: Annotated[float | None, opt("--w-cbn", panel=INFER_PANEL, bound=(InferenceConfig, "w_cbn"),
+                                       help="LOP weight of the latent CBN (paper: 0.2 with 32B, 0.5 with "
+                                            "72B).")] = None
+    tau: Annotated[float | None, opt("--tau", panel=INFER_PANEL, bound=(InferenceConfig, "tau"), help=(
+        "Unknown when the larger of P(O1), P(O2) is below tau."))] = None
+    eps: Annotated[float | None, opt("--eps", panel=INFER_PANEL, bound=(InferenceConfig, "eps"), help=(
+        "Elicited probabilities are clipped to [eps, 1 - eps] so no factor is decisive."))] = None
+    smoothing: Annotated[float | None, opt("--smoothing", panel=INFER_PANEL, bound=(InferenceConfig, "smoothing"),
+                                           help="Laplace smoothing of label-count latent tables ('w/o "
+                                                "pe-llm'; the paper's epsilon = 0.5).")] = None
+    max_latents: Annotated[int | None, opt("--max-latents", panel=INFER_PANEL,
+                                           bound=(InferenceConfig, "max_latents"),
+                                           help="Most latent concepts the LLM may form per condition.")] = None
+    no_cbn: Annotated[bool, opt("--no-cbn", panel=INFER_PANEL, show_default=False,
+                                help="'w/o cbn' ablation: Naive Bayes only.")] = False
+    no_nb: Annotated[bool, opt("--no-nb", panel=INFER_PANEL, show_default=False,
+                               help="'w/o nb' ablation: the latent CBN only.")] = False
+    no_pe_llm: Annotated[bool, opt("--no-pe-llm", panel=INFER_PANEL, show_default=False, help=(
+        "'w/o pe-llm' ablation: factor and latent parameters from the voting labels, not elicited."))] = False
+    bma: Annotated[bool, opt("--bma", panel=INFER_PANEL, show_default=False,
+                             help="Bayesian model averaging instead of the linear opinion pool.")] = False
+
+    FIELDS: typing.ClassVar[dict[str, str]] = {
+        "w_nb": "w_nb", "w_cbn": "w_cbn", "tau": "tau", "eps": "eps", "smoothing": "smoothing",
+        "max_latents": "max_latents",
+    }
+
+    def config(self) -> InferenceConfig:
+        values = overrides(self, self.FIELDS)
+        values.update({"use_cbn": not self.no_cbn, "use_nb": not self.no_nb, "llm_parameters": not self.no_pe_llm,
+                       "aggregation": AggregationMethod.BMA if self.bma else AggregationMethod.LOP})
+        return InferenceConfig.model_validate(values)
+
+    def ablations(self, build: BuildOptions | None = None, mapping: MappingOptions | None = None) -> list[str]:
+        """The ablation flags that were given, by their names in ``anchor.pipeline.ABLATIONS``."""
+        flags = {"no-cbn": self.no_cbn, "no-nb": self.no_nb, "no-pe-llm": self.no_pe_llm, "bma": self.bma,
+                 "no-cluster": bool(build and build.no_cluster), "no-hierarchy": bool(mapping and mapping.no_hierarchy)}
+        return [name for name, on in flags.items() if on]
+
+
+#: Model field -> the flag that sets it, for validation messages that escape the range checks
+#: (cross-field rules such as "outcome1 and outcome2 must differ").
+FLAG_NAMES: dict[str, str] = {
+    **{model: f"--{name.replace('_', '-')}" for group in (BuildOptions, MappingOptions, InferenceOptions)
+       for name, model in group.FIELDS.items()},
+    **{model: f"--{name.replace('_', '-')}" for name, model in ConnectionOptions.FIELDS.items()},
+    "outcome1": "--outcome1", "outcome2": "--outcome2", "text": "--scenario",
+}
+
+
+# --------------------------------------------------------------------------- spreading groups into commands
+
+
+def _is_group(annotation: Any) -> bool:
+    return dataclasses.is_dataclass(annotation) and isinstance(annotation, type)
+
+
+def expand_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Let a command take option groups as parameters (``llm: ConnectionOptions``).
+
+    typer sees one parameter per field of each group; the command receives the group objects.
+    """
+    hints = typing.get_type_hints(fn, include_extras=True)
+    sig = inspect.signature(fn)
+    params: list[inspect.Parameter] = []
+    groups: dict[str, type] = {}
+    annotations: dict[str, Any] = {}
+    for p in sig.parameters.values():
+        annotation = hints.get(p.name, p.annotation)
+        if _is_group(annotation):
+            groups[p.name] = annotation
+            field_hints = typing.get_type_hints(annotation, include_extras=True)
+            for f in dataclasses.fields(annotation):
+                params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
+                                                annotation=field_hints[f.name]))
+                annotations[f.name] = field_hints[f.name]
+        else:
+            params.append(p.replace(annotation=annotation, kind=inspect.Parameter.KEYWORD_ONLY))
+            annotations[p.name] = annotation
+    names = [p.name for p in params]
+    if len(names) != len(set(names)):
+        raise TypeError(f"{fn.__name__}: two options share a parameter name")
+
+    @functools.wraps(fn)
+    def command(**kwargs: Any) -> Any:
+        for name, group in groups.items():
+            fields = {f.name: kwargs.pop(f.name) for f in dataclasses.fields(group)}
+            kwargs[name] = group(**fields)
+        return fn(**kwargs)
+
+    command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    command.__annotations__ = annotations
+    return command

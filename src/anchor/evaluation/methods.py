@@ -1,0 +1,293 @@
+"""The methods the evaluation runner can drive, all in one shape.
+
+A method is built once per run (``MethodSpec.factory(context)``) and then asked, for each instance,
+to ``prepare`` the instance's scenario (build or load what it keeps per scenario: ANCHOR's factor
+space, BIRD's trained model; nothing for a direct baseline) and to ``estimate`` P(O1) for each
+condition. The runner never looks at a method's name: what it needs to know (does the method judge
+two conditions together, does it choose rather than estimate, does it see the gold answer) is in
+its ``MethodSpec``. A new method registers a spec in ``METHODS``.
+
+Per-scenario artefacts live in the run directory and are shared through an ``ArtefactStore``: built
+once (one build per key at a time), saved atomically, loaded back on resume, never saved when the
+build failed (so a rerun tries again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel
+
+from anchor.llm.errors import AnchorError, LLMOutputError, RequestRejected, RetryBudgetExhausted
+from anchor.llm.ledger import detached_context
+from anchor.secrets import scrub
+from anchor.types import Scenario
+
+if TYPE_CHECKING:
+    from anchor.embed import Embedder
+    from anchor.evaluation.results import RunConfig
+    from anchor.llm.client import LLMClient
+    from anchor.pipeline import AnchorConfig
+
+Status = Literal["ok", "abstained", "failed"]
+
+#: Errors that fail one instance (it is recorded as failed and retried on resume) rather than the run.
+INSTANCE_FAILURES: tuple[type[BaseException], ...] = (LLMOutputError, RetryBudgetExhausted, RequestRejected)
+
+
+class Estimate(BaseModel):
+    """A method's answer for one condition."""
+
+    p_outcome1: float | None = None
+    status: Status = "ok"
+    """ok: a probability; abstained: the method said "unknown" (a real answer); failed: the run could
+    not get an answer (the model kept answering off-schema, the server was unreachable, ...)."""
+    reason: str | None = None
+    n_factors: int | None = None
+    trace: dict[str, Any] | None = None
+    """The method's audit trail for this condition (ANCHOR: the InferenceResult), as JSON."""
+    artefact: str | None = None
+    """Key of the per-scenario artefact used (file name in the run directory)."""
+    fallback: str | None = None
+    """Name of the method that answered instead when this one abstained (BIRD's CoT fallback)."""
+
+    @classmethod
+    def failed(cls, exc: BaseException) -> Estimate:
+        return cls(status="failed", reason=scrub(str(exc))[:800])
+
+
+class ArtefactFailed(AnchorError):
+    """A per-scenario artefact could not be built; every instance of the scenario fails with this."""
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class ArtefactStore(Generic[M]):
+    """Per-scenario artefacts in ``folder`` (``<key>.json``), built once and shared.
+
+    ``reuse_from`` is another folder to look in before building (artefacts of an earlier run
+    directory); what was taken from there is listed in ``reused`` so its cost is not claimed as
+    this run's. Builds run in a detached context: their LLM calls are charged to the artefact, not
+    to whichever prediction happened to need it first.
+    """
+
+    def __init__(self, folder: Path, *, load: Callable[[Path], M], save: Callable[[M, Path], Any],
+                 reuse_from: Path | None = None) -> None:
+        self.folder = folder
+        self._load = load
+        self._save = save
+        self.reuse_from = reuse_from
+        self._memory: dict[str, M] = {}
+        self._errors: dict[str, str] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self.reused: dict[str, Path] = {}
+        self.built: list[str] = []
+
+    def path(self, key: str) -> Path:
+        return self.folder / f"{key}.json"
+
+    def load_file(self, path: Path) -> M:
+        """Read one artefact file (errors propagate)."""
+        return self._load(path)
+
+    def _try_load(self, path: Path) -> M | None:
+        if not path.exists():
+            return None
+        try:
+            return self._load(path)
+        except (AnchorError, ValueError, OSError):
+            return None  # damaged: rebuilt (its LLM answers come from the cache)
+
+    async def get(self, key: str, build: Callable[[], Awaitable[M]]) -> M:
+        if key in self._memory:
+            return self._memory[key]
+        if key in self._errors:
+            raise ArtefactFailed(self._errors[key])
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            if key in self._memory:
+                return self._memory[key]
+            if key in self._errors:
+                raise ArtefactFailed(self._errors[key])
+            item = self._try_load(self.path(key))
+            if item is None and self.reuse_from is not None:
+                other = self.reuse_from / f"{key}.json"
+                item = self._try_load(other)
+                if item is not None:
+                    self.reused[key] = other
+            if item is None:
+                task = asyncio.get_running_loop().create_task(build(), context=detached_context())
+                try:
+                    item = await task
+                except INSTANCE_FAILURES as exc:
+                    self._errors[key] = f"could not build the per-scenario artefact: {scrub(str(exc))}"
+                    raise ArtefactFailed(self._errors[key]) from exc
+                self._save(item, self.path(key))
+                self.built.append(key)
+            self._memory[key] = item
+            return item
+
+
+@dataclass
+class MethodContext:
+    """What the runner hands a method: the run's client (seeded for the run), shared resources,
+    and the run's configuration."""
+
+    client: LLMClient
+    base_client: LLMClient
+    """The client with the run directory's base seed (for artefacts shared by all runs)."""
+    run: int
+    config: RunConfig
+    anchor_config: AnchorConfig | None
+    embedder: Callable[[], Embedder]
+    store: Callable[[str, Callable[[Path], Any], Callable[[Any, Path], Any]], ArtefactStore[Any]]
+    """``store(kind, load, save)``: the run directory's store for one kind of artefact ("spaces",
+    ...), shared by every run; ``load``/``save`` read and write one artefact file."""
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Method(Protocol):
+    async def prepare(self, scenario: Scenario) -> Any:
+        """Build or load what the method keeps per scenario; idempotent."""
+        ...
+
+    async def estimate(self, scenario: Scenario, condition: str, gold: int | None) -> Estimate:
+        """P(O1 | scenario, condition), or why there is none. ``gold`` is only for oracle methods."""
+        ...
+
+
+@runtime_checkable
+class PairJudge(Protocol):
+    """A method that judges the two conditions of a pairwise instance together (no probabilities)."""
+
+    async def compare(self, scenario: Scenario, outcome: str, condition1: str, condition2: str) -> int:
+        """1 if condition 1 supports ``outcome`` more, 2 if condition 2 does, 3 if equally."""
+        ...
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    name: str
+    factory: Callable[[MethodContext], Method | PairJudge]
+    description: str
+    direct: bool = False
+    """Chooses an outcome instead of estimating a probability (scored as 1 or 0; the paper's stars)."""
+    oracle: bool = False
+    """Sees the gold answer: never a fair comparison."""
+    pairwise_only: bool = False
+    """Only meaningful for pairwise data (it judges two conditions together)."""
+    uses_anchor_config: bool = False
+
+
+# --------------------------------------------------------------------------- ANCHOR
+
+
+class AnchorMethod:
+    """ANCHOR: a factor space per scenario (per run, or shared by the runs), then mapping and inference."""
+
+    def __init__(self, ctx: MethodContext) -> None:
+        from anchor.pipeline import Anchor, AnchorConfig
+        from anchor.space.io import load_space, save_space
+
+        config = ctx.anchor_config or AnchorConfig()
+        self.per_run = ctx.config.spaces == "per-run"
+        self.seed = ctx.config.seed + ctx.run if self.per_run else ctx.config.seed
+        self.engine = Anchor(client=ctx.client, embedder=ctx.embedder(), config=config)
+        # Shared spaces are built with the base seed whichever run asks first, so they do not
+        # depend on scheduling.
+        build_client = ctx.client if self.per_run else ctx.base_client
+        self.builder = Anchor(client=build_client, embedder=ctx.embedder(),
+                              config=config.model_copy(update={"build": config.build.model_copy(
+                                  update={"seed": self.seed})}))
+        self.spaces = ctx.store("spaces", load_space, save_space)
+
+    def key(self, scenario: Scenario) -> str:
+        from anchor.evaluation.datasets import scenario_key
+
+        base = scenario_key(scenario)
+        return f"{base}-s{self.seed}" if self.per_run else base
+
+    async def prepare(self, scenario: Scenario) -> Any:
+        key = self.key(scenario)
+
+        async def build() -> Any:
+            with self.builder.client.ledger.scope(f"space:{key}"):
+                return await self.builder.abuild(scenario)
+
+        return await self.spaces.get(key, build)
+
+    async def estimate(self, scenario: Scenario, condition: str, gold: int | None) -> Estimate:
+        space = await self.prepare(scenario)
+        result = await self.engine.ainfer_one(space, condition)
+        return Estimate(
+            p_outcome1=None if result.unknown else result.p_outcome1,
+            status="abstained" if result.unknown else "ok",
+            reason=result.unknown_reason,
+            n_factors=len(result.factors),
+            trace=result.model_dump(mode="json"),
+            artefact=self.key(scenario),
+        )
+
+
+# --------------------------------------------------------------------------- direct baselines
+
+
+class BaselineMethod:
+    """A direct-LLM baseline: nothing per scenario, one estimate per condition."""
+
+    def __init__(self, ctx: MethodContext, estimator: Callable[..., Awaitable[Any]]) -> None:
+        self.client = ctx.client
+        self.estimator = estimator
+
+    async def prepare(self, scenario: Scenario) -> None:
+        return None
+
+    async def estimate(self, scenario: Scenario, condition: str, gold: int | None) -> Estimate:
+        result = await self.estimator(self.client, scenario, condition, gold)
+        if result.p_outcome1 is None:
+            return Estimate(status="abstained", reason=result.note)
+        return Estimate(p_outcome1=result.p_outcome1, reason=result.note)
+
+
+class CompareMethod:
+    """The Compare baseline: which of two conditions supports the gold outcome more."""
+
+    def __init__(self, ctx: MethodContext) -> None:
+        self.client = ctx.client
+
+    async def compare(self, scenario: Scenario, outcome: str, condition1: str, condition2: str) -> int:
+        from anchor.evaluation import baselines
+
+        return await baselines.compare(self.client, scenario, outcome, condition1, condition2)
+
+
+def _baseline(name: str) -> Callable[[MethodContext], Method]:
+    def factory(ctx: MethodContext) -> Method:
+        from anchor.evaluation import baselines
+
+        return BaselineMethod(ctx, baselines.ESTIMATORS[name])
+
+    return factory
+
+
+METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
+    MethodSpec("anchor", AnchorMethod, "ANCHOR (factor space, mapping, NB + latent CBN)", uses_anchor_config=True),
+    MethodSpec("vanilla", _baseline("vanilla"), "the LLM states P(O1) directly"),
+    MethodSpec("vanilla-direct", _baseline("vanilla-direct"), "the LLM chooses O1 or O2", direct=True),
+    MethodSpec("cot", _baseline("cot"), "reasons step by step, then states P(O1)"),
+    MethodSpec("cot-direct", _baseline("cot-direct"), "reasons step by step, then chooses", direct=True),
+    MethodSpec("logits", _baseline("logits"), "P(O1) from the answer token's log-probabilities"),
+    MethodSpec("compare", CompareMethod, "judges the two conditions of a pair together", pairwise_only=True),
+    MethodSpec("factor-based", _baseline("factor-based"), "averages P(O1) over factors written knowing the gold "
+               "outcome (an oracle)", oracle=True),
+)}
+
+DIRECT_METHODS = tuple(name for name, spec in METHODS.items() if spec.direct)
+ORACLE_METHODS = tuple(name for name, spec in METHODS.items() if spec.oracle)
+PAIRWISE_ONLY_METHODS = tuple(name for name, spec in METHODS.items() if spec.pairwise_only)

@@ -1,0 +1,25 @@
+"""Stage-2 settings, in a module of their own so that reading them (the command line does, for its
+help and checks) does not import the retrieval stack."""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, Field
+
+
+class MappingConfig(BaseModel):
+    """Stage-2 settings (paper defaults: K1=3, K2=5, alpha=0.5, R=3, vote ratio 0.5)."""
+
+    k1: int = Field(default=3, ge=1, description="Clusters kept by the coarse search.")
+    k2: int = Field(default=5, ge=1, description="Factors kept per cluster (and among unclustered ones).")
+    alpha: float = Field(default=0.5, ge=0, le=1, description="Theme weight in a cluster prototype.")
+    rounds: int = Field(default=3, ge=1, description="R: independent LLM selections.")
+    vote_ratio: float = Field(default=0.5, gt=0, le=1)
+    reflection: bool = True
+    hierarchical: bool = Field(default=True, description="False = the 'w/o hierarchy' ablation (flat KNN).")
+    metric: str = Field(default="euclidean", pattern="^(euclidean|cosine)$")
+
+    @property
+    def vote_threshold(self) -> int:
+        return max(1, math.ceil(self.vote_ratio * self.rounds - 1e-9))
