@@ -200,13 +200,13 @@ async def test_llm_duplicate_verdict_without_a_similar_factor_is_overridden(scri
 
 
 async def test_few_shot_example_echo_is_rejected(scripted_client, embedder, noodles):
-    script = ScriptedLLM(rounds=[["steady pace", "Wind  Resistance", "- aerobic base training.", "water temperature",
-                                  "uneven terrain exposure"]])
+    script = ScriptedLLM(rounds=[["guests with dogs", "Evening  Temperatures", "- patio heater gas cost.",
+                                  "water temperature", "nearby competing cafes"]])
     outcome, backend = await run(scripted_client, embedder, noodles, script, params(max_rounds=1))
     assert outcome.factors == ["water temperature"]
     echoes = rejected(outcome, "example_echo")
-    assert [r.text for r in echoes] == ["steady pace", "Wind Resistance", "aerobic base training",
-                                        "uneven terrain exposure"]
+    assert [r.text for r in echoes] == ["guests with dogs", "Evening Temperatures", "patio heater gas cost",
+                                        "nearby competing cafes"]
     assert [t for call in validation_candidates(backend) for t, _ in call] == ["water temperature"]
 
 
@@ -252,7 +252,7 @@ async def test_saturated_after_patience_consecutive_empty_rounds(scripted_client
         ["water temperature"],
         ["Water temperature"],          # adds nothing (1)
         ["gas price"],                  # adds: the count restarts
-        ["steady pace"],                # adds nothing (1)
+        ["guests with dogs"],           # adds nothing (1): an example echo
         ["gas price", "GAS PRICE"],     # adds nothing (2) -> saturated
         ["food hygiene"],
     ])

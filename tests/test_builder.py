@@ -323,7 +323,7 @@ def test_tiny_space_skips_umap_and_makes_one_themed_cluster(embedder, tmp_path):
 
 @pytest.mark.parametrize("cluster", [True, False])
 def test_empty_space_builds(embedder, tmp_path, cluster):
-    responder = ScriptedLLM(rounds=[["123"], ["- 4."], ["steady pace"]])  # nothing usable, ever
+    responder = ScriptedLLM(rounds=[["123"], ["- 4."], ["guests with dogs"]])  # nothing usable, ever
     space, client = build(embedder, responder, n_target=10, max_rounds=6, patience=3, cluster=cluster)
     assert space.factors == [] and space.clusters == [] and space.unclustered == []
     assert space.stop_reason == StopReason.SATURATED

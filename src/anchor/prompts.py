@@ -175,14 +175,14 @@ GENERATE_SENTENCES = PromptSpec(
     examples=(
         Example(
             user=(
-                "Scenario: Alice is preparing for a marathon.\nOutcome 1: Treadmill running builds her endurance."
-                "\nOutcome 2: Treadmill running does not build her endurance.\nAspects already covered (find "
-                "different ones): none yet\nWrite 2 new sentences, each one reason, about half for each outcome."
+                "Scenario: A cafe owner decides whether to keep the terrace open in late autumn.\nOutcome 1: "
+                "Keeping the terrace open raises the cafe's weekly takings.\nOutcome 2: Keeping the terrace open "
+                "does not raise the cafe's weekly takings.\nAspects already covered (find different ones): none yet"
+                "\nWrite 2 new sentences, each one reason, about half for each outcome."
             ),
             answer=(
-                '{"sentences": ["A treadmill lets Alice hold a steady pace for long sessions, which trains her '
-                'aerobic base.", "Treadmill belts do not train the uneven footing and wind of a real race '
-                'course."]}'
+                '{"sentences": ["Guests with dogs prefer outdoor seats and would otherwise walk on to another '
+                'cafe.", "On cold evenings the terrace stays empty while its patio heaters still burn gas."]}'
             ),
         ),
     ),
@@ -203,11 +203,11 @@ EXTRACT_FACTORS = PromptSpec(
     examples=(
         Example(
             user=(
-                "Sentences:\n1. A treadmill lets Alice hold a steady pace for long sessions, which trains her "
-                "aerobic base.\n2. Treadmill belts do not train the uneven footing and wind of a real race "
-                "course.\nList the distinct factors."
+                "Sentences:\n1. Guests with dogs prefer outdoor seats and would otherwise walk on to another "
+                "cafe.\n2. On cold evenings the terrace stays empty while its patio heaters still burn gas.\n"
+                "List the distinct factors."
             ),
-            answer='{"factors": ["steady pace", "aerobic base training", "uneven terrain exposure", "wind resistance"]}',
+            answer='{"factors": ["guests with dogs", "nearby competing cafes", "evening temperatures", "patio heater gas cost"]}',
         ),
     ),
     max_tokens=400,
@@ -245,9 +245,10 @@ VOTE_LABELS = PromptSpec(
     examples=(
         Example(
             user=(
-                "Scenario: Alice is preparing for a marathon.\nOutcome 1: Treadmill running builds her endurance."
-                "\nOutcome 2: Treadmill running does not build her endurance.\nFactors:\nF1: steady pace\n"
-                "F2: weather conditions\nF3: no terrain variety\nLabel every key."
+                "Scenario: A cafe owner decides whether to keep the terrace open in late autumn.\nOutcome 1: "
+                "Keeping the terrace open raises the cafe's weekly takings.\nOutcome 2: Keeping the terrace open "
+                "does not raise the cafe's weekly takings.\nFactors:\nF1: guests with dogs\nF2: day of the week\n"
+                "F3: patio heater gas cost\nLabel every key."
             ),
             answer='{"F1": "outcome1", "F2": "neutral", "F3": "outcome2"}',
         ),
@@ -269,10 +270,11 @@ NAME_THEME = PromptSpec(
     examples=(
         Example(
             user=(
-                "Scenario: Commuting to work by bicycle or by car.\nFactors in the group:\n1. rush-hour traffic\n"
-                "2. traffic congestion\n3. parking search time\nName the theme and list redundant members."
+                "Scenario: A bakery decides whether to bake its bread overnight or at dawn.\nFactors in the group:\n"
+                "1. night shift pay\n2. extra wages for night work\n3. staff willing to work nights\n"
+                "Name the theme and list redundant members."
             ),
-            answer='{"theme": "Traffic Delays", "redundant": [{"factor": "traffic congestion", "same_as": "rush-hour traffic"}]}',
+            answer='{"theme": "Night Staffing", "redundant": [{"factor": "extra wages for night work", "same_as": "night shift pay"}]}',
         ),
     ),
     max_tokens=250,
@@ -294,11 +296,11 @@ SELECT_FACTORS = PromptSpec(
     examples=(
         Example(
             user=(
-                "Scenario: A student prepares for final exams.\nCondition: The student spends more time in the "
-                "library.\nCandidate factors:\n- focused study time\n- social activities\n- exam stress\n"
-                "Select the related factors."
+                "Scenario: A family chooses between driving and taking the train for a holiday trip.\nCondition: "
+                "The family travels with a newborn baby.\nCandidate factors:\n- luggage space\n- ticket prices\n"
+                "- stops whenever needed\nSelect the related factors."
             ),
-            answer='{"selected": ["focused study time", "social activities"]}',
+            answer='{"selected": ["luggage space", "stops whenever needed"]}',
         ),
     ),
     max_tokens=300,
@@ -309,9 +311,9 @@ SELECT_FACTORS = PromptSpec(
 REFLECT_FACTORS = PromptSpec(
     stage="mapping.reflect",
     system=(
-        "You double-check a selection. Given a condition and factors picked for it, keep each factor that "
-        "has any reasonable link to the condition and drop only those that are clearly unrelated or "
-        "contradicted by it. When unsure, keep. Copy kept factors exactly."
+        "You review factors that were linked to a condition. A plausible connection of any kind is enough "
+        "for a factor to stay; take one out only when the condition obviously has nothing to do with it or "
+        "rules it out. If in doubt, it stays. Copy the factors that stay exactly as written."
     ),
     user="Condition: {condition}\nSelected factors:\n{factors}\nWhich factors should stay?",
     schema=None,
@@ -336,13 +338,13 @@ ELICIT_PHI = PromptSpec(
     examples=(
         Example(
             user=(
-                "Scenario: Lighting a home.\nOutcome 1: LED bulbs are the better choice.\nOutcome 2: "
-                "Incandescent bulbs are the better choice.\n"
-                "Factors (with a first rough estimate you may revise):\nF1: energy use per hour (rough: 0.75)\n"
-                "F2: purchase price (rough: 0.25)\nF3: availability in shops (rough: 0.5)\n"
+                "Scenario: Heating a small flat.\nOutcome 1: A heat pump is the better choice.\nOutcome 2: A gas "
+                "boiler is the better choice.\n"
+                "Factors (with a first rough estimate you may revise):\nF1: running cost per unit of heat (rough: "
+                "0.75)\nF2: installation price (rough: 0.25)\nF3: colour of the casing (rough: 0.5)\n"
                 "Give a probability for every key."
             ),
-            answer='{"F1": 0.93, "F2": 0.35, "F3": 0.5}',
+            answer='{"F1": 0.82, "F2": 0.3, "F3": 0.5}',
         ),
     ),
     max_tokens=300,
@@ -361,10 +363,10 @@ DISCOVER_LATENTS = PromptSpec(
     schema=None,
     examples=(
         Example(
-            user="Scenario: Choosing a lunch.\nFactors:\n- nutrition\n- vitamins\n- taste\n- convenience\n"
-                 "Group them into at most 3 latent concepts.",
-            answer='{"latents": [{"name": "Health", "factors": ["nutrition", "vitamins"]}, '
-                   '{"name": "Enjoyment", "factors": ["taste", "convenience"]}]}',
+            user="Scenario: Picking a city for a weekend trip.\nFactors:\n- museum opening hours\n- art galleries\n"
+                 "- hotel prices\n- train fare\nGroup them into at most 3 latent concepts.",
+            answer='{"latents": [{"name": "Culture", "factors": ["museum opening hours", "art galleries"]}, '
+                   '{"name": "Budget", "factors": ["hotel prices", "train fare"]}]}',
         ),
     ),
     max_tokens=500,
@@ -385,10 +387,11 @@ ELICIT_LATENT_PARAMS = PromptSpec(
     schema=None,
     examples=(
         Example(
-            user="Scenario: A new release of a program.\nOutcome 1: The release runs faster.\nOutcome 2: The "
-                 "release does not run faster.\nLatent concepts:\nL1: Performance (faster processing, efficient "
-                 "memory use)\nL2: Stability (crash reports, memory leaks)\nGive both probabilities for every key.",
-            answer='{"L1": {"p_outcome1": 0.85, "p_outcome2": 0.2}, "L2": {"p_outcome1": 0.6, "p_outcome2": 0.45}}',
+            user="Scenario: A team considers holding its weekly meeting online.\nOutcome 1: Online meetings make "
+                 "the team more productive.\nOutcome 2: Online meetings do not make the team more productive.\n"
+                 "Latent concepts:\nL1: Time savings (no travel between offices, shorter meetings)\nL2: "
+                 "Communication quality (video glitches, side conversations)\nGive both probabilities for every key.",
+            answer='{"L1": {"p_outcome1": 0.8, "p_outcome2": 0.3}, "L2": {"p_outcome1": 0.55, "p_outcome2": 0.45}}',
         ),
     ),
     max_tokens=400,
