@@ -9,7 +9,8 @@ Faults are drawn per request from ``faults`` (a queue consumed first) and ``faul
 ``500``, ``429`` (with ``Retry-After``), ``malformed`` (HTTP 200 with a broken JSON body),
 ``garbage`` (content that is not JSON), ``truncated`` (cut content, ``finish_reason=length``),
 ``violation`` (JSON that breaks the schema), ``slow`` (sleeps ``slow_seconds``), ``drop`` (closes
-the connection without answering).
+the connection without answering), ``echo_auth`` (HTTP 500 whose message quotes the Authorization
+header, to check that secrets are scrubbed).
 
 Run it by hand: ``python tests/fakeserver.py --port 8011 --rate 500=0.2 --rate 429=0.1``.
 """
@@ -110,7 +111,11 @@ class FakeOpenAIServer:
         # llama-cpp-python's server answers to "json_schema".
         self.formats = formats
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
         self.served = Counter()
+        # Tokens reported in the usage block of every answer sent (what a hosted API would bill).
+        self.prompt_tokens_served = 0
+        self.completion_tokens_served = 0
         self.in_flight = 0
         self.max_in_flight = 0
         self.lock = threading.Lock()
@@ -203,6 +208,7 @@ class FakeOpenAIServer:
                 body = json.loads(raw or b"{}")
                 with server.lock:
                     server.requests.append(body)
+                    server.headers.append(dict(self.headers.items()))
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
@@ -223,6 +229,11 @@ class FakeOpenAIServer:
                     server.served[fault or "ok"] += 1
                 if fault == "500":
                     self._send(500, b'{"error": {"message": "injected server error"}}')
+                    return
+                if fault == "echo_auth":
+                    # A careless server that quotes the credentials it was sent in its error message.
+                    auth = self.headers.get("Authorization", "")
+                    self._send(500, json.dumps({"error": {"message": f"bad gateway for {auth}"}}).encode())
                     return
                 if fault == "429":
                     self._send(429, b'{"error": {"message": "injected rate limit"}}',
@@ -257,6 +268,9 @@ class FakeOpenAIServer:
                          + [{"token": f"alt{i}", "logprob": -3.0 - i, "bytes": None} for i in range(top_n - 1)]}
                         for ch in toks]}
                 prompt_tokens = sum(len(str(m.get("content", ""))) for m in body.get("messages", [])) // 4
+                with server.lock:
+                    server.prompt_tokens_served += prompt_tokens
+                    server.completion_tokens_served += max(1, len(content) // 4)
                 response = {
                     "id": f"chatcmpl-{len(server.requests)}",
                     "object": "chat.completion",

@@ -64,6 +64,10 @@ class ArtefactFailed(AnchorError):
     """A per-scenario artefact could not be built; every instance of the scenario fails with this."""
 
 
+class ReuseMismatch(AnchorError):
+    """An artefact offered for reuse was made with other settings: the whole run stops."""
+
+
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -103,7 +107,12 @@ class ArtefactStore(Generic[M]):
         except (AnchorError, ValueError, OSError):
             return None  # damaged: rebuilt (its LLM answers come from the cache)
 
-    async def get(self, key: str, build: Callable[[], Awaitable[M]]) -> M:
+    async def get(self, key: str, build: Callable[[], Awaitable[M]],
+                  mismatch: Callable[[M], str | None] | None = None) -> M:
+        """The artefact ``key``: from memory, this run's folder, the reuse folder, or built now.
+
+        ``mismatch(item)`` says why a reused artefact does not fit this run (None when it does).
+        """
         if key in self._memory:
             return self._memory[key]
         if key in self._errors:
@@ -119,6 +128,9 @@ class ArtefactStore(Generic[M]):
                 other = self.reuse_from / f"{key}.json"
                 item = self._try_load(other)
                 if item is not None:
+                    problem = mismatch(item) if mismatch is not None else None
+                    if problem:
+                        raise ReuseMismatch(f"{other}: cannot reuse it here: {problem}")
                     self.reused[key] = other
             if item is None:
                 task = asyncio.get_running_loop().create_task(build(), context=detached_context())
@@ -220,7 +232,16 @@ class AnchorMethod:
             with self.builder.client.ledger.scope(f"space:{key}"):
                 return await self.builder.abuild(scenario)
 
-        return await self.spaces.get(key, build)
+        return await self.spaces.get(key, build, self._mismatch)
+
+    def _mismatch(self, space: Any) -> str | None:
+        wanted = self.builder.config.build
+        if space.params != wanted:
+            diff = sorted(k for k, v in wanted.model_dump().items() if space.params.model_dump().get(k) != v)
+            return f"it was built with other stage-1 settings ({', '.join(diff)})"
+        if space.llm.model != self.builder.client.backend.model:
+            return f"it was built by {space.llm.model!r}, this run uses {self.builder.client.backend.model!r}"
+        return None
 
     async def estimate(self, scenario: Scenario, condition: str, gold: int | None) -> Estimate:
         space = await self.prepare(scenario)

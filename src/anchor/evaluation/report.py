@@ -431,9 +431,15 @@ def _runs_section(runs: Sequence[_Run]) -> list[str]:
     lines = ["## Runs", ""]
     rows = []
     for r in runs:
-        rows.append([r.tag, r.kind, r.dataset, r.name, r.model_cell, str(r.m.n_instances), str(r.m.n_runs)])
-    lines += _table(["Directory", "Kind", "Dataset", "Method", "Model", "Instances", "Runs"], rows,
-                    ["l", "l", "l", "l", "l", "r", "r"])
+        spaces = str(r.loaded.config.spaces) if r.method == "anchor" else DASH
+        rows.append([r.tag, r.kind, r.dataset, r.name, r.model_cell, str(r.m.n_instances), str(r.m.n_runs), spaces,
+                     str(r.m.n_abstained), str(r.m.n_failed)])
+    lines += _table(["Directory", "Kind", "Dataset", "Method", "Model", "Instances", "Runs", "Spaces", "Unknown",
+                     "Failed"], rows, ["l", "l", "l", "l", "l", "r", "r", "l", "r", "r"])
+    if any(r.m.n_failed for r in runs):
+        lines += ["", "Unknown counts predictions where the method abstained; Failed counts predictions the run "
+                      "could not make (no usable answer from the LLM, or the server unreachable). Both count as "
+                      "unknown in the metrics; failed ones are retried when `anchor eval` is run again."]
     notes = [(r, n) for r in runs for n in r.m.notes]
     if notes:
         lines += ["", "Notes recorded by the runs:", ""]
@@ -629,6 +635,7 @@ def _total(r: _Run) -> CostSummary:
         tot.cache_hits += c.cache_hits
         tot.prompt_tokens += c.prompt_tokens
         tot.completion_tokens += c.completion_tokens
+        tot.request_seconds += c.request_seconds
         tot.wall_seconds += c.wall_seconds
     return tot
 
@@ -643,18 +650,18 @@ def _cost_section(runs: Sequence[_Run], glabels: dict[int, str]) -> list[str]:
     without = [r for r in runs if not r.m.cost]
     if with_cost:
         header = ["Run", "Phase", "Stage", "Calls", "Failed", "Cache hits", "Tokens (prompt + completion)",
-                  "Seconds"]
+                  "Wall s", "Request s"]
         rows = []
         for r in with_cost:
             for stage, c in _stages(r):
                 rows.append([glabels[id(r)], _phase(stage), stage, _int(c.llm_calls), _int(c.failed_attempts),
                              _int(c.cache_hits), f"{_int(_tokens(c))} ({_int(c.prompt_tokens)} + "
-                             f"{_int(c.completion_tokens)})", _secs(c.wall_seconds)])
+                             f"{_int(c.completion_tokens)})", _secs(c.wall_seconds), _secs(c.request_seconds)])
             t = _total(r)
             rows.append([f"**{glabels[id(r)]}**", "", "**total**", f"**{_int(t.llm_calls)}**",
                          _int(t.failed_attempts), _int(t.cache_hits), f"**{_int(_tokens(t))}**",
-                         f"**{_secs(t.wall_seconds)}**"])
-        lines += _table(header, rows, ["l", "l", "l", "r", "r", "r", "r", "r"])
+                         f"**{_secs(t.wall_seconds)}**", f"**{_secs(t.request_seconds)}**"])
+        lines += _table(header, rows, ["l", "l", "l", "r", "r", "r", "r", "r", "r"])
         lines.append("")
         lines += ["Per instance:", ""]
         rows = []
@@ -666,12 +673,21 @@ def _cost_section(runs: Sequence[_Run], glabels: dict[int, str]) -> list[str]:
             calls, tokens, seconds = per
             rows.append([glabels[id(r)], str(r.m.n_instances), f"{calls:.1f}", f"{tokens:,.0f}",
                          _secs(seconds), how])
-        lines += _table(["Run", "Instances", "Calls / inst.", "Tokens / inst.", "Seconds / inst.", "Source"],
+        lines += _table(["Run", "Instances", "Calls / inst.", "Tokens / inst.", "Request s / inst.", "Source"],
                         rows, ["l", "r", "r", "r", "r", "l"])
         lines.append("")
-        notes = ["Seconds are wall-clock time spent waiting on the LLM in that stage; calls exclude cache "
-                 "hits and failed attempts. Factor-space stages are paid once per scenario and shared by its "
-                 "instances (and runs), so the per-instance figures spread that one-off cost over them."]
+        notes = ["Calls count every request sent to the LLM, failed attempts included (they are also shown "
+                 "apart under Failed); a cache hit made no request and is listed apart. Each request is counted "
+                 "once, from the run's calls.jsonl. Wall s is the time during which at least one request of "
+                 "the stage was in flight; Request s adds up the requests' durations, so it exceeds the wall "
+                 "time when requests ran in parallel. Factor-space stages are paid once per scenario (and run, "
+                 "with --spaces per-run) and shared by its instances, so the per-instance figures spread that "
+                 "cost over them."]
+        reused = [r for r in with_cost if r.m.cost_reused]
+        if reused:
+            notes.append("Factor spaces reused from another run directory are not in these totals; their recorded "
+                         "build cost: " + "; ".join(f"{glabels[id(r)]}: {_int(r.m.cost_reused['total'].llm_calls)} "
+                                                     "calls" for r in reused if "total" in r.m.cost_reused) + ".")
         cached = [glabels[id(r)] for r in with_cost if _total(r).llm_calls == 0]
         if cached:
             notes.append("No LLM calls were made by: " + "; ".join(cached) + " (every answer came from the "
@@ -697,7 +713,7 @@ def _per_instance(r: _Run) -> tuple[tuple[float, float, float] | None, str]:
     if n <= 0:
         return None, "no instances"
     t = _total(r)
-    return (t.llm_calls / n, _tokens(t) / n, t.wall_seconds / n), (
+    return (t.llm_calls / n, _tokens(t) / n, t.request_seconds / n), (
         f"total ÷ ({r.m.n_instances} instances × {runs} run{'s' if runs != 1 else ''})"
     )
 
@@ -762,7 +778,7 @@ def _plot_cost(runs: Sequence[_Run], glabels: dict[int, str], path: Path) -> str
     metrics: list[tuple[str, Callable[[CostSummary], float]]] = [
         ("LLM calls", lambda c: c.llm_calls),
         ("tokens (prompt + completion)", lambda c: _tokens(c)),
-        ("seconds", lambda c: c.wall_seconds),
+        ("wall seconds", lambda c: c.wall_seconds),
     ]
     n = len(data)
     width = 0.8 / n

@@ -76,6 +76,7 @@ from anchor.files import write_atomic
 from anchor.llm.client import LLMClient
 from anchor.llm.errors import AnchorError
 from anchor.llm.ledger import CallRecord, merge_costs, summarize
+from anchor.llm.ledger import total as ledger_total
 from anchor.llm.settings import LLMSettings, make_client
 from anchor.pipeline import AnchorConfig
 from anchor.progress import ProgressEvent, Reporter, silent
@@ -387,8 +388,12 @@ class EvalRunner:
         if record.outcome == "transient_error":
             self._counts["retries"] += 1
             self._retry = f"retrying: {self._counts['retries']} failed attempt(s), last: {record.detail[:80]}"
-        elif record.outcome == "ok":
+            self._tick(force=True)  # rare, and the only sign of life during an outage: always shown
+            return
+        if record.outcome == "ok" and self._retry:
             self._retry = ""
+            self._tick(force=True)
+            return
         self._tick()
 
     def _tick(self, force: bool = False) -> None:
@@ -640,7 +645,7 @@ class EvalRunner:
               ) -> tuple[dict[str, CostSummary], dict[str, CostSummary], str]:
         """Cost from the call log (every request once), plus the recorded cost of reused artefacts."""
         stages = summarize(calls)
-        total = summarize([r.model_copy(update={"stage": "total"}) for r in calls]) or [StageCost(stage="total")]
+        total = [ledger_total(calls)]
         cost = {s.stage: _summary(s) for s in [*stages, *total]}
         reused: dict[str, CostSummary] = {}
         reused_keys: list[str] = []

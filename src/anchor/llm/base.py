@@ -19,6 +19,8 @@ class RawCompletion(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     logprobs: list[TokenLogprob] | None = None
+    format_fallbacks: int = Field(default=0, description="Extra requests the backend made because the server "
+                                                         "refused a structured-output format.")
 
 
 Message = dict[str, str]

@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import random
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -300,7 +301,7 @@ class LLMClient:
         self.ledger.record(CallRecord(
             stage=stage, outcome=outcome,  # type: ignore[arg-type]
             prompt_tokens=raw.completion.prompt_tokens, completion_tokens=raw.completion.completion_tokens,
-            seconds=raw.seconds, started=raw.started, detail=scrub(detail)[:300]))
+            seconds=raw.seconds, started=raw.started, detail=scrub(detail)[:300], request_id=raw.request_id))
 
     def _backoff(self, retry: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -313,27 +314,41 @@ class LLMClient:
         for retry in range(self.transport_retries + 1):
             started = time.perf_counter()
             wall = 0.0
+            request_id = uuid.uuid4().hex[:16]
             try:
                 async with self._semaphore():
                     started, wall = time.perf_counter(), time.time()
+                    # Announced before it is sent: a process killed while waiting still counts the
+                    # request the server received (see ledger.collapse_sent).
+                    self.ledger.announce(CallRecord(stage=stage, outcome="sent", started=wall, request_id=request_id))
                     completion = await self.backend.complete(messages, **kwargs)
-                return _Timed(completion, time.perf_counter() - started, wall)
+                self._record_fallbacks(stage, completion.format_fallbacks, wall)
+                return _Timed(completion, time.perf_counter() - started, wall, request_id)
             except TransientBackendError as exc:
+                self._record_fallbacks(stage, getattr(exc, "format_fallbacks", 0), wall)
                 elapsed = time.perf_counter() - started
                 last_error = scrub(str(exc))
                 self.ledger.record(CallRecord(stage=stage, outcome="transient_error", seconds=elapsed, started=wall,
-                                              detail=last_error[:300]))
+                                              detail=last_error[:300], request_id=request_id))
                 if retry < self.transport_retries:
                     await self._sleep(self._backoff(retry, exc.retry_after))
             except FatalBackendError as exc:
+                self._record_fallbacks(stage, getattr(exc, "format_fallbacks", 0), wall)
                 message = scrub(str(exc))
-                self.ledger.record(CallRecord(stage=stage, outcome="fatal_error", started=wall,
+                self.ledger.record(CallRecord(stage=stage, outcome="fatal_error", started=wall, request_id=request_id,
                                               seconds=time.perf_counter() - started, detail=message[:300]))
                 raise type(exc)(f"stage '{stage}': {message}") from exc
         raise RetryBudgetExhausted(
             f"stage '{stage}': {self.transport_retries + 1} attempts to reach {scrub(self.backend.name)} failed; "
             f"last error: {last_error}"
         )
+
+    def _record_fallbacks(self, stage: str, n: int, wall: float) -> None:
+        """Requests the backend spent finding a structured-output format the server accepts."""
+        for _ in range(n):
+            self.ledger.record(CallRecord(stage=stage, outcome="format_rejected", started=wall,
+                                          detail="the server refused the response_format; asked again in "
+                                                 "a simpler format"))
 
 
 def run_sync(coro: Awaitable[T], client: LLMClient) -> T:
@@ -369,3 +384,4 @@ class _Timed:
     completion: RawCompletion
     seconds: float
     started: float = 0.0
+    request_id: str = ""

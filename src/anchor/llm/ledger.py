@@ -19,7 +19,8 @@ from pydantic import BaseModel
 
 from anchor.types import StageCost
 
-Outcome = Literal["ok", "cache_hit", "transient_error", "invalid_output", "truncated", "fatal_error"]
+Outcome = Literal["sent", "ok", "cache_hit", "transient_error", "invalid_output", "truncated", "fatal_error",
+                  "format_rejected"]
 
 
 class CallRecord(BaseModel):
@@ -33,6 +34,8 @@ class CallRecord(BaseModel):
     detail: str = ""
     scope: str = ""
     """Label of the innermost ledger scope active when the call was made ("" outside any)."""
+    request_id: str = ""
+    """Ties the "sent" record of a request to the record of how it ended."""
 
     @property
     def reached_backend(self) -> bool:
@@ -61,6 +64,16 @@ class CostLedger:
             self._records.append(record)
             for bucket, _ in scopes:
                 bucket.append(record)
+            subscribers = list(self._subscribers)
+        for fn in subscribers:
+            fn(record)
+
+    def announce(self, record: CallRecord) -> None:
+        """Tell subscribers about a request being sent; it is not kept (its outcome record will be)."""
+        labels = [label for _, label in _active_scopes.get() if label]
+        if labels and not record.scope:
+            record.scope = labels[-1]
+        with self._lock:
             subscribers = list(self._subscribers)
         for fn in subscribers:
             fn(record)
@@ -122,11 +135,27 @@ def busy_seconds(records: Iterable[CallRecord]) -> float:
     return busy
 
 
+def collapse_sent(records: Iterable[CallRecord]) -> list[CallRecord]:
+    """Each request once: a "sent" record is dropped when the request's outcome was recorded too,
+    and kept as an interrupted (failed) attempt with unknown tokens when it was not (the process
+    stopped while waiting for the answer: the server still received the request)."""
+    records = list(records)
+    finished = {r.request_id for r in records if r.request_id and r.outcome != "sent"}
+    out = []
+    for r in records:
+        if r.outcome == "sent":
+            if r.request_id in finished:
+                continue
+            r = r.model_copy(update={"outcome": "transient_error", "detail": "interrupted before an answer came"})
+        out.append(r)
+    return out
+
+
 def summarize(records: Iterable[CallRecord]) -> list[StageCost]:
-    """Per-stage totals in first-seen stage order."""
+    """Per-stage totals in first-seen stage order (each request counted once, see ``collapse_sent``)."""
     by_stage: dict[str, StageCost] = {}
     grouped: dict[str, list[CallRecord]] = {}
-    for rec in records:
+    for rec in collapse_sent(records):
         cost = by_stage.setdefault(rec.stage, StageCost(stage=rec.stage))
         grouped.setdefault(rec.stage, []).append(rec)
         _add(cost, rec)
@@ -136,7 +165,7 @@ def summarize(records: Iterable[CallRecord]) -> list[StageCost]:
 
 
 def total(records: Iterable[CallRecord], label: str = "total") -> StageCost:
-    records = list(records)
+    records = collapse_sent(records)
     cost = StageCost(stage=label)
     for rec in records:
         _add(cost, rec)

@@ -15,7 +15,13 @@ from typing import Any
 import openai
 
 from anchor.llm.base import Message, RawCompletion, TokenLogprob
-from anchor.llm.errors import ConfigurationError, FatalBackendError, RequestRejected, TransientBackendError
+from anchor.llm.errors import (
+    BackendError,
+    ConfigurationError,
+    FatalBackendError,
+    RequestRejected,
+    TransientBackendError,
+)
 from anchor.secrets import register, scrub
 
 log = logging.getLogger("anchor.llm")
@@ -135,6 +141,7 @@ class OpenAICompatibleBackend:
         seed: int | None,
         top_logprobs: int | None,
     ) -> RawCompletion:
+        fallbacks = 0
         while True:
             mode = self.format_mode
             kwargs = self._request(messages, json_schema, schema_name, temperature, max_tokens, seed, top_logprobs)
@@ -143,8 +150,13 @@ class OpenAICompatibleBackend:
                 break
             except openai.APIStatusError as exc:
                 if json_schema is not None and self._rejects_format(exc) and self._downgrade_format(mode):
+                    fallbacks += 1
                     continue
-                self._raise(exc)
+                try:
+                    self._raise(exc)
+                except BackendError as err:
+                    err.format_fallbacks = fallbacks  # type: ignore[attr-defined]
+                    raise
             except openai.APITimeoutError as exc:
                 raise TransientBackendError(f"request timed out: {exc}", kind="timeout") from exc
             except openai.APIConnectionError as exc:
@@ -178,6 +190,7 @@ class OpenAICompatibleBackend:
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             logprobs=_logprobs(choice) if top_logprobs is not None else None,
+            format_fallbacks=fallbacks,
         )
 
     def _request(self, messages: list[Message], json_schema: dict[str, Any] | None, schema_name: str,
