@@ -18,7 +18,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_errors  # type: ignore[no-redef]
 
 from anchor.cli import backend, build, evaluate
-from anchor.cli.console import fail
+from anchor.cli.console import fail, set_invocation
 
 
 class _OneLineErrors(TyperGroup):
@@ -26,6 +26,8 @@ class _OneLineErrors(TyperGroup):
     like every other error anchor reports, instead of a framed panel with the usage text."""
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        given = kwargs.get("args", args[0] if args else None)
+        set_invocation(None if given is None else [str(a) for a in given])
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)
         try:

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.rule import Rule
 
-from anchor.cli.console import RichReporter, emit_json, err, fail, friendly_errors, out
+from anchor.cli.console import RichReporter, emit_json, err, fail, friendly_errors, llm_activity, out
 from anchor.cli.options import (
     FLAG_NAMES,
     BuildOptions,
@@ -73,7 +73,7 @@ def build(
         settings = llm_settings(conn, cache, seed)
         params = sizes.params(seed=settings.seed)
         engine = Anchor(settings=settings, config=AnchorConfig(build=params))
-        with RichReporter() as report:
+        with RichReporter() as report, llm_activity(engine.client.ledger, report):
             space = run_sync(engine.abuild(scenario, report), engine.client)
         save_or_rescue(space, out_path, "--out")
         if json_out:
@@ -161,7 +161,7 @@ def infer(
 
         async def work() -> tuple[FactorSpace, list[InferenceResult]]:
             built = space
-            with RichReporter() as report:
+            with RichReporter() as report, llm_activity(engine.client.ledger, report):
                 if built is None:
                     built = await engine.abuild(scenario, report)
                 return built, await engine.ainfer(built, conds, report)
@@ -247,7 +247,7 @@ def demo(
                       f"max_rounds={params.max_rounds}")
 
         async def work() -> tuple[FactorSpace, list[InferenceResult]]:
-            with RichReporter(enabled=True) as report:
+            with RichReporter(enabled=True) as report, llm_activity(engine.client.ledger, report):
                 space = await engine.abuild(NOODLES, report)
                 results = await engine.ainfer(space, NOODLE_CONDITIONS, report)
             return space, results

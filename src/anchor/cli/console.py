@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -21,10 +20,26 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from anchor.llm.errors import AnchorError
+from anchor.llm.ledger import CallRecord, CostLedger
 from anchor.progress import ProgressEvent, Reporter
 
 err = Console(stderr=True)
 out = Console()
+
+
+_invocation: list[str] | None = None
+
+
+def set_invocation(args: list[str] | None) -> None:
+    """Remember the arguments this process's command was given (``sys.argv`` is someone else's when
+    anchor runs inside another program, e.g. a test runner)."""
+    global _invocation
+    _invocation = None if args is None else list(args)
+
+
+def invocation() -> list[str]:
+    """The command line as typed: ``anchor`` and its arguments (secrets still in; redact before keeping)."""
+    return ["anchor", *(sys.argv[1:] if _invocation is None else _invocation)]
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
@@ -119,19 +134,36 @@ def _note(event: ProgressEvent) -> str:
     return text
 
 
-class Throttle:
-    """Call ``fn`` at most every ``interval`` seconds (the last call always goes through on ``flush``)."""
+@contextmanager
+def llm_activity(ledger: CostLedger, report: Reporter) -> Iterator[None]:
+    """Show requests, cache hits and retries as they happen (a bar of their own), so that an outage
+    that makes every request fail and back off is visible while no stage moves."""
+    counts = {"calls": 0, "cached": 0, "retries": 0}
+    retry = ""
 
-    def __init__(self, interval: float = 0.25) -> None:
-        self.interval = interval
-        self._last = 0.0
+    def on_record(record: CallRecord) -> None:
+        nonlocal retry
+        if record.outcome == "sent":
+            return
+        if record.outcome == "cache_hit":
+            counts["cached"] += 1
+        else:
+            counts["calls"] += 1
+        if record.outcome == "transient_error":
+            counts["retries"] += 1
+            retry = f"retrying: {counts['retries']} failed attempt(s), last: {record.detail[:80]}"
+        elif record.outcome == "ok":
+            retry = ""
+        info: dict[str, object] = {"cached": counts["cached"]}
+        if retry:
+            info["retry"] = retry
+        report(ProgressEvent("LLM requests", counts["calls"], None, "", info))
 
-    def ready(self) -> bool:
-        now = time.monotonic()
-        if now - self._last >= self.interval:
-            self._last = now
-            return True
-        return False
+    unsubscribe = ledger.subscribe(on_record)
+    try:
+        yield
+    finally:
+        unsubscribe()
 
 
 def emit_json(obj: Any) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import shlex
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -13,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from anchor.cli.build import JsonOut
-from anchor.cli.console import RichReporter, emit_json, err, fail, friendly_errors, out
+from anchor.cli.console import RichReporter, emit_json, err, fail, friendly_errors, invocation, out
 from anchor.cli.options import (
     FLAG_NAMES,
     BuildOptions,
@@ -23,6 +22,7 @@ from anchor.cli.options import (
     MappingOptions,
     SeedOption,
     expand_options,
+    given_flags,
     llm_settings,
     opt,
 )
@@ -101,20 +101,26 @@ def eval_command(
                 raise fail("give --dataset (or a .jsonl fact-checking file with --data)")
         spec = METHODS[method]
         ablations = list(dict.fromkeys([*(ablation or []), *inference.ablations(build, mapping)]))
+        # Contradictory ANCHOR settings are named whatever the method, before anything else.
+        mapping_config, inference_config = mapping.config(), inference.config()
         settings = llm_settings(conn, cache, seed)
         anchor_config = None
         if spec.uses_anchor_config:
             chosen = ("paper" if settings.uses_server else "quick") if sizes == "auto" else sizes
             params = build.params(default_build_params(dataset, settings.seed, chosen), seed=settings.seed)
-            anchor_config = AnchorConfig(build=params, mapping=mapping.config(),
-                                         inference=inference.config()).with_ablations(ablations)
-        elif ablations:
-            raise fail(f"ablations apply to ANCHOR's methods only, not to --method {method}")
+            anchor_config = AnchorConfig(build=params, mapping=mapping_config,
+                                         inference=inference_config).with_ablations(ablations)
+        else:
+            knobs = list(dict.fromkeys([*given_flags(build, mapping, inference),
+                                        *(f"--ablation {a}" for a in ablation or [])]))
+            if knobs:
+                raise fail(f"{', '.join(knobs)}: ANCHOR settings, which --method {method} does not use "
+                           f"(drop them or pick an ANCHOR method)")
         config = make_run_config(dataset=dataset, method=method, data_path=data, ablations=ablations, limit=limit,
                                  runs=runs, seed=settings.seed, settings=settings, anchor_config=anchor_config,
                                  negation=negation, decision_threshold=threshold, balance_outcomes=balance_outcomes,
                                  spaces=spaces, spaces_from=spaces_from,
-                                 command=shlex.join(redact_argv(["anchor", *sys.argv[1:]])))
+                                 command=shlex.join(redact_argv(invocation())))
         if out_dir is None:
             name = data.stem if data is not None else dataset
             out_dir = Path("runs") / "-".join([name, method, *ablations, f"s{settings.seed}"])

@@ -147,6 +147,12 @@ def overrides(group: Any, fields: dict[str, str]) -> dict[str, Any]:
             if not _unset(getattr(group, name))}
 
 
+def given_flags(*groups: Any) -> list[str]:
+    """The flags of these option groups that were set on the command line (value not None/False)."""
+    return [f"--{f.name.replace('_', '-')}" for group in groups for f in dataclasses.fields(group)
+            if getattr(group, f.name) not in (None, False)]
+
+
 # --------------------------------------------------------------------------- groups
 
 
@@ -237,6 +243,8 @@ class ScenarioOptions:
                                          param_hint=flag)
             if not value.strip():
                 raise typer.BadParameter("is empty (only whitespace)", param_hint=flag)
+        if " ".join(self.outcome1.split()).casefold() == " ".join(self.outcome2.split()).casefold():
+            raise typer.BadParameter("must differ from --outcome2 (ignoring case and spacing)", param_hint="--outcome1")
         return Scenario(text=self.scenario or "", outcome1=self.outcome1, outcome2=self.outcome2)
 
 
@@ -352,6 +360,12 @@ class InferenceOptions:
     }
 
     def config(self) -> InferenceConfig:
+        if self.no_nb and self.no_cbn:
+            raise typer.BadParameter("cannot be combined with --no-cbn: at least one of Naive Bayes and the "
+                                     "latent CBN must be used", param_hint="--no-nb")
+        if self.w_nb == 0 and self.w_cbn == 0 and not (self.no_nb or self.no_cbn or self.bma):
+            raise typer.BadParameter("--w-nb and --w-cbn cannot both be 0 (the pool needs some weight)",
+                                     param_hint="--w-nb/--w-cbn")
         values = overrides(self, self.FIELDS)
         values.update({"use_cbn": not self.no_cbn, "use_nb": not self.no_nb, "llm_parameters": not self.no_pe_llm,
                        "aggregation": AggregationMethod.BMA if self.bma else AggregationMethod.LOP})

@@ -18,13 +18,16 @@ LABEL_SHORT = {FactorLabel.OUTCOME1: "O1", FactorLabel.OUTCOME2: "O2", FactorLab
 
 def cost_table(costs: Sequence[StageCost], title: str = "LLM cost per stage") -> Table:
     table = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
-    for col in ("stage", "calls", "failed", "cache hits", "prompt tok", "completion tok", "LLM s"):
+    for col in ("stage", "calls", "failed", "cache hits", "prompt tok", "completion tok", "wall s", "request s"):
         table.add_column(col, justify="left" if col == "stage" else "right")
     rows = list(costs)
     for c in rows + merge_costs(rows, label="total"):
         style = "bold" if c.stage == "total" else ""
         table.add_row(c.stage, str(c.llm_calls), str(c.failed_attempts), str(c.cache_hits), str(c.prompt_tokens),
-                      str(c.completion_tokens), f"{c.llm_seconds:.1f}", style=style)
+                      str(c.completion_tokens), f"{c.wall_seconds:.1f}", f"{c.llm_seconds:.1f}", style=style)
+    table.caption = ("calls include failed attempts; wall s = time with a request of the stage in flight, request s "
+                     "= request durations added up (more than the wall time when requests run in parallel); the "
+                     "total row adds the stages' wall times")
     return table
 
 
@@ -124,6 +127,6 @@ def result_view(result: InferenceResult, space: FactorSpace) -> RenderableType:
     if total:
         t = total[0]
         parts.append(Text(f"cost: {t.llm_calls} LLM calls ({t.failed_attempts} failed, {t.cache_hits} cached), "
-                          f"{t.prompt_tokens}+{t.completion_tokens} tokens, {t.llm_seconds:.1f} s LLM",
+                          f"{t.prompt_tokens}+{t.completion_tokens} tokens, {t.llm_seconds:.1f} s of requests",
                           style="bright_black"))
     return Panel(Group(*parts), title=Text(result.condition, style="bold"), title_align="left")
