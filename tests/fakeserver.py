@@ -12,7 +12,8 @@ Faults are drawn per request from ``faults`` (a queue consumed first) and ``faul
 the connection without answering), ``echo_auth`` (HTTP 500 whose message quotes the Authorization
 header, to check that secrets are scrubbed).
 
-Run it by hand: ``python tests/fakeserver.py --port 8011 --rate 500=0.2 --rate 429=0.1``.
+Run it by hand: ``python tests/fakeserver.py --port 8011 --rate 500=0.2 --rate 429=0.1``;
+``GET /stats`` returns what it saw (requests, answers by fault, tokens billed, peak concurrency).
 """
 
 from __future__ import annotations
@@ -134,6 +135,13 @@ class FakeOpenAIServer:
         """Chat-completion requests that reached the server (any outcome)."""
         return len(self.requests)
 
+    def stats(self) -> dict[str, Any]:
+        """Requests received, answers by fault, tokens billed in usage blocks, peak concurrency."""
+        with self.lock:
+            return {"requests": len(self.requests), "served": dict(self.served),
+                    "prompt_tokens": self.prompt_tokens_served, "completion_tokens": self.completion_tokens_served,
+                    "max_in_flight": self.max_in_flight}
+
     def __enter__(self) -> FakeOpenAIServer:
         self._thread.start()
         return self
@@ -196,6 +204,8 @@ class FakeOpenAIServer:
                 if self.path.rstrip("/") == "/v1/models":
                     data = {"object": "list", "data": [{"id": server.model, "object": "model", "owned_by": "test"}]}
                     self._send(200, json.dumps(data).encode())
+                elif self.path.rstrip("/") == "/stats":  # what the server saw, to check a client's own figures
+                    self._send(200, json.dumps(server.stats()).encode())
                 else:
                     self._send(404, b'{"error": {"message": "not found"}}')
 

@@ -663,9 +663,11 @@ class EvalRunner:
                             continue
             if rows:
                 reused = {s.stage: _summary(s) for s in [*merge_costs(rows), *merge_costs(rows, label="total")]}
+        t = total[0]
         scope = (f"every LLM request made for this run directory, counted once each from calls.jsonl "
-                 f"({len(calls)} records: requests, failed attempts and cache hits), including the builds of "
-                 "per-scenario artefacts (factor spaces) made for it, across interruptions and resumes")
+                 f"({t.llm_calls} request(s), {t.failed_attempts} of them failed attempts, and {t.cache_hits} "
+                 "cache hit(s)), including the builds of per-scenario artefacts (factor spaces) made for it, "
+                 "across interruptions and resumes")
         if reused_keys:
             scope += (f"; {len(reused_keys)} artefact(s) reused from {self.config.spaces_from} are not included "
                       "(their recorded build cost is under cost_reused)")
