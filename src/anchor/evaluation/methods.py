@@ -192,10 +192,14 @@ class AnchorMethod:
     """ANCHOR: a factor space per scenario (per run, or shared by the runs), then mapping and inference."""
 
     def __init__(self, ctx: MethodContext) -> None:
+        from anchor import offload
         from anchor.pipeline import Anchor, AnchorConfig
         from anchor.space.io import load_space, save_space
 
         config = ctx.anchor_config or AnchorConfig()
+        # Load MiniLM on its thread now, not when the first condition or space needs it (a space
+        # build also starts UMAP's compilation; loaded spaces never need it).
+        offload.warm_up(ctx.embedder())
         self.per_run = ctx.config.spaces == "per-run"
         self.seed = ctx.config.seed + ctx.run if self.per_run else ctx.config.seed
         self.engine = Anchor(client=ctx.client, embedder=ctx.embedder(), config=config)
