@@ -1,4 +1,11 @@
-"""The backend protocol: one raw chat completion, no retries, no caching, no parsing."""
+"""The backend protocol: one raw chat completion, no retries, no caching, no parsing.
+
+A backend may also offer ``complete_choices`` (``SamplingBackend``): several answers to one
+request (the OpenAI API's ``n``), for self-consistency samples of one prompt. Servers differ: vLLM
+and OpenAI honour ``n``, llama.cpp's server answers once whatever ``n`` says, some hosted APIs
+refuse it. A backend finds out on its first such request and says so in ``honours_n``; the
+client then stops asking and sends separate requests.
+"""
 
 from __future__ import annotations
 
@@ -53,3 +60,34 @@ class Backend(Protocol):
     def supports_logprobs(self) -> bool: ...
 
     async def aclose(self) -> None: ...
+
+
+class MultiCompletion(BaseModel):
+    """The answers to one request for several samples, and the request's token counts."""
+
+    choices: list[RawCompletion]
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@runtime_checkable
+class SamplingBackend(Protocol):
+    """A backend that can return several sampled answers to one request."""
+
+    honours_n: bool | None
+    """None until a request for several answers has been made; then whether the backend gave
+    as many as were asked for."""
+
+    async def complete_choices(
+        self,
+        messages: list[Message],
+        *,
+        n: int,
+        json_schema: dict[str, Any] | None,
+        schema_name: str,
+        temperature: float,
+        max_tokens: int,
+        seed: int | None,
+    ) -> MultiCompletion:
+        """Up to ``n`` answers (fewer when the server ignores ``n``), in the server's order."""
+        ...
