@@ -29,6 +29,7 @@ import argparse
 import json
 import random
 import string
+import sys
 import threading
 import time
 from collections import Counter
@@ -90,6 +91,13 @@ class _Server(ThreadingHTTPServer):
     # A burst of new connections (a client opening 32 at once) must not overflow the accept queue:
     # dropped SYNs come back a second later and would look like server latency.
     request_queue_size = 256
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that gives up (a run stopping on a fatal error) closes connections while
+        # answers are being written; that is its right, not a server fault worth a traceback.
+        if isinstance(sys.exc_info()[1], ConnectionError):  # reset, broken pipe, aborted
+            return
+        super().handle_error(request, client_address)
 
 
 class FakeOpenAIServer:
