@@ -112,6 +112,25 @@ def test_each_sample_is_cached_under_its_own_index(tmp_path):
     assert again.ledger.summary()[0].cache_hits == 3 and again.ledger.summary()[0].llm_calls == 0
 
 
+def test_answers_cached_one_request_per_sample_are_found_by_ask_samples(tmp_path):
+    """What an older version cached (one ask per sample index) is what ask_samples looks up."""
+    with FakeOpenAIServer(responder=seed_responder()) as server:
+        old = client_for(server, tmp_path, "old", samples_per_request=1)
+
+        async def one_by_one() -> list[int]:
+            try:
+                return [(await old.ask(PICK, sample_index=i, topic="noodles")).value for i in range(3)]
+            finally:
+                await old.aclose()
+
+        values = asyncio.run(one_by_one())
+        before = server.completions
+        new = client_for(server, tmp_path, "old")
+        assert asyncio.run(samples_of(new)) == values
+        assert server.completions == before
+    assert new.ledger.summary()[0].cache_hits == 3
+
+
 def test_server_that_ignores_n_is_noticed_once_and_gives_the_same_answers(tmp_path):
     with FakeOpenAIServer(responder=seed_responder()) as reference:
         expected = asyncio.run(samples_of(client_for(reference, tmp_path, "ref", samples_per_request=1)))

@@ -122,14 +122,11 @@ class _Batcher:
         self.embedder = embedder
         self.pending: list[tuple[list[str], asyncio.Future[np.ndarray]]] = []
         self.draining = False
-        self.calls = 0
-        self.requests = 0
 
     async def encode(self, texts: list[str]) -> np.ndarray:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[np.ndarray] = loop.create_future()
         self.pending.append((texts, future))
-        self.requests += 1
         if not self.draining:
             self.draining = True
             loop.create_task(self._drain())
@@ -147,7 +144,6 @@ class _Batcher:
             while self.pending:
                 batch, self.pending = self.pending, []
                 merged = list(dict.fromkeys(t for texts, _ in batch for t in texts))
-                self.calls += 1
                 try:
                     vectors = np.asarray(await self._run(merged), dtype=np.float32)
                 except BaseException as exc:  # noqa: BLE001 - handed to every waiter
@@ -183,12 +179,6 @@ async def encode(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
     if not texts:
         return np.asarray(embedder.encode([]), dtype=np.float32)
     return await _batcher(embedder).encode(texts)
-
-
-def encode_stats(embedder: Embedder) -> tuple[int, int]:
-    """(encode requests, encoder calls) made through ``encode`` for ``embedder`` on this loop."""
-    batcher = _BATCHERS.get(asyncio.get_running_loop(), {}).get(id(embedder))
-    return (batcher.requests, batcher.calls) if batcher is not None else (0, 0)
 
 
 # --------------------------------------------------------------------------- clustering

@@ -197,8 +197,8 @@ class AnchorMethod:
         from anchor.space.io import load_space, save_space
 
         config = ctx.anchor_config or AnchorConfig()
-        # Load MiniLM on its thread now, not when the first condition or space needs it (a space
-        # build also starts UMAP's compilation; loaded spaces never need it).
+        # Start loading MiniLM (in its helper process) now, not when the first condition or space
+        # needs it; a space build also starts UMAP's compilation, which loaded spaces never need.
         offload.warm_up(ctx.embedder())
         self.per_run = ctx.config.spaces == "per-run"
         self.seed = ctx.config.seed + ctx.run if self.per_run else ctx.config.seed
