@@ -27,6 +27,7 @@ def main() -> None:
         ("bench_structure.py", []),
         ("bench_build.py", llm),
         ("bench_vote_batching.py", llm),
+        ("bench_throughput.py", []),  # its own local test server: the point is a known 200 ms latency
     ]
     failed = []
     for script, extra in jobs:

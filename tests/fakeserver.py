@@ -12,8 +12,16 @@ Faults are drawn per request from ``faults`` (a queue consumed first) and ``faul
 the connection without answering), ``echo_auth`` (HTTP 500 whose message quotes the Authorization
 header, to check that secrets are scrubbed).
 
-Run it by hand: ``python tests/fakeserver.py --port 8011 --rate 500=0.2 --rate 429=0.1``;
-``GET /stats`` returns what it saw (requests, answers by fault, tokens billed, peak concurrency).
+Like a served model it can take its time: ``latency`` seconds per request (each request waits on
+its own thread, so concurrent requests overlap as on a batching server). A request for ``n``
+choices gets ``n`` of them, choice ``j`` answered as a lone request with seed ``seed + j`` would be
+(what vLLM does); ``honour_n=False`` answers one choice whatever ``n`` says, as llama.cpp's server
+does, and ``refuse_n=True`` answers HTTP 400 to it, as some hosted APIs do. Arrival and finish
+times are kept, so ``stats()`` can say how many requests were in flight on average; ``GET
+/_stats`` returns the same figures (``?spans=1`` adds every request's arrival and finish) and
+``POST /_reset`` forgets them (for a server in another process).
+
+Run it by hand: ``python tests/fakeserver.py --port 8011 --latency 0.2 --rate 500=0.2 --rate 429=0.1``.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import argparse
 import json
 import random
 import string
+import sys
 import threading
 import time
 from collections import Counter
@@ -79,6 +88,19 @@ def random_from_schema(schema: dict[str, Any], rng: random.Random, depth: int = 
     return "".join(rng.choice(string.ascii_lowercase) for _ in range(6))
 
 
+class _Server(ThreadingHTTPServer):
+    # A burst of new connections (a client opening 32 at once) must not overflow the accept queue:
+    # dropped SYNs come back a second later and would look like server latency.
+    request_queue_size = 256
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that gives up (a run stopping on a fatal error) closes connections while
+        # answers are being written; that is its right, not a server fault worth a traceback.
+        if isinstance(sys.exc_info()[1], ConnectionError):  # reset, broken pipe, aborted
+            return
+        super().handle_error(request, client_address)
+
+
 class FakeOpenAIServer:
     """Threaded HTTP server; use as a context manager. ``base_url`` ends in ``/v1``."""
 
@@ -95,6 +117,9 @@ class FakeOpenAIServer:
         logprobs: bool = True,
         deterministic: bool = False,
         formats: tuple[str, ...] = ("json_schema", "json_object"),
+        latency: float = 0.0,
+        honour_n: bool = True,
+        refuse_n: bool = False,
         port: int = 0,
     ) -> None:
         self.model = model
@@ -111,16 +136,23 @@ class FakeOpenAIServer:
         # response_format types this server accepts; others get the HTTP 500 that
         # llama-cpp-python's server answers to "json_schema".
         self.formats = formats
+        self.latency = latency
+        self.honour_n = honour_n
+        # Answer n > 1 with HTTP 400, as some hosted APIs do.
+        self.refuse_n = refuse_n
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
-        self.served = Counter()
         # Tokens reported in the usage block of every answer sent (what a hosted API would bill).
         self.prompt_tokens_served = 0
         self.completion_tokens_served = 0
+        # (arrival, finish) per chat-completion request, time.monotonic(); finish is None while in flight.
+        self.spans: list[list[float | None]] = []
+        self.choices_sent = 0
+        self.served = Counter()
         self.in_flight = 0
         self.max_in_flight = 0
         self.lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
+        self._server = _Server(("127.0.0.1", port), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -135,13 +167,6 @@ class FakeOpenAIServer:
         """Chat-completion requests that reached the server (any outcome)."""
         return len(self.requests)
 
-    def stats(self) -> dict[str, Any]:
-        """Requests received, answers by fault, tokens billed in usage blocks, peak concurrency."""
-        with self.lock:
-            return {"requests": len(self.requests), "served": dict(self.served),
-                    "prompt_tokens": self.prompt_tokens_served, "completion_tokens": self.completion_tokens_served,
-                    "max_in_flight": self.max_in_flight}
-
     def __enter__(self) -> FakeOpenAIServer:
         self._thread.start()
         return self
@@ -149,6 +174,39 @@ class FakeOpenAIServer:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    def stats(self) -> dict[str, Any]:
+        """Requests, choices sent, and requests in flight (mean over the busy span, and peak)."""
+        with self.lock:
+            spans = [(a, b) for a, b in self.spans if b is not None]
+            requests, choices = len(self.requests), self.choices_sent
+        out: dict[str, Any] = {"requests": requests, "choices": choices, "max_in_flight": self.max_in_flight,
+                               "served": dict(self.served), "prompt_tokens": self.prompt_tokens_served,
+                               "completion_tokens": self.completion_tokens_served,
+                               "mean_in_flight": None, "first_arrival": None, "last_finish": None,
+                               "busy_seconds": 0.0}
+        if spans:
+            first = min(a for a, _ in spans)
+            last = max(b for _, b in spans)
+            out.update(first_arrival=first, last_finish=last)
+            if last > first:
+                out["mean_in_flight"] = round(sum(b - a for a, b in spans) / (last - first), 3)
+            busy, end = 0.0, float("-inf")
+            for a, b in sorted(spans):
+                busy += max(0.0, b - max(a, end))
+                end = max(end, b)
+            out["busy_seconds"] = round(busy, 3)
+        return out
+
+    def reset_stats(self) -> None:
+        with self.lock:
+            self.requests.clear()
+            self.spans.clear()
+            self.choices_sent = 0
+            self.max_in_flight = 0
+            self.served.clear()
+            self.headers.clear()
+            self.prompt_tokens_served = self.completion_tokens_served = 0
 
     # ------------------------------------------------------------------ behaviour
     def _next_fault(self) -> str | None:
@@ -159,6 +217,19 @@ class FakeOpenAIServer:
                 if self.rng.random() < rate:
                     return name
         return None
+
+    def choice_bodies(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """The lone requests whose answers make up the choices of ``body``: choice ``j`` is answered
+        as the same request without ``n`` and with seed ``seed + j`` (vLLM seeds its n samples so)."""
+        n = int(body.get("n") or 1) if self.honour_n else 1
+        single = {k: v for k, v in body.items() if k != "n"}
+        out = []
+        for j in range(max(1, n)):
+            one = dict(single)
+            if j and one.get("seed") is not None:
+                one["seed"] = int(one["seed"]) + j
+            out.append(one)
+        return out
 
     def _content(self, body: dict[str, Any]) -> str:
         if self.responder is not None:
@@ -187,6 +258,9 @@ class FakeOpenAIServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in separate writes; with Nagle's algorithm on, the body then
+            # waits for the client's delayed ACK (40 ms on Linux), which real servers avoid.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: object) -> None:  # keep test output quiet
                 return
@@ -201,31 +275,45 @@ class FakeOpenAIServer:
                 self.wfile.write(payload)
 
             def do_GET(self) -> None:  # noqa: N802
+                if self.path.split("?")[0].rstrip("/") == "/_stats":
+                    stats = server.stats()
+                    if "spans" in self.path:
+                        with server.lock:
+                            stats["spans"] = [list(span) for span in server.spans]
+                    self._send(200, json.dumps(stats).encode())
+                    return
                 if self.path.rstrip("/") == "/v1/models":
                     data = {"object": "list", "data": [{"id": server.model, "object": "model", "owned_by": "test"}]}
                     self._send(200, json.dumps(data).encode())
-                elif self.path.rstrip("/") == "/stats":  # what the server saw, to check a client's own figures
-                    self._send(200, json.dumps(server.stats()).encode())
                 else:
                     self._send(404, b'{"error": {"message": "not found"}}')
 
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length", "0"))
                 raw = self.rfile.read(length)
+                if self.path.rstrip("/") == "/_reset":
+                    server.reset_stats()
+                    self._send(200, b"{}")
+                    return
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     self._send(404, b'{"error": {"message": "not found"}}')
                     return
                 body = json.loads(raw or b"{}")
+                span: list[float | None] = [time.monotonic(), None]
                 with server.lock:
                     server.requests.append(body)
                     server.headers.append(dict(self.headers.items()))
+                    server.spans.append(span)
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
+                    if server.latency > 0:
+                        time.sleep(server.latency)
                     self._answer(body)
                 finally:
                     with server.lock:
                         server.in_flight -= 1
+                        span[1] = time.monotonic()
 
             def _answer(self, body: dict[str, Any]) -> None:
                 fmt = (body.get("response_format") or {}).get("type")
@@ -233,6 +321,9 @@ class FakeOpenAIServer:
                     msg = {"error": {"message": f"1 validation error: body.response_format.type: input should be "
                                                 f"one of {list(server.formats)}, got {fmt!r}"}}
                     self._send(500, json.dumps(msg).encode())
+                    return
+                if server.refuse_n and int(body.get("n") or 1) > 1:
+                    self._send(400, b'{"error": {"message": "n: only 1 is supported for this model"}}')
                     return
                 fault = server._next_fault()
                 with server.lock:
@@ -258,37 +349,44 @@ class FakeOpenAIServer:
                     return
                 if fault == "slow":
                     time.sleep(server.slow_seconds)
-                content = server._content(body)
-                finish = "stop"
-                if fault == "garbage":
-                    content = "I think the answer is probably yes, but it depends on many things."
-                elif fault == "truncated":
-                    content = content[: max(1, len(content) // 2)]
-                    finish = "length"
-                elif fault == "violation":
-                    content = json.dumps({"unexpected": [1, 2, 3]})
-                message: dict[str, Any] = {"role": "assistant", "content": content}
-                choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish}
-                if body.get("logprobs") and server.logprobs:
-                    top_n = int(body.get("top_logprobs") or 1)
-                    toks = content[:8] or " "
-                    choice["logprobs"] = {"content": [
-                        {"token": ch, "logprob": -0.1, "bytes": None,
-                         "top_logprobs": [{"token": ch, "logprob": -0.1, "bytes": None}]
-                         + [{"token": f"alt{i}", "logprob": -3.0 - i, "bytes": None} for i in range(top_n - 1)]}
-                        for ch in toks]}
+                choices: list[dict[str, Any]] = []
+                completion_tokens = 0
+                for j, one in enumerate(server.choice_bodies(body)):
+                    content = server._content(one)
+                    finish = "stop"
+                    if fault == "garbage":
+                        content = "I think the answer is probably yes, but it depends on many things."
+                    elif fault == "truncated":
+                        content = content[: max(1, len(content) // 2)]
+                        finish = "length"
+                    elif fault == "violation":
+                        content = json.dumps({"unexpected": [1, 2, 3]})
+                    message: dict[str, Any] = {"role": "assistant", "content": content}
+                    choice: dict[str, Any] = {"index": j, "message": message, "finish_reason": finish}
+                    if body.get("logprobs") and server.logprobs:
+                        top_n = int(body.get("top_logprobs") or 1)
+                        toks = content[:8] or " "
+                        choice["logprobs"] = {"content": [
+                            {"token": ch, "logprob": -0.1, "bytes": None,
+                             "top_logprobs": [{"token": ch, "logprob": -0.1, "bytes": None}]
+                             + [{"token": f"alt{i}", "logprob": -3.0 - i, "bytes": None} for i in range(top_n - 1)]}
+                            for ch in toks]}
+                    choices.append(choice)
+                    completion_tokens += max(1, len(content) // 4)
+                with server.lock:
+                    server.choices_sent += len(choices)
                 prompt_tokens = sum(len(str(m.get("content", ""))) for m in body.get("messages", [])) // 4
                 with server.lock:
                     server.prompt_tokens_served += prompt_tokens
-                    server.completion_tokens_served += max(1, len(content) // 4)
+                    server.completion_tokens_served += completion_tokens
                 response = {
                     "id": f"chatcmpl-{len(server.requests)}",
                     "object": "chat.completion",
                     "created": int(time.time()),
                     "model": body.get("model", server.model),
-                    "choices": [choice],
-                    "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": max(1, len(content) // 4),
-                              "total_tokens": prompt_tokens + max(1, len(content) // 4)},
+                    "choices": choices,
+                    "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                              "total_tokens": prompt_tokens + completion_tokens},
                 }
                 self._send(200, json.dumps(response).encode())
 
@@ -302,11 +400,15 @@ def main() -> None:
     parser.add_argument("--model", default="fake-model")
     parser.add_argument("--rate", action="append", default=[], help="fault=rate, e.g. 500=0.2")
     parser.add_argument("--deterministic", action="store_true", help="answer depends only on the request")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds every request takes")
+    parser.add_argument("--ignore-n", action="store_true", help="answer one choice whatever n asks (llama.cpp)")
     args = parser.parse_args()
     rates = {k: float(v) for k, v in (item.split("=", 1) for item in args.rate)}
     with FakeOpenAIServer(port=args.port, seed=args.seed, model=args.model, fault_rates=rates,
-                          deterministic=args.deterministic) as server:
-        print(f"serving {server.base_url} (faults {rates or 'none'}); Ctrl-C to stop", flush=True)
+                          deterministic=args.deterministic, latency=args.latency,
+                          honour_n=not args.ignore_n) as server:
+        print(f"serving {server.base_url} (latency {args.latency}s, faults {rates or 'none'}); Ctrl-C to stop",
+              flush=True)
         try:
             while True:
                 time.sleep(3600)

@@ -148,7 +148,8 @@ def test_infer_json_against_a_server(runner, server, tmp_path, space_file):
         for lat in obj["latents"]:
             assert 0.0 <= lat["p_given_o1"] <= 1.0 and 0.0 <= lat["p_given_o2"] <= 1.0
         stages = {c["stage"]: c for c in obj["cost"]}
-        assert stages["mapping.select"]["llm_calls"] == 3
+        # R = 3 selections: three samples, in one request (the test server honours n).
+        assert (stages["mapping.select"]["llm_calls"], stages["mapping.select"]["samples"]) == (1, 3)
         assert set(stages) <= KNOWN_STAGES
     assert known >= 1, "with a vote threshold of 1, some condition should map a factor"
     # Every request the server saw is accounted for in some condition's cost.
@@ -374,6 +375,7 @@ def test_infer_with_a_stored_space_never_imports_umap(tmp_path, space_file):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANCHOR_")}
     env["HF_HUB_OFFLINE"] = "1"
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env["ANCHOR_COMPUTE"] = "threads"  # MiniLM in this process, where sys.modules shows it
     proc = subprocess.run([sys.executable, "-c", snippet], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -383,5 +385,5 @@ def test_infer_with_a_stored_space_never_imports_umap(tmp_path, space_file):
     # It really ran the infer path: the condition was embedded, mapped and answered.
     (result,) = lines[:-1]
     assert result["condition"] == CONDITIONS[0]
-    assert report["requests"] >= 3 and report["minilm_loaded"]
+    assert report["requests"] >= 1 and report["minilm_loaded"]
     assert report["umap"] == [], f"anchor infer imported {report['umap']}"

@@ -2,6 +2,13 @@
 
 Vectors are L2-normalised float32 rows, cached by text in memory and (optionally) in SQLite,
 so a text is encoded once per machine. The model itself loads lazily, on the first cache miss.
+
+The model runs on one dedicated thread (``embedding_thread()``) with one intra-op thread, and
+texts are encoded in groups of equal token length, so no text is padded. Together these make a
+text's vector independent of whatever else is encoded with it: batching requests from several
+scenarios into one call (``anchor.offload``) gives bit-for-bit the vectors of separate calls. A
+single thread is also the faster choice for the short batches anchor sends: on a busy two-core
+machine a two-thread team spent most of each call waiting for its second thread.
 """
 
 from __future__ import annotations
@@ -11,7 +18,8 @@ import importlib.util
 import os
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -23,6 +31,60 @@ MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
 _MODELS: dict[str, object] = {}
 _MODELS_LOCK = threading.Lock()
+_EMBED_THREAD_NAME = "anchor-embed"
+_EXECUTOR: ThreadPoolExecutor | None = None
+_EXECUTOR_LOCK = threading.Lock()
+
+
+def _one_intra_op_thread() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def embedding_thread() -> ThreadPoolExecutor:
+    """The one thread that runs the embedding model (created on first use)."""
+    global _EXECUTOR
+    with _EXECUTOR_LOCK:
+        if _EXECUTOR is None:
+            _EXECUTOR = ThreadPoolExecutor(1, thread_name_prefix=_EMBED_THREAD_NAME,
+                                           initializer=_one_intra_op_thread)
+        return _EXECUTOR
+
+
+def on_embedding_thread() -> bool:
+    return threading.current_thread().name.startswith(_EMBED_THREAD_NAME)
+
+
+#: Fewest token rows a model call gets. With fewer (a lone one- or two-word text), the matrix
+#: products take another code path whose rounding differs in the last bit from the one used for
+#: larger inputs; such calls are filled up with copies of their texts instead.
+_MIN_ROWS = 16
+
+
+def _unpadded(model: object, texts: list[str], batch_size: int) -> np.ndarray:
+    """Encode ``texts`` in groups of equal token length (no padding), rows in input order.
+
+    Each text's vector is then the same bits whatever it is encoded with (on one intra-op thread).
+    """
+    tokenizer = model.tokenizer  # type: ignore[attr-defined]
+    limit = model.max_seq_length  # type: ignore[attr-defined]
+    ids = tokenizer(texts, truncation=True, max_length=limit)["input_ids"]
+    groups: dict[int, list[int]] = {}
+    for i, row in enumerate(ids):
+        groups.setdefault(len(row), []).append(i)
+    out = np.empty((len(texts), 0), dtype=np.float32)
+    for length, members in groups.items():
+        batch = [texts[i] for i in members]
+        copies = -(-_MIN_ROWS // (len(batch) * max(1, length)))
+        vectors = model.encode(  # type: ignore[attr-defined]
+            batch * copies, batch_size=batch_size, normalize_embeddings=True,
+            convert_to_numpy=True, show_progress_bar=False,
+        )[: len(batch)].astype(np.float32)
+        if out.shape[1] == 0:
+            out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+        out[members] = vectors
+    return out
 
 
 @runtime_checkable
@@ -76,6 +138,9 @@ class _VectorStore:
         self._conn = sqlite3.connect(path, timeout=60.0, check_same_thread=False, isolation_level=None)
         self._conn.execute("PRAGMA busy_timeout=60000")
         self._conn.execute("PRAGMA journal_mode=WAL")
+        # As in the response cache: in WAL mode a commit stays atomic without an fsync of its own
+        # (which cost milliseconds per batch of vectors on the embedding thread).
+        self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
 
     def get_many(self, keys: list[str]) -> dict[str, bytes]:
@@ -112,7 +177,8 @@ class MiniLMEmbedder:
         self._model_dir = Path(model_dir) if model_dir is not None else None
         self.batch_size = batch_size
         self._memory: dict[str, np.ndarray] = {}
-        self._store = _VectorStore(Path(cache_path)) if cache_path is not None else None
+        self.cache_path = Path(cache_path) if cache_path is not None else None
+        self._store = _VectorStore(self.cache_path) if self.cache_path is not None else None
         self.encoded_count = 0  # texts actually run through the model (cache misses)
 
     @property
@@ -127,6 +193,8 @@ class MiniLMEmbedder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, 384), dtype=np.float32)
+        if not on_embedding_thread():
+            return _on_thread(self.encode, texts)
         missing = [t for t in dict.fromkeys(texts) if t not in self._memory]
         if missing and self._store is not None:
             keys = {self._key(t): t for t in missing}
@@ -134,16 +202,17 @@ class MiniLMEmbedder:
                 self._memory[keys[key]] = np.frombuffer(blob, dtype="<f4").copy()
             missing = [t for t in missing if t not in self._memory]
         if missing:
-            vectors = self.model.encode(  # type: ignore[attr-defined]
-                missing, batch_size=self.batch_size, normalize_embeddings=True,
-                convert_to_numpy=True, show_progress_bar=False,
-            ).astype(np.float32)
+            vectors = _unpadded(self.model, missing, self.batch_size)
             self.encoded_count += len(missing)
             for text, vec in zip(missing, vectors, strict=True):
                 self._memory[text] = vec
             if self._store is not None:
                 self._store.put_many([(self._key(t), v.astype("<f4").tobytes()) for t, v in zip(missing, vectors, strict=True)])
         return np.stack([self._memory[t] for t in texts]).astype(np.float32)
+
+
+def _on_thread(fn: Callable[[list[str]], np.ndarray], texts: list[str]) -> np.ndarray:
+    return embedding_thread().submit(fn, texts).result()
 
 
 def cosine_similarity_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:

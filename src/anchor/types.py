@@ -191,6 +191,8 @@ class StageCost(_Model):
     stage: str
     llm_calls: int = Field(default=0, description="Requests that reached the backend, failed ones included.")
     failed_attempts: int = Field(default=0, description="Of those, how many failed (HTTP error, bad answer, ...).")
+    samples: int = Field(default=0, description="Answers the backend returned to those requests; more than the "
+                                                "requests when one request asked for several samples (n).")
     cache_hits: int = Field(default=0, description="Answers served from the cache (no request made).")
     prompt_tokens: int = 0
     completion_tokens: int = 0

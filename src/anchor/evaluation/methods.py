@@ -204,10 +204,14 @@ class AnchorMethod:
     """ANCHOR: a factor space per scenario (per run, or shared by the runs), then mapping and inference."""
 
     def __init__(self, ctx: MethodContext) -> None:
+        from anchor import offload
         from anchor.pipeline import Anchor, AnchorConfig
         from anchor.space.io import load_space, save_space
 
         config = ctx.anchor_config or AnchorConfig()
+        # Start loading MiniLM (in its helper process) now, not when the first condition or space
+        # needs it; a space build also starts UMAP's compilation, which loaded spaces never need.
+        offload.warm_up(ctx.embedder())
         self.per_run = ctx.config.spaces == "per-run"
         self.seed = ctx.config.seed + ctx.run if self.per_run else ctx.config.seed
         self.engine = Anchor(client=ctx.client, embedder=ctx.embedder(), config=config)

@@ -104,6 +104,8 @@ class TraceRecord(_Model):
 class CostSummary(_Model):
     llm_calls: int = Field(default=0, description="Requests that reached the backend, failed ones included.")
     failed_attempts: int = Field(default=0, description="Of those, how many failed (HTTP error, unusable answer).")
+    samples: int = Field(default=0, description="Answers the server returned to those requests; more than the "
+                                                "requests when a request carried several samples (n).")
     cache_hits: int = Field(default=0, description="Answers served from the response cache (no request).")
     prompt_tokens: int = 0
     completion_tokens: int = 0

@@ -103,6 +103,16 @@ class EvalError(AnchorError):
     """An evaluation that cannot start or go on (bad arguments, a directory holding another run)."""
 
 
+def instance_slots(concurrency: int) -> int:
+    """Instances evaluated at once when the client allows ``concurrency`` requests in flight.
+
+    An instance mostly waits on one request at a time (abduction rounds depend on each other), and
+    now and then computes instead (embedding, clustering), so it takes about two instances per
+    request slot to keep the server busy. More would only make every instance finish later.
+    """
+    return max(2, 2 * concurrency)
+
+
 def dataset_kind(name: str) -> Kind:
     if name == "common2sense-pairwise":
         return "pairwise"
@@ -350,7 +360,7 @@ class EvalRunner:
                     self._counts["failed"] += int(p.status == "failed")
             self._tick(force=True)
             methods = [self._method(r) for r in range(c.runs)]
-            limit = asyncio.Semaphore(max(1, min(self.settings.max_concurrency, self.client.backend.max_parallel * 2)))
+            limit = asyncio.Semaphore(instance_slots(self.client.concurrency))
 
             async def one(r: int, inst: Instance) -> None:
                 async with limit:
@@ -401,7 +411,7 @@ class EvalRunner:
         if not force and now - self._last_tick < 0.2:
             return
         self._last_tick = now
-        total = self.client.ledger.total() if self.client else StageCost(stage="total")
+        total = self.client.ledger.tally() if self.client else StageCost(stage="total")
         info: dict[str, object] = {"unknown": self._counts["unknown"], "failed": self._counts["failed"],
                                    "calls": total.llm_calls, "cached": total.cache_hits,
                                    "tokens": total.prompt_tokens + total.completion_tokens}
@@ -582,6 +592,7 @@ class EvalRunner:
             n = len(final)
             per_inst = CostSummary(
                 llm_calls=round(t.llm_calls / n), failed_attempts=round(t.failed_attempts / n),
+                samples=round(t.samples / n),
                 cache_hits=round(t.cache_hits / n), prompt_tokens=round(t.prompt_tokens / n),
                 completion_tokens=round(t.completion_tokens / n), request_seconds=round(t.request_seconds / n, 4),
                 wall_seconds=round(t.wall_seconds / n, 4))
@@ -675,7 +686,8 @@ class EvalRunner:
 
 
 def _summary(c: StageCost) -> CostSummary:
-    return CostSummary(llm_calls=c.llm_calls, failed_attempts=c.failed_attempts, cache_hits=c.cache_hits,
+    return CostSummary(llm_calls=c.llm_calls, failed_attempts=c.failed_attempts, samples=c.samples,
+                       cache_hits=c.cache_hits,
                        prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens,
                        request_seconds=round(c.llm_seconds, 4), wall_seconds=round(c.wall_seconds, 4))
 

@@ -7,7 +7,10 @@ paper's approximate Bayesian model averaging (BMA).
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Awaitable
+from typing import TypeVar
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -72,10 +75,23 @@ class InferenceEngine:
             return result
         scenario = self.space.scenario
 
-        if c.llm_parameters:
-            raw_phis = await elicit_phis(self.client, scenario, mapped, temperature=c.temperature)
-        else:
-            raw_phis = [label_prior_phi(f.label) for f in mapped]
+        async def factor_strengths() -> list[float]:
+            if c.llm_parameters:
+                return await elicit_phis(self.client, scenario, mapped, temperature=c.temperature)
+            return [label_prior_phi(f.label) for f in mapped]
+
+        async def latent_layer() -> tuple[LatentGrouping, list[tuple[float, float]]] | None:
+            if not c.use_cbn:
+                return None
+            grouping = await discover_latents(self.client, scenario, mapped, max_latents=c.max_latents)
+            if c.llm_parameters:
+                return grouping, await elicit_latent_params(self.client, scenario, grouping, mapped,
+                                                            temperature=c.temperature)
+            return grouping, frequency_latent_params(grouping, mapped, smoothing=c.smoothing)
+
+        # The factor strengths and the latent layer are asked for independently of each other;
+        # asking at the same time makes the chain of dependent requests per condition shorter.
+        raw_phis, layer = await _both(factor_strengths(), latent_layer())
         phis = [clip_probability(p, c.eps) for p in raw_phis]
         result.factors = [
             FactorEvidence(factor_id=f.id, text=f.text, theme=self.space.theme_of(f.id), label=f.label, phi=phi,
@@ -90,13 +106,8 @@ class InferenceEngine:
         nb_seconds = time.perf_counter() - t0
 
         cbn_seconds = 0.0
-        if c.use_cbn:
-            grouping: LatentGrouping = await discover_latents(self.client, scenario, mapped, max_latents=c.max_latents)
-            if c.llm_parameters:
-                raw_params = await elicit_latent_params(self.client, scenario, grouping, mapped,
-                                                        temperature=c.temperature)
-            else:
-                raw_params = frequency_latent_params(grouping, mapped, smoothing=c.smoothing)
+        if layer is not None:
+            grouping, raw_params = layer
             latents = build_latents(grouping, mapped, raw_params, c.eps)
             result.latents = latents
             result.latent_repairs = grouping.repairs
@@ -130,3 +141,20 @@ class InferenceEngine:
             result.unknown_reason = f"max posterior {max(p1, 1 - p1):.3f} is below tau={c.tau}"
             result.p_outcome1 = result.p_outcome2 = None
         return result
+
+
+A = TypeVar("A")
+B = TypeVar("B")
+
+
+async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+    """Await two coroutines concurrently; if one fails, cancel the other and raise that failure
+    as is (not wrapped in an ExceptionGroup, so callers' ``except`` clauses still match)."""
+    tasks = (asyncio.ensure_future(first), asyncio.ensure_future(second))
+    try:
+        a, b = await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        raise
+    return a, b

@@ -1,4 +1,11 @@
-"""The backend protocol: one raw chat completion, no retries, no caching, no parsing."""
+"""The backend protocol: one raw chat completion, no retries, no caching, no parsing.
+
+A backend may also offer ``complete_choices`` (``SamplingBackend``): several answers to one
+request (the OpenAI API's ``n``), for self-consistency samples of one prompt. Servers differ: vLLM
+and OpenAI honour ``n``, llama.cpp's server answers once whatever ``n`` says, some hosted APIs
+refuse it. A backend finds out on its first such request and says so in ``honours_n``; the
+client then stops asking and sends separate requests.
+"""
 
 from __future__ import annotations
 
@@ -55,3 +62,38 @@ class Backend(Protocol):
     def supports_logprobs(self) -> bool: ...
 
     async def aclose(self) -> None: ...
+
+
+class MultiCompletion(BaseModel):
+    """The answers to one request for several samples, and the request's token counts."""
+
+    choices: list[RawCompletion]
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    format_fallbacks: int = Field(default=0, description="Extra requests spent finding a response format the "
+                                                         "server accepts (as on RawCompletion).")
+    n_refused: int = Field(default=0, description="Requests for several answers the server refused (HTTP 400) "
+                                                  "before the same request was sent for one.")
+
+
+@runtime_checkable
+class SamplingBackend(Protocol):
+    """A backend that can return several sampled answers to one request."""
+
+    honours_n: bool | None
+    """None until a request for several answers has been made; then whether the backend gave
+    as many as were asked for."""
+
+    async def complete_choices(
+        self,
+        messages: list[Message],
+        *,
+        n: int,
+        json_schema: dict[str, Any] | None,
+        schema_name: str,
+        temperature: float,
+        max_tokens: int,
+        seed: int | None,
+    ) -> MultiCompletion:
+        """Up to ``n`` answers (fewer when the server ignores ``n``), in the server's order."""
+        ...

@@ -4,6 +4,14 @@ It adds what a raw backend lacks: bounded concurrency, retries with exponential 
 jitter on transient failures (honouring ``Retry-After``), schema validation with re-asking on
 malformed, truncated or schema-violating answers, a persistent response cache and a cost
 ledger that records every attempt.
+
+Self-consistency samples of one prompt (``ask_samples``) go out as one request for ``n`` answers
+when the backend honours ``n``, and as separate requests otherwise. Either way each sample is
+cached under its own sample index, and the seed sent for sample ``i`` is ``base + i`` (``base``
+derived from the client's seed), which is also how vLLM seeds the ``n`` answers of a request
+seeded ``base + first``: a server that is deterministic per seed gives the same answers both ways.
+An answer that is unusable (off-schema, truncated) or missing (a server that ignored ``n``) is
+asked for again on its own, exactly as it would have been without ``n``.
 """
 
 from __future__ import annotations
@@ -13,13 +21,13 @@ import hashlib
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from anchor.llm.base import Backend, Message, RawCompletion, TokenLogprob
+from anchor.llm.base import Backend, Message, MultiCompletion, RawCompletion, SamplingBackend, TokenLogprob
 from anchor.llm.cache import CachedResponse, ResponseCache, cache_key
 from anchor.llm.errors import (
     FatalBackendError,
@@ -66,10 +74,13 @@ class LLMClient:
         backoff_max: float = 30.0,
         retry_after_max: float = 120.0,
         max_concurrency: int | None = None,
+        samples_per_request: int = 16,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if parse_retries < 0 or transport_retries < 0:
             raise ValueError("retry counts must be >= 0")
+        if samples_per_request < 1:
+            raise ValueError("samples_per_request must be >= 1")
         self.backend = backend
         self.cache = cache
         self.ledger = ledger if ledger is not None else CostLedger()
@@ -79,6 +90,7 @@ class LLMClient:
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.retry_after_max = retry_after_max
+        self.samples_per_request = samples_per_request
         limit = backend.max_parallel if max_concurrency is None else min(max_concurrency, backend.max_parallel)
         self._limit = max(1, limit)
         self._semaphores: dict[int, asyncio.Semaphore] = {}
@@ -87,6 +99,11 @@ class LLMClient:
         self._ready = False
 
     # ------------------------------------------------------------------ identity
+
+    @property
+    def concurrency(self) -> int:
+        """Most requests this client has in flight at once."""
+        return self._limit
 
     @property
     def identity(self) -> LLMIdentity:
@@ -113,6 +130,7 @@ class LLMClient:
             backoff_base=self.backoff_base,
             backoff_max=self.backoff_max,
             retry_after_max=self.retry_after_max,
+            samples_per_request=self.samples_per_request,
             sleep=self._sleep,
         )
         clone._limit = self._limit
@@ -163,6 +181,40 @@ class LLMClient:
         )
         assert answer.parsed is not None
         return answer.parsed
+
+    async def ask_samples(
+        self,
+        prompt: PromptSpec[T],
+        *,
+        samples: int,
+        first_sample: int = 0,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        check: Check | None = None,
+        schema: type[T] | None = None,
+        **values: Any,
+    ) -> list[T]:
+        """``samples`` independent answers to one prompt (sample indices ``first_sample`` onwards),
+        in sample order; as many requests as the backend needs (one when it honours ``n``)."""
+        schema = schema or prompt.schema
+        if schema is None:
+            raise TypeError(f"prompt '{prompt.stage}' has a request-dependent schema; pass schema=")
+        if samples < 1:
+            raise ValueError("samples must be >= 1")
+        answers = await self.complete_samples(
+            prompt.stage,
+            prompt.render(**values),
+            schema=schema,
+            temperature=prompt.temperature if temperature is None else temperature,
+            max_tokens=max_tokens or prompt.max_tokens,
+            sample_indices=range(first_sample, first_sample + samples),
+            check=check,
+        )
+        out: list[T] = []
+        for answer in answers:
+            assert answer.parsed is not None
+            out.append(answer.parsed)
+        return out
 
     async def complete(
         self,
@@ -223,16 +275,173 @@ class LLMClient:
         finally:
             inflight.pop(key, None)
 
+    async def complete_samples(
+        self,
+        stage: str,
+        messages: list[Message],
+        *,
+        schema: type[T],
+        temperature: float = 0.0,
+        max_tokens: int = 512,
+        sample_indices: Sequence[int],
+        check: Check | None = None,
+    ) -> list[Answer[T]]:
+        """One answer per sample index, each cached, retried and validated on its own; the
+        uncached ones fetched together when the backend can return several answers per request."""
+        await self.ensure_ready()
+        indices = list(dict.fromkeys(sample_indices))
+        json_schema = inline_schema(schema)
+        params = {"temperature": temperature, "max_tokens": max_tokens, "seed": self.seed, "top_logprobs": None}
+        keys = {i: cache_key(backend=self.backend.name, model=self.backend.model, messages=messages,
+                             schema=json_schema, params=params, sample_index=i) for i in indices}
+        done: dict[int, Answer[T]] = {}
+        if self.cache is not None:
+            for i in indices:
+                hit = self.cache.get(keys[i])
+                if hit is None:
+                    continue
+                parsed, problem = self._validate(hit.text, schema, check)
+                if problem is None:
+                    self.ledger.record(CallRecord(stage=stage, outcome="cache_hit"))
+                    done[i] = Answer(parsed=parsed, text=hit.text, cached=True, prompt_tokens=hit.prompt_tokens,
+                                     completion_tokens=hit.completion_tokens)
+        inflight = self._inflight()
+        shared = {i: inflight[keys[i]] for i in indices if i not in done and keys[i] in inflight}
+        own = [i for i in indices if i not in done and i not in shared]
+        futures: dict[int, asyncio.Future[Answer[Any]]] = {}
+        for i in own:
+            futures[i] = inflight[keys[i]] = asyncio.get_running_loop().create_future()
+        try:
+            if own:
+                fetched = await self._fetch_samples(stage, messages, own, keys, json_schema, schema, temperature,
+                                                    max_tokens, check)
+                first_error: BaseException | None = None
+                for i in own:
+                    result = fetched[i]
+                    if isinstance(result, BaseException):
+                        futures[i].set_exception(result)
+                        futures[i].exception()  # retrieved here; waiters re-raise it
+                        first_error = first_error or result
+                    else:
+                        futures[i].set_result(result)
+                        done[i] = result
+                if first_error is not None:
+                    raise first_error
+        except BaseException as exc:
+            for future in futures.values():
+                if not future.done():
+                    future.set_exception(exc)
+                    future.exception()
+            raise
+        finally:
+            for i in own:
+                inflight.pop(keys[i], None)
+        for i, pending in shared.items():
+            answer = await asyncio.shield(pending)
+            self.ledger.record(CallRecord(stage=stage, outcome="cache_hit", detail="shared with an identical request"))
+            done[i] = Answer(parsed=answer.parsed, text=answer.text, cached=True, prompt_tokens=answer.prompt_tokens,
+                             completion_tokens=answer.completion_tokens)
+        return [done[i] for i in indices]
+
+    def _batches_samples(self) -> bool:
+        return (self.samples_per_request > 1 and isinstance(self.backend, SamplingBackend)
+                and self.backend.honours_n is not False)
+
+    async def _fetch_samples(
+        self, stage: str, messages: list[Message], indices: list[int], keys: dict[int, str],
+        json_schema: dict[str, Any], schema: type[T], temperature: float, max_tokens: int, check: Check | None,
+    ) -> dict[int, Answer[T] | BaseException]:
+        """Answers for uncached sample indices: contiguous runs of them share a request."""
+        if len(indices) == 1 or not self._batches_samples():
+            results = await asyncio.gather(*(
+                self._ask_backend(stage, messages, keys[i], json_schema, schema, temperature, max_tokens, i, check,
+                                  None) for i in indices), return_exceptions=True)
+            return dict(zip(indices, results, strict=True))
+        runs: list[list[int]] = []
+        for i in sorted(indices):
+            if runs and runs[-1][-1] == i - 1 and len(runs[-1]) < self.samples_per_request:
+                runs[-1].append(i)
+            else:
+                runs.append([i])
+        out: dict[int, Answer[T] | BaseException] = {}
+        for part in await asyncio.gather(*(
+                self._fetch_run(stage, messages, run, keys, json_schema, schema, temperature, max_tokens, check)
+                for run in runs), return_exceptions=True):
+            if isinstance(part, BaseException):
+                raise part
+            out.update(part)
+        return out
+
+    async def _fetch_run(
+        self, stage: str, messages: list[Message], run: list[int], keys: dict[int, str],
+        json_schema: dict[str, Any], schema: type[T], temperature: float, max_tokens: int, check: Check | None,
+    ) -> dict[int, Answer[T] | BaseException]:
+        """Samples ``run`` (consecutive indices) from one request for ``len(run)`` answers, then
+        each unusable or missing answer asked for again on its own."""
+        if len(run) == 1 or not self._batches_samples():
+            results = await asyncio.gather(*(
+                self._ask_backend(stage, messages, keys[i], json_schema, schema, temperature, max_tokens, i, check,
+                                  None) for i in run), return_exceptions=True)
+            return dict(zip(run, results, strict=True))
+        timed = await self._send_choices(stage, messages, n=len(run), json_schema=json_schema,
+                                         schema_name=schema.__name__, temperature=temperature,
+                                         max_tokens=max_tokens, seed=self._derive_seed(run[0], 0))
+        multi = timed.completion
+        out: dict[int, Answer[T] | BaseException] = {}
+        # Sample index -> (attempt to go on from, token budget, last answer, why it was unusable).
+        again: dict[int, tuple[int, int, str, str]] = {}
+        problems: list[str] = []
+        truncated = 0
+        for j, i in enumerate(run):
+            if j >= len(multi.choices):
+                again[i] = (0, max_tokens, "", "")  # never answered: ask as if n had not been used
+                continue
+            choice = multi.choices[j]
+            if choice.finish_reason == "length":
+                truncated += 1
+                reason = f"answer truncated at max_tokens={max_tokens}"
+                problems.append(f"answer {j + 1}: {reason}")
+                again[i] = (1, min(max_tokens * 4, int(max_tokens * 1.5) + 16), choice.text, reason)
+                continue
+            parsed, problem = self._validate(choice.text, schema, check)
+            if problem is not None:
+                problems.append(f"answer {j + 1}: {problem}")
+                again[i] = (1, max_tokens, choice.text, problem)
+                continue
+            if self.cache is not None:
+                self.cache.put(keys[i], stage, CachedResponse(
+                    text=choice.text, prompt_tokens=choice.prompt_tokens, completion_tokens=choice.completion_tokens))
+            out[i] = Answer(parsed=parsed, text=choice.text, cached=False, prompt_tokens=choice.prompt_tokens,
+                            completion_tokens=choice.completion_tokens)
+        usable = len(out)
+        outcome = "ok" if usable else "truncated" if truncated == len(multi.choices) else "invalid_output"
+        detail = "; ".join(problems)
+        if len(multi.choices) < len(run):
+            detail = f"{len(multi.choices)} of {len(run)} answers returned" + (f"; {detail}" if detail else "")
+        self.ledger.record(CallRecord(
+            stage=stage, outcome=outcome, samples=len(multi.choices),  # type: ignore[arg-type]
+            prompt_tokens=multi.prompt_tokens, completion_tokens=multi.completion_tokens, seconds=timed.seconds,
+            started=timed.started, detail=scrub(detail)[:300], request_id=timed.request_id))
+        if again:
+            results = await asyncio.gather(*(
+                self._ask_backend(stage, messages, keys[i], json_schema, schema, temperature, max_tokens, i, check,
+                                  None, first_attempt=attempt, budget=budget, last=(text, reason))
+                for i, (attempt, budget, text, reason) in again.items()), return_exceptions=True)
+            out.update(zip(again, results, strict=True))
+        return out
+
     async def _ask_backend(
         self, stage: str, messages: list[Message], key: str, json_schema: dict[str, Any] | None,
         schema: type[T] | None, temperature: float, max_tokens: int, sample_index: int, check: Check | None,
-        top_logprobs: int | None,
+        top_logprobs: int | None, *, first_attempt: int = 0, budget: int | None = None,
+        last: tuple[str, str] = ("", ""),
     ) -> Answer[T]:
-        budget = max_tokens
-        last_text = ""
-        last_reason = ""
+        """Attempts ``first_attempt`` onwards at one sample (earlier ones were made elsewhere: a
+        shared request whose answer for this sample was ``last``)."""
+        budget = max_tokens if budget is None else budget
+        last_text, last_reason = last
         attempts = self.parse_retries + 1
-        for attempt in range(attempts):
+        for attempt in range(first_attempt, attempts):
             # Re-asking at temperature 0 tends to reproduce the same broken answer; warm up a little.
             temp = temperature if attempt == 0 else max(temperature, min(1.0, 0.3 + 0.1 * attempt))
             raw = await self._send(
@@ -294,12 +503,18 @@ class LLMClient:
         return table
 
     def _derive_seed(self, sample_index: int, attempt: int) -> int:
+        """The seed sent for one attempt at one sample. First attempts are consecutive (``base +
+        sample_index``), as vLLM seeds the answers of one ``n`` request; re-asks are scattered."""
+        if attempt == 0:
+            digest = hashlib.sha256(f"{self.seed}".encode()).digest()
+            base = int.from_bytes(digest[:4], "big") & 0x3FFFFFFF  # leaves room for base + index < 2**31
+            return (base + sample_index) & 0x7FFFFFFF
         digest = hashlib.sha256(f"{self.seed}:{sample_index}:{attempt}".encode()).digest()
         return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
     def _record(self, stage: str, outcome: str, raw: _Timed, detail: str) -> None:
         self.ledger.record(CallRecord(
-            stage=stage, outcome=outcome,  # type: ignore[arg-type]
+            stage=stage, outcome=outcome, samples=1,  # type: ignore[arg-type]
             prompt_tokens=raw.completion.prompt_tokens, completion_tokens=raw.completion.completion_tokens,
             seconds=raw.seconds, started=raw.started, detail=scrub(detail)[:300], request_id=raw.request_id))
 
@@ -310,6 +525,17 @@ class LLMClient:
         return random.uniform(cap / 2, cap)  # "equal jitter": never zero, never synchronised
 
     async def _send(self, stage: str, messages: list[Message], **kwargs: Any) -> _Timed:
+        return await self._transmit(stage, lambda: self.backend.complete(messages, **kwargs))
+
+    async def _send_choices(self, stage: str, messages: list[Message], **kwargs: Any) -> _TimedMulti:
+        backend = self.backend
+        assert isinstance(backend, SamplingBackend)
+        timed = await self._transmit(stage, lambda: backend.complete_choices(messages, **kwargs))
+        return _TimedMulti(timed.completion, timed.seconds, timed.started,  # type: ignore[arg-type]
+                           timed.request_id)
+
+    async def _transmit(self, stage: str, call: Callable[[], Awaitable[Any]]) -> _Timed:
+        """One request (``call``) under the concurrency limit, retried on transient failures."""
         last_error = ""
         for retry in range(self.transport_retries + 1):
             started = time.perf_counter()
@@ -321,8 +547,10 @@ class LLMClient:
                     # Announced before it is sent: a process killed while waiting still counts the
                     # request the server received (see ledger.collapse_sent).
                     self.ledger.announce(CallRecord(stage=stage, outcome="sent", started=wall, request_id=request_id))
-                    completion = await self.backend.complete(messages, **kwargs)
-                self._record_fallbacks(stage, completion.format_fallbacks, wall)
+                    completion = await call()
+                self._record_fallbacks(stage, getattr(completion, "format_fallbacks", 0), wall)
+                self._record_fallbacks(stage, getattr(completion, "n_refused", 0), wall,
+                                       "the server refused a request for several answers (n); asked for one")
                 return _Timed(completion, time.perf_counter() - started, wall, request_id)
             except TransientBackendError as exc:
                 self._record_fallbacks(stage, getattr(exc, "format_fallbacks", 0), wall)
@@ -343,12 +571,13 @@ class LLMClient:
             f"last error: {last_error}"
         )
 
-    def _record_fallbacks(self, stage: str, n: int, wall: float) -> None:
-        """Requests the backend spent finding a structured-output format the server accepts."""
+    def _record_fallbacks(self, stage: str, n: int, wall: float,
+                          detail: str = "the server refused the response_format; asked again in a simpler format",
+                          ) -> None:
+        """Requests the backend spent finding a request shape the server accepts (a structured-output
+        format, or one answer instead of several): the server received them, so they are counted."""
         for _ in range(n):
-            self.ledger.record(CallRecord(stage=stage, outcome="format_rejected", started=wall,
-                                          detail="the server refused the response_format; asked again in "
-                                                 "a simpler format"))
+            self.ledger.record(CallRecord(stage=stage, outcome="format_rejected", started=wall, detail=detail))
 
 
 def run_sync(coro: Awaitable[T], client: LLMClient) -> T:
@@ -382,6 +611,14 @@ def run_sync(coro: Awaitable[T], client: LLMClient) -> T:
 @dataclass
 class _Timed:
     completion: RawCompletion
+    seconds: float
+    started: float = 0.0
+    request_id: str = ""
+
+
+@dataclass
+class _TimedMulti:
+    completion: MultiCompletion
     seconds: float
     started: float = 0.0
     request_id: str = ""

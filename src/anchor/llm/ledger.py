@@ -26,6 +26,9 @@ Outcome = Literal["sent", "ok", "cache_hit", "transient_error", "invalid_output"
 class CallRecord(BaseModel):
     stage: str
     outcome: Outcome
+    samples: int | None = None
+    """Answers the backend returned to this request (``n`` > 1 asks for several); None in records
+    written before this field existed, read as 1 for a request that got an answer, else 0."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
@@ -41,6 +44,13 @@ class CallRecord(BaseModel):
     def reached_backend(self) -> bool:
         return self.outcome != "cache_hit"
 
+    @property
+    def sample_count(self) -> int:
+        """Answers this request brought back (0 for cache hits and failed transmissions)."""
+        if self.outcome in ("cache_hit", "transient_error", "fatal_error"):
+            return 0
+        return 1 if self.samples is None else self.samples
+
 
 _active_scopes: contextvars.ContextVar[tuple[tuple[list[CallRecord], str], ...]] = contextvars.ContextVar(
     "anchor_ledger_scopes", default=()
@@ -54,6 +64,7 @@ class CostLedger:
         self._records: list[CallRecord] = []
         self._lock = threading.Lock()
         self._subscribers: list[Subscriber] = []
+        self._tally = StageCost(stage="total")
 
     def record(self, record: CallRecord) -> None:
         scopes = _active_scopes.get()
@@ -62,6 +73,7 @@ class CostLedger:
             record.scope = labels[-1]
         with self._lock:
             self._records.append(record)
+            _add(self._tally, record)
             for bucket, _ in scopes:
                 bucket.append(record)
             subscribers = list(self._subscribers)
@@ -110,6 +122,12 @@ class CostLedger:
 
     def total(self) -> StageCost:
         return total(self.records)
+
+    def tally(self) -> StageCost:
+        """Running totals of every record so far, without ``wall_seconds``: O(1), for progress
+        displays that would otherwise re-add the whole ledger on every update."""
+        with self._lock:
+            return self._tally.model_copy()
 
 
 def detached_context() -> contextvars.Context:
@@ -185,6 +203,7 @@ def merge_costs(costs: Iterable[StageCost], label: str | None = None) -> list[St
         acc = out.setdefault(key, StageCost(stage=key))
         acc.llm_calls += c.llm_calls
         acc.failed_attempts += c.failed_attempts
+        acc.samples += c.samples
         acc.cache_hits += c.cache_hits
         acc.prompt_tokens += c.prompt_tokens
         acc.completion_tokens += c.completion_tokens
@@ -198,6 +217,7 @@ def _add(cost: StageCost, rec: CallRecord) -> None:
         cost.cache_hits += 1
         return
     cost.llm_calls += 1
+    cost.samples += rec.sample_count
     if rec.outcome != "ok":
         cost.failed_attempts += 1
     cost.prompt_tokens += rec.prompt_tokens

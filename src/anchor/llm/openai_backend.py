@@ -14,7 +14,7 @@ from typing import Any
 
 import openai
 
-from anchor.llm.base import Message, RawCompletion, TokenLogprob
+from anchor.llm.base import Message, MultiCompletion, RawCompletion, TokenLogprob
 from anchor.llm.errors import (
     BackendError,
     ConfigurationError,
@@ -79,6 +79,8 @@ class OpenAICompatibleBackend:
         register(api_key)
         self._timeout = timeout
         self.format_mode = FORMAT_MODES[0]
+        # Does the server answer n > 1 with n choices? Learnt from the first such request.
+        self.honours_n: bool | None = None
         self._clients: dict[int, openai.AsyncOpenAI] = {}
 
     @property
@@ -141,13 +143,72 @@ class OpenAICompatibleBackend:
         seed: int | None,
         top_logprobs: int | None,
     ) -> RawCompletion:
+        response, fallbacks = await self._create(messages, json_schema, schema_name, temperature, max_tokens, seed,
+                                                 top_logprobs)
+        one = self._choices(response, messages, top_logprobs).choices[0]
+        return one.model_copy(update={"format_fallbacks": fallbacks}) if fallbacks else one
+
+    async def complete_choices(
+        self,
+        messages: list[Message],
+        *,
+        n: int,
+        json_schema: dict[str, Any] | None,
+        schema_name: str,
+        temperature: float,
+        max_tokens: int,
+        seed: int | None,
+    ) -> MultiCompletion:
+        """Ask for ``n`` answers in one request; fewer come back from a server that ignores ``n``."""
+        if n < 1:
+            raise ValueError("n must be >= 1")
+        if n == 1 or self.honours_n is False:
+            one = await self.complete(messages, json_schema=json_schema, schema_name=schema_name,
+                                      temperature=temperature, max_tokens=max_tokens, seed=seed, top_logprobs=None)
+            return MultiCompletion(choices=[one], prompt_tokens=one.prompt_tokens,
+                                   completion_tokens=one.completion_tokens, format_fallbacks=one.format_fallbacks)
+        try:
+            response, fallbacks = await self._create(messages, json_schema, schema_name, temperature, max_tokens,
+                                                     seed, None, n=n)
+        except RequestRejected as exc:
+            if self.honours_n:
+                raise
+            # Some APIs refuse n > 1 outright (HTTP 400). If the same request without it goes
+            # through, that was the reason: stop asking for several answers.
+            one = await self.complete(messages, json_schema=json_schema, schema_name=schema_name,
+                                      temperature=temperature, max_tokens=max_tokens, seed=seed, top_logprobs=None)
+            self._learn_n(False, "refused")
+            return MultiCompletion(choices=[one], prompt_tokens=one.prompt_tokens,
+                                   completion_tokens=one.completion_tokens, n_refused=1,
+                                   format_fallbacks=getattr(exc, "format_fallbacks", 0) + one.format_fallbacks)
+        result = self._choices(response, messages, None)
+        self._learn_n(len(result.choices) >= n, f"answered {len(result.choices)} of {n}")
+        return MultiCompletion(choices=result.choices[:n], prompt_tokens=result.prompt_tokens,
+                               completion_tokens=result.completion_tokens, format_fallbacks=fallbacks)
+
+    def _learn_n(self, honoured: bool, how: str) -> None:
+        if self.honours_n is None and not honoured:
+            log.warning("%s does not honour n (%s); asking for self-consistency samples one request at a time",
+                        self.base_url, how)
+        if self.honours_n is None or not honoured:
+            self.honours_n = honoured
+
+    async def _create(self, messages: list[Message], json_schema: dict[str, Any] | None, schema_name: str,
+                      temperature: float, max_tokens: int, seed: int | None, top_logprobs: int | None,
+                      n: int = 1) -> tuple[Any, int]:
+        """The SDK response, and how many requests were refused for their response format first."""
         fallbacks = 0
         while True:
             mode = self.format_mode
             kwargs = self._request(messages, json_schema, schema_name, temperature, max_tokens, seed, top_logprobs)
+            if n > 1:
+                kwargs["n"] = n
+            if "response_format" in kwargs:
+                # Sent as is: the SDK would otherwise walk the whole JSON schema on every request
+                # to "transform" it into what it already is (2-3 ms of event-loop time each).
+                kwargs["extra_body"] = {"response_format": kwargs.pop("response_format")}
             try:
-                response = await self._client.chat.completions.create(**kwargs)
-                break
+                return await self._client.chat.completions.create(**kwargs), fallbacks
             except openai.APIStatusError as exc:
                 if json_schema is not None and self._rejects_format(exc) and self._downgrade_format(mode):
                     fallbacks += 1
@@ -168,14 +229,20 @@ class OpenAICompatibleBackend:
                 raise TransientBackendError(f"server sent an undecodable response: {exc}",
                                             kind="bad_response") from exc
 
+    @staticmethod
+    def _choices(response: Any, messages: list[Message], top_logprobs: int | None) -> MultiCompletion:
+        """Every answer in ``response`` (in index order), with the request's token counts."""
         choices = getattr(response, "choices", None)
         if not choices:
             raise TransientBackendError("server response has no choices", kind="bad_response")
-        choice = choices[0]
-        message = getattr(choice, "message", None)
-        text = getattr(message, "content", None) if message is not None else None
-        if not isinstance(text, str):
-            raise TransientBackendError("server response has no message content", kind="bad_response")
+        choices = sorted(choices, key=lambda c: c.index if isinstance(getattr(c, "index", None), int) else 0)
+        texts: list[str] = []
+        for choice in choices:
+            message = getattr(choice, "message", None)
+            text = getattr(message, "content", None) if message is not None else None
+            if not isinstance(text, str):
+                raise TransientBackendError("server response has no message content", kind="bad_response")
+            texts.append(text)
         usage = getattr(response, "usage", None)
         prompt_tokens = getattr(usage, "prompt_tokens", None) if usage is not None else None
         completion_tokens = getattr(usage, "completion_tokens", None) if usage is not None else None
@@ -183,15 +250,14 @@ class OpenAICompatibleBackend:
             # No usage block: a rough estimate keeps the ledger meaningful (about 4 chars a token).
             prompt_tokens = sum(len(m.get("content", "")) for m in messages) // 4
         if not isinstance(completion_tokens, int):
-            completion_tokens = max(1, len(text) // 4)
-        return RawCompletion(
-            text=text,
-            finish_reason=getattr(choice, "finish_reason", None),
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            logprobs=_logprobs(choice) if top_logprobs is not None else None,
-            format_fallbacks=fallbacks,
-        )
+            completion_tokens = sum(max(1, len(t) // 4) for t in texts)
+        shares = _split(completion_tokens, [len(t) for t in texts])
+        return MultiCompletion(
+            choices=[RawCompletion(text=text, finish_reason=getattr(choice, "finish_reason", None),
+                                   prompt_tokens=prompt_tokens, completion_tokens=share,
+                                   logprobs=_logprobs(choice) if top_logprobs is not None else None)
+                     for choice, text, share in zip(choices, texts, shares, strict=True)],
+            prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
 
     def _request(self, messages: list[Message], json_schema: dict[str, Any] | None, schema_name: str,
                  temperature: float, max_tokens: int, seed: int | None, top_logprobs: int | None) -> dict[str, Any]:
@@ -280,6 +346,19 @@ def _logprobs(choice: Any) -> list[TokenLogprob] | None:
     for item in content:
         top = {alt.token: float(alt.logprob) for alt in (getattr(item, "top_logprobs", None) or [])}
         out.append(TokenLogprob(token=item.token, logprob=float(item.logprob), top=top))
+    return out
+
+
+def _split(total: int, weights: list[int]) -> list[int]:
+    """``total`` shared out in proportion to ``weights`` (whole numbers that add up to ``total``):
+    the server counts completion tokens per request, not per answer."""
+    if len(weights) == 1:
+        return [total]
+    weight = sum(weights) or len(weights)
+    raw = [total * (w or (0 if sum(weights) else 1)) / weight for w in weights]
+    out = [int(r) for r in raw]
+    for i in sorted(range(len(raw)), key=lambda i: raw[i] - out[i], reverse=True)[: total - sum(out)]:
+        out[i] += 1
     return out
 
 

@@ -21,6 +21,7 @@ ENV_TIMEOUT = "ANCHOR_LLM_TIMEOUT"
 ENV_CONCURRENCY = "ANCHOR_LLM_CONCURRENCY"
 ENV_CACHE_DIR = "ANCHOR_CACHE_DIR"
 ENV_RETRIES = "ANCHOR_LLM_RETRIES"
+ENV_SAMPLES_PER_REQUEST = "ANCHOR_LLM_SAMPLES_PER_REQUEST"
 
 #: Environment variable -> settings field.
 ENV_FIELDS: dict[str, str] = {
@@ -31,6 +32,7 @@ ENV_FIELDS: dict[str, str] = {
     ENV_CONCURRENCY: "max_concurrency",
     ENV_RETRIES: "transport_retries",
     ENV_CACHE_DIR: "cache_dir",
+    ENV_SAMPLES_PER_REQUEST: "samples_per_request",
 }
 
 
@@ -42,7 +44,12 @@ class LLMSettings(BaseModel):
     model: str | None = None
     api_key: SecretStr | None = None
     timeout: float = Field(default=120.0, gt=0)
-    max_concurrency: int = Field(default=8, ge=1)
+    max_concurrency: int = Field(default=16, ge=1, description=(
+        "Requests in flight at once. A vLLM server batches them and stays efficient well beyond this; a "
+        "hosted API's rate limit is the usual ceiling (HTTP 429 answers are retried after a back-off)."))
+    samples_per_request: int = Field(default=16, ge=1, description=(
+        "Most self-consistency samples of one prompt asked for in one request (the API's n), on servers "
+        "that honour it; 1 sends one request per sample."))
     transport_retries: int = Field(default=6, ge=0)
     parse_retries: int = Field(default=20, ge=0)
     use_cache: bool = True
@@ -91,6 +98,8 @@ class LLMSettings(BaseModel):
             "api_key": "set" if self.api_key else None,
             "cache": str(self.resolved_cache_dir()) if self.use_cache else None,
             "seed": self.seed,
+            "max_concurrency": self.max_concurrency,
+            "samples_per_request": self.samples_per_request,
         }
 
 
@@ -120,6 +129,7 @@ def make_client(settings: LLMSettings, *, ledger: CostLedger | None = None) -> L
         parse_retries=settings.parse_retries,
         transport_retries=settings.transport_retries,
         max_concurrency=settings.max_concurrency,
+        samples_per_request=settings.samples_per_request,
     )
 
 

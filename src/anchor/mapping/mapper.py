@@ -8,12 +8,11 @@ naming anything that is not a candidate are discarded and counted in the trace.
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import numpy as np
 
-from anchor import prompts
+from anchor import offload, prompts
 from anchor.embed import Embedder
 from anchor.llm.client import LLMClient
 from anchor.mapping.config import MappingConfig
@@ -70,7 +69,7 @@ class ConditionMapper:
     async def map(self, condition: str, timings: dict[str, float] | None = None) -> MappingTrace:
         c = self.config
         t0 = time.perf_counter()
-        vector = self.embedder.encode([condition])[0]
+        vector = (await offload.encode(self.embedder, [condition]))[0]
         t1 = time.perf_counter()
         clusters, candidates = self.index.query(vector)
         t2 = time.perf_counter()
@@ -87,14 +86,13 @@ class ConditionMapper:
         schema = prompts.choice_list_schema("Selection", "selected", texts)
         scenario = self.space.scenario.text or "(none)"
 
-        async def select(r: int) -> list[str]:
-            answer = await self.client.ask(
-                prompts.SELECT_FACTORS, schema=schema, sample_index=r,
-                scenario=scenario, condition=condition, candidates="\n".join(f"- {t}" for t in texts),
-            )
-            return answer.selected  # type: ignore[attr-defined]
-
-        selections = await asyncio.gather(*(select(r) for r in range(c.rounds)))
+        # The R selections are samples of one prompt: one request for all of them where the
+        # server honours n, each cached under its own sample index either way.
+        answers = await self.client.ask_samples(
+            prompts.SELECT_FACTORS, schema=schema, samples=c.rounds,
+            scenario=scenario, condition=condition, candidates="\n".join(f"- {t}" for t in texts),
+        )
+        selections = [answer.selected for answer in answers]  # type: ignore[attr-defined]
         votes = {cand.factor_id: 0 for cand in candidates}
         invalid = 0
         for picked in selections:

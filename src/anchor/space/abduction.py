@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from anchor import prompts
+from anchor import offload, prompts
 from anchor.embed import Embedder
 from anchor.llm.client import LLMClient
 from anchor.progress import ProgressEvent, Reporter, silent
@@ -149,7 +149,7 @@ class Abductor:
         if not candidates:
             return [], rejected, np.zeros((0, 0), dtype=np.float32)
 
-        cand_vecs = self.embedder.encode(candidates)
+        cand_vecs = await offload.encode(self.embedder, candidates)
         # Compare each candidate with the accepted set, growing it as candidates pass, so two
         # paraphrases within one round do not both get in.
         pool_texts = list(factors)

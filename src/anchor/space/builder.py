@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import time
 
+from anchor import offload
 from anchor.embed import Embedder, MiniLMEmbedder
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import summarize
 from anchor.progress import ProgressEvent, Reporter, silent
 from anchor.space.abduction import Abductor
-from anchor.space.structure import Clusterer, Reducer, cluster_embeddings
+from anchor.space.structure import Clusterer, Reducer
 from anchor.space.themes import name_and_prune
 from anchor.space.voting import vote_labels
 from anchor.types import (
@@ -49,6 +50,9 @@ class FactorSpaceBuilder:
         p = self.params
         started = time.perf_counter()
         compute: dict[str, float] = {}
+        # Slow first-use costs (loading MiniLM, compiling UMAP) are paid on worker threads while
+        # the first abduction rounds wait for the LLM, not later in the middle of traffic.
+        offload.warm_up(self.embedder, clustering=p.cluster and self.reducer is None)
         with self.client.ledger.scope() as records:
             abduced = await Abductor(self.client, self.embedder, p).run(scenario, report)
             texts = abduced.factors
@@ -65,10 +69,10 @@ class FactorSpaceBuilder:
             compute["embedding"] = round(time.perf_counter() - t0, 4)
 
             report(ProgressEvent("clustering", 0, 1, f"{len(factors)} factors"))
-            t0 = time.perf_counter()
-            result = cluster_embeddings(vectors, enabled=p.cluster, reducer=self.reducer,
-                                        clusterer=self.clusterer, seed=p.seed)
-            compute["clustering"] = round(time.perf_counter() - t0, 4)
+            timed = await offload.cluster(vectors, enabled=p.cluster, reducer=self.reducer,
+                                          clusterer=self.clusterer, seed=p.seed)
+            result = timed.result
+            compute["clustering"] = round(timed.seconds, 4)
             report(ProgressEvent("clustering", 1, 1, f"{result.stats.n_clusters} clusters"))
 
             groups: dict[int, list[Factor]] = {}
@@ -89,7 +93,7 @@ class FactorSpaceBuilder:
                 factor.cluster_id = placed.get(factor.id)
 
             t0 = time.perf_counter()
-            theme_vectors = self.embedder.encode([c.theme for c in clusters]) if clusters else None
+            theme_vectors = await offload.encode(self.embedder, [c.theme for c in clusters]) if clusters else None
             compute["embedding"] = round(compute["embedding"] + time.perf_counter() - t0, 4)
 
         model_id = getattr(self.embedder, "model_id", type(self.embedder).__name__)

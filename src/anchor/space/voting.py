@@ -1,8 +1,9 @@
 """Self-consistent factor-outcome voting.
 
 Each factor is labelled outcome1 / outcome2 / neutral by ``m`` independent samples and the
-majority wins (ties go to neutral). Several factors share one call (``batch_size``) to save
-prompt tokens; ``batch_size=1`` asks about one factor at a time.
+majority wins (ties go to neutral). Several factors share one prompt (``batch_size``) to save
+prompt tokens; ``batch_size=1`` asks about one factor at a time. The ``m`` samples of a batch
+are one request on servers that honour ``n`` (see ``LLMClient.ask_samples``).
 """
 
 from __future__ import annotations
@@ -32,19 +33,20 @@ async def vote_labels(
     total = len(batches) * samples
     done = 0
 
-    async def one(batch: list[int], sample: int) -> None:
+    async def one(batch: list[int]) -> None:
         nonlocal done
         schema = prompts.keyed_schema("Votes", len(batch), "label")
-        answer = await client.ask(
-            prompts.VOTE_LABELS, schema=schema, sample_index=sample,
+        answers = await client.ask_samples(
+            prompts.VOTE_LABELS, schema=schema, samples=samples,
             scenario=scenario.text or "(none)", outcome1=scenario.outcome1, outcome2=scenario.outcome2,
             factors=prompts.numbered([factors[i] for i in batch], keys=True),
         )
-        data = answer.model_dump()
-        for key, i in zip(prompts.item_keys(len(batch)), batch, strict=True):
-            tallies[i][data[key]] += 1
-        done += 1
+        for answer in answers:
+            data = answer.model_dump()
+            for key, i in zip(prompts.item_keys(len(batch)), batch, strict=True):
+                tallies[i][data[key]] += 1
+        done += samples
         report(ProgressEvent("voting", done, total))
 
-    await asyncio.gather(*(one(batch, s) for batch in batches for s in range(samples)))
+    await asyncio.gather(*(one(batch) for batch in batches))
     return [LabelVotes(**t) for t in tallies]
