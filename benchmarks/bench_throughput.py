@@ -52,7 +52,7 @@ def chain_levels(calls: list[dict], predictions: list[dict]) -> int:
     """The longest chain of dependent requests of any instance (space build + its conditions)."""
     by_scope: dict[str, Counter[str]] = defaultdict(Counter)
     for rec in calls:
-        if rec.get("outcome") != "cache_hit":
+        if rec.get("outcome") not in ("cache_hit", "sent"):  # "sent" announces a request logged again
             by_scope[rec.get("scope", "")][rec["stage"]] += 1
 
     def space_levels(stages: Counter[str]) -> int:
