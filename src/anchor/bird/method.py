@@ -12,6 +12,8 @@ import asyncio
 import math
 from collections.abc import Callable
 
+from pydantic import ValidationError
+
 from anchor.bird.builder import build_bird_model
 from anchor.bird.inference import marginal_probability
 from anchor.bird.mapping import MappingSlot, RelaxedMappingFailed, map_condition
@@ -75,7 +77,13 @@ class BirdMethod:
             return model
 
     async def estimate(self, model: BirdModel, condition: str | Condition) -> BirdEstimate:
-        text = condition.text if isinstance(condition, Condition) else Condition(text=condition).text
+        if isinstance(condition, Condition):
+            text = condition.text
+        else:
+            try:
+                text = Condition(text=condition).text
+            except ValidationError as exc:
+                raise ValueError(f"condition: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
         with self.client.ledger.scope() as records:
             estimate = await self._estimate(model, text)
         estimate.cost = summarize(records)
