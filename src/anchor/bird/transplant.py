@@ -78,7 +78,7 @@ def sample_structured_assignments(pool: Sequence[str], base_sets: Sequence[Seque
     at all every assignment is a random subset of 1 .. L factors.
     """
     order = {fid: i for i, fid in enumerate(pool)}
-    bases = [list(dict.fromkeys(f for f in b if f in order)) for b in base_sets]
+    bases = [sorted({f for f in b if f in order}, key=order.__getitem__) for b in base_sets]
     bases = [b for b in bases if b] or [[]]
     out = []
     for i in range(m):
