@@ -402,6 +402,21 @@ def test_exact_half_is_an_abstention_that_keeps_its_probability(scripted_client)
     assert "exactly 0.5" in est.reason and "decision rule" in est.reason
 
 
+def test_unconstrained_parameters_outside_the_unit_interval(scripted_client, tmp_path):
+    pick_a1 = BirdScript(choose=lambda condition, factor, values, r: "a1" if factor == "A" else "none")
+    # p(a1) = 1.5: (a1,b1) = .9/(.9 - .5*.4) = 9/7 and (a1,b2) = .6/(.6 - .5*.6) = 2; the mean 23/14 is clipped.
+    model = hand_model([[1.5, 0.3], [0.6, 0.4]])
+    est = asyncio.run(BirdMethod(scripted_client(pick_a1), BirdConfig()).estimate(model, "Anything."))
+    assert est.status == "ok" and est.p_outcome1 == 1.0
+    assert f"model output {23 / 14:.4f} lies outside [0, 1] (unconstrained parameters); clipped" in est.notes
+    diverged = hand_model([[float("nan"), 0.3], [0.6, 0.4]])
+    est = asyncio.run(BirdMethod(scripted_client(pick_a1), BirdConfig()).estimate(diverged, "Anything."))
+    assert est.status == "failed" and "no finite probability" in est.reason
+    # Such parameters survive a save and load.
+    loaded = load_model(save_model(diverged, tmp_path / "nan.json"))
+    assert loaded.model_dump_json() == diverged.model_dump_json() and np.isnan(loaded.parameters[0].p)
+
+
 # --------------------------------------------------------------------------- bad input
 
 
