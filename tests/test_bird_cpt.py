@@ -229,3 +229,17 @@ def test_output_formula_matches_math_on_random_rows():
         num = math.prod(p for p, on in zip(params, row, strict=True) if on)
         den = num + math.prod(1 - p for p, on in zip(params, row, strict=True) if on)
         assert out == pytest.approx(num / den, rel=1e-12)
+
+
+def test_constrained_shortcut_matches_the_product_form():
+    # Constrained training computes outputs as a sigmoid of summed log-odds; while no parameter
+    # reaches the bounds it must follow exactly the path of the reference's product form.
+    drawn, _ = sample_assignments(SIZES, 128, random.Random(0))
+    rows = one_hot_rows(drawn, SIZES)
+    targets = np.round(cpt_output(rows, TRUE) * 5) / 5
+    full, _ = margin_rows(SIZES, 1000, random.Random(0))
+    fast = fit(rows, targets, full, constrained=True)
+    reference = fit(rows, targets, full, constrained=False)
+    assert np.all((reference.params > 1e-3) & (reference.params < 1 - 1e-3))
+    np.testing.assert_allclose(fast.params, reference.params, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(fast.loss_per_epoch, reference.loss_per_epoch, rtol=1e-9)

@@ -243,7 +243,14 @@ def fit_cpt(
     if n == 0:
         return result
 
-    def output(rows: torch.Tensor) -> torch.Tensor:
+    x_float = x.to(torch.float64)
+    m_float = m_rows.to(torch.float64)
+
+    def output(rows: torch.Tensor, rows_float: torch.Tensor) -> torch.Tensor:
+        if constrained:
+            # Inside (0, 1) the ratio of products is a sigmoid of summed log-odds: one matrix product,
+            # which keeps the margin term cheap on products of tens of thousands of assignments.
+            return torch.sigmoid(rows_float @ torch.logit(p))
         num = torch.where(rows, p, torch.ones_like(p)).prod(dim=1)
         return num / (num + torch.where(rows, 1.0 - p, torch.ones_like(p)).prod(dim=1))
 
@@ -252,10 +259,10 @@ def fit_cpt(
         epoch_loss = 0.0
         for start in range(0, n, batch_size):
             batch = order[start:start + batch_size]
-            loss = torch.mean((output(x[batch]) - y[batch]) ** 2)
+            loss = torch.mean((output(x[batch], x_float[batch]) - y[batch]) ** 2)
             if margin_weight > 0 and n_margin and m_rows.shape[0]:
-                out = output(m_rows)
-                mean_v = (out[:, None] * m_rows).sum(dim=0) / counts.clamp(min=1.0)
+                out = output(m_rows, m_float)
+                mean_v = (out @ m_float) / counts.clamp(min=1.0)
                 hinge = torch.clamp(-sign * (mean_v - 0.5), min=0.0)
                 loss = loss + margin_weight * hinge[has_margin].mean()
             optimiser.zero_grad()
