@@ -12,9 +12,13 @@ import pytest
 
 from anchor.bird import (
     BirdConfig,
+    BirdModelFileError,
+    load_model,
+    load_transplant_model,
     map_condition_on_space,
     pool_with_anchor,
     sample_structured_assignments,
+    save_model,
     train_on_space,
     transplant_probability,
 )
@@ -127,6 +131,15 @@ def test_training_on_presence_variables(scripted_client):
     assert params[0] > 0.75 and params[1] < 0.25  # the strongest factors move outwards
     counts = {p.factor_id: p.n_samples for p in model.parameters}
     assert counts["f1"] >= 64 and counts["f2"] >= 64 and sum(counts.values()) == int(rows.sum())
+
+
+def test_transplant_model_saves_and_loads_back_identically(scripted_client, tmp_path):
+    model, _ = train(scripted_client, [["f1"], ["f2", "f5"]])
+    path = save_model(model, tmp_path / "transplant.json")
+    loaded = load_transplant_model(path)
+    assert loaded == model and save_model(loaded, tmp_path / "again.json").read_bytes() == path.read_bytes()
+    with pytest.raises(BirdModelFileError, match="not a valid BIRD model"):
+        load_model(path)  # a transplant is not a per-scenario BIRD model
 
 
 def test_factors_never_sampled_keep_their_prior(scripted_client):

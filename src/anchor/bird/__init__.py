@@ -11,7 +11,7 @@ where this follows the reference code and where it departs from it.
 
 from anchor.bird.builder import build_bird_model
 from anchor.bird.inference import marginal_probability
-from anchor.bird.io import BirdModelFileError, load_model, save_model
+from anchor.bird.io import BirdModelFileError, load_model, load_transplant_model, save_model
 from anchor.bird.mapping import MappingSlot, RelaxedMappingFailed, map_condition
 from anchor.bird.method import BirdMethod
 from anchor.bird.transplant import (
@@ -37,7 +37,8 @@ from anchor.bird.verbal import VerbalLevel, VerbalParseError, parse_level, recon
 __all__ = [
     "BIRD_MODEL_SCHEMA_VERSION", "BirdConfig", "BirdEstimate", "BirdFactor", "BirdMappingTrace", "BirdMethod",
     "BirdModel", "BirdModelFileError", "BirdValue", "MappedValue", "MappingSlot", "RelaxedMappingFailed",
-    "TransplantModel", "VerbalLevel", "VerbalParseError", "build_bird_model", "load_model", "map_condition",
+    "TransplantModel", "VerbalLevel", "VerbalParseError", "build_bird_model", "load_model", "load_transplant_model",
+    "map_condition",
     "map_condition_on_space", "marginal_probability", "parse_level", "pool_with_anchor", "reconcile",
     "sample_structured_assignments", "save_model", "train_on_space", "transplant_probability",
 ]

@@ -1,4 +1,4 @@
-"""Saving and loading BIRD models as versioned JSON."""
+"""Saving and loading BIRD models (and transplanted CPTs) as versioned JSON."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import json
 import os
 import secrets
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import ValidationError
 
-from anchor.bird.types import BIRD_MODEL_SCHEMA_VERSION, BirdModel
+from anchor.bird.types import BIRD_MODEL_SCHEMA_VERSION, BirdModel, TransplantModel
 from anchor.llm.errors import AnchorError
 
 
@@ -17,7 +18,10 @@ class BirdModelFileError(AnchorError):
     """A BIRD model file that cannot be used, with the reason."""
 
 
-def save_model(model: BirdModel, path: Path | str) -> Path:
+Stored = TypeVar("Stored", BirdModel, TransplantModel)
+
+
+def save_model(model: BirdModel | TransplantModel, path: Path | str) -> Path:
     """Write atomically (temp file + rename). The file gets the permissions the process umask
     allows, like any file the user creates (``mkstemp`` would force 0600)."""
     path = Path(path)
@@ -38,6 +42,16 @@ def save_model(model: BirdModel, path: Path | str) -> Path:
 
 
 def load_model(path: Path | str) -> BirdModel:
+    """A ``BirdModel`` from ``path``; any problem is one ``BirdModelFileError`` line naming the file."""
+    return _load(path, BirdModel, "BIRD model")
+
+
+def load_transplant_model(path: Path | str) -> TransplantModel:
+    """A ``TransplantModel`` (BIRD's CPT on an ANCHOR space) from ``path``."""
+    return _load(path, TransplantModel, "transplanted BIRD model")
+
+
+def _load(path: Path | str, cls: type[Stored], what: str) -> Stored:
     path = Path(path)
     if not path.exists():
         raise BirdModelFileError(f"{path}: no such file")
@@ -53,12 +67,12 @@ def load_model(path: Path | str) -> BirdModel:
         raise BirdModelFileError(f"{path}: expected a JSON object, found {type(raw).__name__}")
     version = raw.get("schema_version")
     if version != BIRD_MODEL_SCHEMA_VERSION:
-        raise BirdModelFileError(f"{path}: BIRD model schema version {version!r} is not supported (this anchor "
+        raise BirdModelFileError(f"{path}: {what} schema version {version!r} is not supported (this anchor "
                                  f"reads version {BIRD_MODEL_SCHEMA_VERSION}); build the model again")
     try:
-        return BirdModel.model_validate(raw)
+        return cls.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()[:5])
         more = f" (and {exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
-        raise BirdModelFileError(f"{path}: not a valid BIRD model: {problems}{more}") from exc
+        raise BirdModelFileError(f"{path}: not a valid {what}: {problems}{more}") from exc
