@@ -28,6 +28,7 @@ def main() -> None:
         ("bench_build.py", llm),
         ("bench_vote_batching.py", llm),
         ("bench_throughput.py", []),  # its own local test server: the point is a known 200 ms latency
+        ("bench_bird.py", llm),
     ]
     failed = []
     for script, extra in jobs:
