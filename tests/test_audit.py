@@ -41,6 +41,8 @@ from anchor.inference.bayes import cbn_posterior, naive_bayes_posterior
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import CostLedger
 from anchor.llm.scripted import ScriptedBackend
+from anchor.llm.settings import LLMSettings
+from anchor.mapping.mapper import MappingConfig
 from anchor.pipeline import Anchor, AnchorConfig
 from anchor.space.io import save_space
 from anchor.types import (
@@ -55,6 +57,7 @@ from anchor.types import (
     StopReason,
 )
 from tests.conftest import build_space
+from tests.fakeserver import FakeOpenAIServer
 from tests.helpers import ScriptedLLM
 
 # --------------------------------------------------------------------------- the planned case
@@ -451,6 +454,27 @@ def test_python_api_writes_the_pages(case, embedder, tmp_path):
     nb, cbn, pooled = expected_posteriors([WT, KB])
     assert one(html_text, "data-model", "pooled").startswith(f"Pooled (linear opinion pool) {pooled:.3f}")
     assert f"Condition 1: {HOT}" in html_text and 'id="space"' in html_text
+
+
+def test_explain_against_an_openai_compatible_server(case, embedder, tmp_path):
+    # The server answers with random JSON in the requested schemas; a vote threshold of 1 of 3
+    # lets some of its selections through, so the page has real traces to show.
+    space, _, _ = case
+    out = tmp_path / "e.html"
+    with FakeOpenAIServer(seed=3) as server:
+        settings = LLMSettings(base_url=server.base_url, model="served-model", use_cache=False, parse_retries=3)
+        engine = Anchor(settings=settings, embedder=embedder,
+                        config=AnchorConfig(mapping=MappingConfig(vote_ratio=0.3)))
+        html_text = engine.explain(space, [HOT, COLD], path=out)
+        completions = server.completions
+    assert [p.name for p in tmp_path.iterdir()] == ["e.html"] and out.read_text(encoding="utf-8") == html_text
+    assert_self_contained(html_text)
+    assert "127.0.0.1" not in html_text
+    assert [one(html_text, "id", f"cond-{i}").split(" P(O1)")[0].split(" Unknown")[0] for i in (1, 2)] == [
+        f"Condition 1: {HOT}", f"Condition 2: {COLD}"]
+    # Every request the server answered is in one condition's cost table.
+    totals = [int(re.search(r" total (\d+) ", one(html_text, "data-cost", f"cond-{i}")).group(1)) for i in (1, 2)]
+    assert sum(totals) == completions > 0
 
 
 # --------------------------------------------------------------------------- the run index

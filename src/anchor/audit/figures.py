@@ -136,7 +136,7 @@ def embedding_map(space: FactorSpace, highlight: Collection[str] = ()) -> str:
         if with_labels:
             right = x > MAP_WIDTH - 170  # near the right edge: write the label leftwards
             anchor = ' text-anchor="end"' if right else ""
-            labels.append(f'<text x="{x - 8 if right else x + 8:.1f}" y="{y + 3.5:.1f}" font-size="10" '
+            labels.append(f'<text x="{x - 11 if right else x + 11:.1f}" y="{y + 3.5:.1f}" font-size="10" '
                           f'fill="#4a5058"{anchor}>{esc(_clip(text, 28))}</text>')
         if fid in highlight:
             rings.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="9" fill="none" stroke="#111" stroke-width="1.6"/>')

@@ -137,7 +137,7 @@ position:relative;border-radius:4px;font-size:.9em}}
 color:var(--muted)}}
 .funnel-strip b{{font-size:1.1em}}
 ol.funnel{{padding-left:1.3em}} ol.funnel>li{{margin:.2em 0 .7em}} ol.funnel>li>h4{{margin:.1em 0 .25em}}
-.mark{{color:var(--o1);font-weight:700}} .nomark{{color:#c2c6cc}}
+td.y{{color:var(--o1);font-weight:700;text-align:center}} td.n{{color:#b9bec5;text-align:center}}
 .status{{font-weight:700;font-size:.82em;border-radius:3px;padding:0 5px;white-space:nowrap}}
 .status.correct{{background:#e1f2e6;color:#1a6a35}} .status.wrong{{background:#f8e2de;color:#9c2a19}}
 .status.unknown{{background:#f6ecd5;color:#7a5200}}

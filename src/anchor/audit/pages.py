@@ -261,8 +261,7 @@ def funnel(result: InferenceResult, space: FactorSpace | None, anchor_id: str) -
         if n_votes == 0 and c.factor_id not in voted:
             silent += 1
             continue
-        marks = "".join(f'<td class="num">{"<span class=mark>✓</span>" if c.factor_id in s else "<span class=nomark>·</span>"}</td>'
-                        for s in chosen_in)
+        marks = "".join("<td class=y>✓</td>" if c.factor_id in s else "<td class=n>·</td>" for s in chosen_in)
         passed = c.factor_id in voted
         rows.append(f'<tr class="{"pass" if passed else "fail"}"><td>{esc(c.text)}</td>{marks}'
                     f'<td class="num">{n_votes}/{rounds}</td>'
