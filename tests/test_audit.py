@@ -24,6 +24,7 @@ import pytest
 from sklearn.decomposition import PCA
 
 from anchor.audit import (
+    PageWriteError,
     RunIndexError,
     TraceRecord,
     explain_html,
@@ -271,12 +272,11 @@ def test_posteriors_and_weights_match_the_scripted_answers(case, page):
         nb, cbn, pooled = expected_posteriors(mapped)
         assert result.nb == pytest.approx(nb) and result.cbn == pytest.approx(cbn)
         html_text = section(page, ident)
-        assert one(html_text, "data-model", "nb").startswith(f"Naive Bayes {nb:.3f} P(O1) {nb:.3f} · P(O2) "
-                                                             f"{1 - nb:.3f}")
+        assert one(html_text, "data-model", "nb").startswith(f"Naive Bayes P(O1) = {nb:.3f} P(O2) = {1 - nb:.3f}")
         assert "weight 0.50" in one(html_text, "data-model", "nb")
         assert f"{cbn:.3f}" in one(html_text, "data-model", "cbn")
         card = one(html_text, "data-model", "pooled")
-        assert card.startswith(f"Pooled (linear opinion pool) {pooled:.3f}") and "= 0.50·NB + 0.50·CBN" in card
+        assert card.startswith(f"Pooled (linear opinion pool) P(O1) = {pooled:.3f}") and "= 0.50·NB + 0.50·CBN" in card
         assert f"P(O1) = {pooled:.3f} · P(O2) = {1 - pooled:.3f}" in " ".join(texts(html_text, "class", "verdict"))
 
 
@@ -452,8 +452,18 @@ def test_python_api_writes_the_pages(case, embedder, tmp_path):
     html_text = Anchor(client=client, embedder=embedder).explain(space, HOT, path=target)
     assert target.read_text(encoding="utf-8") == html_text
     nb, cbn, pooled = expected_posteriors([WT, KB])
-    assert one(html_text, "data-model", "pooled").startswith(f"Pooled (linear opinion pool) {pooled:.3f}")
+    assert one(html_text, "data-model", "pooled").startswith(f"Pooled (linear opinion pool) P(O1) = {pooled:.3f}")
     assert f"Condition 1: {HOT}" in html_text and 'id="space"' in html_text
+
+
+def test_unwritable_page_path_is_a_clear_error(case, tmp_path):
+    space, _, _ = case
+    (tmp_path / "a-file").write_text("x", encoding="utf-8")
+    with pytest.raises(PageWriteError, match=r"a-file/space\.html: cannot write the page \("):
+        space.to_html(tmp_path / "a-file" / "space.html")
+    with pytest.raises(PageWriteError, match=r"cannot write the page \(Is a directory\)"):
+        space.to_html(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # no temporary file left behind
 
 
 def test_explain_against_an_openai_compatible_server(case, embedder, tmp_path):
@@ -560,7 +570,7 @@ def test_run_index_rows_statuses_and_links(case, run_dir):
     assert '<a href="../index.html">' in p1_page and f'<a href="space-{key}.html">' in p1_page
     nb, cbn, pooled = expected_posteriors([WT, KB])
     assert one(section(p1_page, "cond-1"), "data-model", "pooled").startswith(
-        f"Pooled (linear opinion pool) {pooled:.3f}")
+        f"Pooled (linear opinion pool) P(O1) = {pooled:.3f}")
     assert "Money P(L|O1) 0.35 · P(L|O2) 0.60" in texts(section(p1_page, "cond-2"), "data-latent")
     space_page = (run_dir / "explain" / f"space-{key}.html").read_text(encoding="utf-8")
     assert space_page.count("data-cluster=") == 3
@@ -838,7 +848,7 @@ def test_explanation_page_renders_in_chromium(case, page, tmp_path):
         assert len(texts(html_text, "data-stage")) == 10  # 5 in the strip, 5 funnel steps
         assert re.search(r'<svg class="network"', html_text)
         assert len(texts(html_text, "data-latent")) == len(result.latents)
-        assert one(html_text, "data-model", "nb").startswith(f"Naive Bayes {result.nb:.3f}")
+        assert one(html_text, "data-model", "nb").startswith(f"Naive Bayes P(O1) = {result.nb:.3f}")
         assert f"{result.cbn:.3f}" in one(html_text, "data-model", "cbn")
         assert f"{result.p_outcome1:.3f}" in one(html_text, "data-model", "pooled")
     assert_drawn(shot)

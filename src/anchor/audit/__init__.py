@@ -11,6 +11,7 @@ fully with JavaScript disabled.
 
 from __future__ import annotations
 
+from anchor.audit.markup import PageWriteError
 from anchor.audit.pages import explain_html, space_html
 from anchor.audit.runs import (
     IndexRow,
@@ -24,6 +25,6 @@ from anchor.audit.runs import (
 )
 
 __all__ = [
-    "IndexRow", "RunIndexError", "RunIndexResult", "TraceRecord", "explain_html", "index_rows", "read_traces",
+    "IndexRow", "PageWriteError", "RunIndexError", "RunIndexResult", "TraceRecord", "explain_html", "index_rows", "read_traces",
     "run_index_html", "space_html", "write_run_index",
 ]

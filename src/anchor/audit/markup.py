@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from anchor.llm.errors import AnchorError
 from anchor.llm.ledger import merge_costs
 from anchor.types import FactorLabel, StageCost
 
@@ -126,7 +127,7 @@ svg{{max-width:100%;height:auto;font-family:inherit}}
 .post.pooled{{border-color:var(--accent);box-shadow:inset 0 0 0 1px var(--accent)}}
 .post.off{{opacity:.55}}
 .post h4{{margin:0 0 .2em}} .post .p{{font-size:1.5em;font-weight:700;font-variant-numeric:tabular-nums}}
-.post .w{{color:var(--muted);font-size:.88em}}
+.post .w{{color:var(--muted);font-size:.88em}} .post .pl{{font-size:.6em;font-weight:400;color:var(--muted)}}
 .bar{{display:flex;height:9px;border-radius:4px;overflow:hidden;background:var(--soft);margin:5px 0;
 border:1px solid var(--line)}}
 .bar .b1{{background:var(--o1)}} .bar .b2{{background:var(--o2)}} td .bar{{width:140px}}
@@ -169,16 +170,26 @@ def page(title: str, body: str, *, script: str = "") -> str:
     )
 
 
+class PageWriteError(AnchorError):
+    """A page that could not be written, with the path and the reason."""
+
+
 def write_text_atomic(path: Path | str, text: str) -> Path:
     """Write a file through a temporary sibling and a rename, so readers never see half a page."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise PageWriteError(f"{path}: cannot write the page ({exc.strerror or exc})") from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.chmod(tmp, 0o644)  # mkstemp makes the file private; a page is meant to be shared
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise PageWriteError(f"{path}: cannot write the page ({exc.strerror or exc})") from exc
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -169,8 +169,8 @@ def _posterior_card(cls: str, title: str, p: float | None, detail: str, off_reas
                 f'<div class="w">{off_reason}</div>{prob_bar(None)}</div>')
     side = "t-o1" if p > 0.5 else "t-o2" if p < 0.5 else "t-neu"  # colour of the outcome it favours
     return (f'<div class="post {cls}" data-model="{cls}"><h4>{title}</h4>'
-            f'<div class="p"><span class="{side}">{p:.3f}</span></div>'
-            f'<div class="small">P(O1) {p:.3f} · P(O2) {1 - p:.3f}</div>{prob_bar(p)}'
+            f'<div class="p"><span class="pl">P(O1) =</span> <span class="{side}">{p:.3f}</span></div>'
+            f'<div class="small">P(O2) = {1 - p:.3f}</div>{prob_bar(p)}'
             f'<div class="w">{detail}</div></div>')
 
 
