@@ -15,7 +15,10 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from pathlib import Path
 
+from anchor.audit.markup import write_text_atomic
+from anchor.audit.pages import explain_html
 from anchor.config import ABLATIONS, AnchorConfig
 from anchor.embed import Embedder, MiniLMEmbedder
 from anchor.inference.engine import InferenceEngine
@@ -119,6 +122,25 @@ class Anchor:
         if isinstance(conditions, str):
             conditions = [conditions]
         return self._run(self.ainfer(space, conditions, report))
+
+    # ------------------------------------------------------------------ audit
+
+    async def aexplain(self, space: FactorSpace, conditions: Sequence[str | Condition] | str,
+                       path: Path | str | None = None, report: Reporter = silent) -> str:
+        """Answer ``conditions`` and return a self-contained HTML page explaining each answer
+        (retrieval funnel, phi per factor, latent network, posteriors) next to the factor space;
+        with ``path``, also write it there."""
+        if isinstance(conditions, str):
+            conditions = [conditions]
+        results = await self.ainfer(space, conditions, report)
+        page = explain_html(space, results)
+        if path is not None:
+            write_text_atomic(path, page)
+        return page
+
+    def explain(self, space: FactorSpace, conditions: Sequence[str | Condition] | str,
+                path: Path | str | None = None, report: Reporter = silent) -> str:
+        return self._run(self.aexplain(space, conditions, path, report))
 
     # ------------------------------------------------------------------ plumbing
 
