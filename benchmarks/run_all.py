@@ -27,6 +27,7 @@ def main() -> None:
         ("bench_structure.py", []),
         ("bench_build.py", llm),
         ("bench_vote_batching.py", llm),
+        ("bench_long_condition.py", llm),
     ]
     failed = []
     for script, extra in jobs:

@@ -93,6 +93,7 @@ class FakeOpenAIServer:
         logprobs: bool = True,
         deterministic: bool = False,
         formats: tuple[str, ...] = ("json_schema", "json_object"),
+        context_tokens: int | None = None,
         port: int = 0,
     ) -> None:
         self.model = model
@@ -109,6 +110,9 @@ class FakeOpenAIServer:
         # response_format types this server accepts; others get the HTTP 500 that
         # llama-cpp-python's server answers to "json_schema".
         self.formats = formats
+        # A context window, like vLLM's max_model_len: a request whose prompt (4 characters a token)
+        # plus max_tokens exceeds it gets HTTP 400.
+        self.context_tokens = context_tokens
         self.requests: list[dict[str, Any]] = []
         self.served = Counter()
         self.in_flight = 0
@@ -212,6 +216,14 @@ class FakeOpenAIServer:
                         server.in_flight -= 1
 
             def _answer(self, body: dict[str, Any]) -> None:
+                if server.context_tokens is not None:
+                    prompt = sum(len(str(m.get("content", ""))) for m in body.get("messages", [])) // 4
+                    wanted = prompt + int(body.get("max_tokens") or 0)
+                    if wanted > server.context_tokens:
+                        msg = {"error": {"message": f"This model's maximum context length is {server.context_tokens} "
+                                                    f"tokens. However, you requested {wanted} tokens."}}
+                        self._send(400, json.dumps(msg).encode())
+                        return
                 fmt = (body.get("response_format") or {}).get("type")
                 if fmt is not None and fmt not in server.formats:
                     msg = {"error": {"message": f"1 validation error: body.response_format.type: input should be "

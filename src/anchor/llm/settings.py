@@ -10,6 +10,8 @@ from pydantic import BaseModel, Field, SecretStr
 
 from anchor.llm.cache import ResponseCache, default_cache_dir
 from anchor.llm.client import LLMClient
+from anchor.llm.context import DEFAULT_SERVER_CONTEXT_TOKENS
+from anchor.llm.errors import ConfigurationError
 from anchor.llm.ledger import CostLedger
 
 ENV_BASE_URL = "ANCHOR_LLM_BASE_URL"
@@ -19,6 +21,9 @@ ENV_TIMEOUT = "ANCHOR_LLM_TIMEOUT"
 ENV_CONCURRENCY = "ANCHOR_LLM_CONCURRENCY"
 ENV_CACHE_DIR = "ANCHOR_CACHE_DIR"
 ENV_RETRIES = "ANCHOR_LLM_RETRIES"
+ENV_CONTEXT_TOKENS = "ANCHOR_LLM_CONTEXT_TOKENS"
+#: n_ctx of the embedded model when no context size is set (SmolLM2-135M was trained for 8,192).
+EMBEDDED_CONTEXT_TOKENS = 8192
 
 
 class LLMSettings(BaseModel):
@@ -36,6 +41,11 @@ class LLMSettings(BaseModel):
     cache_dir: Path | None = None
     seed: int = 0
     local_model_path: Path | None = None
+    context_tokens: int | None = Field(
+        default=None, ge=256,
+        description="The model's context window in tokens. Prompts with a long condition are fitted to it "
+                    f"(see anchor.llm.context). Default: {DEFAULT_SERVER_CONTEXT_TOKENS} for a server, "
+                    f"n_ctx={EMBEDDED_CONTEXT_TOKENS} for the embedded model (where it also sets n_ctx).")
 
     @classmethod
     def from_env(cls, **overrides: object) -> LLMSettings:
@@ -55,12 +65,24 @@ class LLMSettings(BaseModel):
             values["transport_retries"] = int(os.environ[ENV_RETRIES])
         if os.environ.get(ENV_CACHE_DIR):
             values["cache_dir"] = Path(os.environ[ENV_CACHE_DIR])
+        if os.environ.get(ENV_CONTEXT_TOKENS):
+            raw = os.environ[ENV_CONTEXT_TOKENS].strip()
+            if not raw.isdigit():
+                raise ConfigurationError(f"{ENV_CONTEXT_TOKENS} must be a whole number of tokens, got {raw!r}")
+            values["context_tokens"] = int(raw)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(values)
 
     @property
     def uses_server(self) -> bool:
         return bool(self.base_url)
+
+    @property
+    def effective_context_tokens(self) -> int:
+        """The context window prompts are fitted to: the setting, or the backend's default."""
+        if self.context_tokens is not None:
+            return self.context_tokens
+        return DEFAULT_SERVER_CONTEXT_TOKENS if self.uses_server else EMBEDDED_CONTEXT_TOKENS
 
     def resolved_cache_dir(self) -> Path:
         return Path(self.cache_dir).expanduser() if self.cache_dir else default_cache_dir()
@@ -83,6 +105,7 @@ class LLMSettings(BaseModel):
             "api_key": "set" if self.api_key else None,
             "cache": str(self.resolved_cache_dir()) if self.use_cache else None,
             "seed": self.seed,
+            "context_tokens": self.effective_context_tokens,
         }
 
 
@@ -96,10 +119,11 @@ def make_backend(settings: LLMSettings):  # noqa: ANN201 - returns a Backend
             api_key=settings.api_key.get_secret_value() if settings.api_key else None,
             timeout=settings.timeout,
             max_parallel=settings.max_concurrency,
+            context_tokens=settings.effective_context_tokens,
         )
     from anchor.llm.local_backend import LocalLlamaBackend
 
-    return LocalLlamaBackend(settings.local_model_path)
+    return LocalLlamaBackend(settings.local_model_path, n_ctx=settings.effective_context_tokens)
 
 
 def make_client(settings: LLMSettings, *, ledger: CostLedger | None = None) -> LLMClient:

@@ -16,8 +16,9 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from anchor import prompts
-from anchor.embed import Embedder
+from anchor.embed import Embedder, embed_condition
 from anchor.llm.client import LLMClient
+from anchor.llm.context import fit_prompt, merge_truncations
 from anchor.mapping.retrieval import CandidateIndex, FlatIndex, HierarchicalIndex
 from anchor.types import FactorSpace, MappingTrace
 
@@ -88,7 +89,8 @@ class ConditionMapper:
     async def map(self, condition: str, timings: dict[str, float] | None = None) -> MappingTrace:
         c = self.config
         t0 = time.perf_counter()
-        vector = self.embedder.encode([condition])[0]
+        # A long condition is embedded whole (chunk mean), not cut at the model's input limit.
+        vector, embedding = embed_condition(self.embedder, condition)
         t1 = time.perf_counter()
         clusters, candidates = self.index.query(vector)
         t2 = time.perf_counter()
@@ -96,20 +98,21 @@ class ConditionMapper:
             timings["embed_condition"] = round(t1 - t0, 6)
             timings["retrieval"] = round(t2 - t1, 6)
         trace = MappingTrace(condition=condition, retrieval="hierarchical" if c.hierarchical else "flat",
-                             clusters=clusters, candidates=candidates, vote_threshold=c.vote_threshold)
+                             condition_embedding=embedding, clusters=clusters, candidates=candidates,
+                             vote_threshold=c.vote_threshold)
         if not candidates:
             return trace
 
         by_text = {cand.text: cand.factor_id for cand in candidates}
         texts = tuple(cand.text for cand in candidates)
         schema = prompts.choice_list_schema("Selection", "selected", texts)
-        scenario = self.space.scenario.text or "(none)"
+        # The same (possibly shortened) condition serves all R selection rounds.
+        fitted = fit_prompt(self.client.backend, prompts.SELECT_FACTORS, scenario=self.space.scenario.text or "(none)",
+                            condition=condition, candidates="\n".join(f"- {t}" for t in texts))
+        trace.condition_truncated = fitted.truncated.get("condition")
 
         async def select(r: int) -> list[str]:
-            answer = await self.client.ask(
-                prompts.SELECT_FACTORS, schema=schema, sample_index=r,
-                scenario=scenario, condition=condition, candidates="\n".join(f"- {t}" for t in texts),
-            )
+            answer = await self.client.ask(prompts.SELECT_FACTORS, schema=schema, sample_index=r, **fitted.values)
             return answer.selected  # type: ignore[attr-defined]
 
         selections = await asyncio.gather(*(select(r) for r in range(c.rounds)))
@@ -134,9 +137,12 @@ class ConditionMapper:
         if c.reflection and mapped:
             text_of = {cand.factor_id: cand.text for cand in candidates}
             voted_texts = tuple(text_of[fid] for fid in mapped)
+            fitted = fit_prompt(self.client.backend, prompts.REFLECT_FACTORS, condition=condition,
+                                factors="\n".join(f"- {t}" for t in voted_texts))
+            trace.condition_truncated = merge_truncations(trace.condition_truncated, fitted.truncated.get("condition"))
             answer = await self.client.ask(
                 prompts.REFLECT_FACTORS, schema=prompts.choice_list_schema("Reflection", "keep", voted_texts),
-                condition=condition, factors="\n".join(f"- {t}" for t in voted_texts),
+                **fitted.values,
             )
             keep: set[str] = set()
             for item in answer.keep:  # type: ignore[attr-defined]
