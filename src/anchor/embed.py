@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import sqlite3
 import threading
@@ -152,6 +153,7 @@ class MiniLMEmbedder:
         self._memory: dict[str, np.ndarray] = {}
         self._store = _VectorStore(Path(cache_path)) if cache_path is not None else None
         self.encoded_count = 0  # texts actually run through the model (cache misses)
+        self._max_seq_length: int | None = None
 
     @property
     def model(self) -> object:
@@ -185,8 +187,19 @@ class MiniLMEmbedder:
 
     @property
     def chunk_tokens(self) -> int:
-        """Most word pieces of text in one model input: the model's limit less [CLS] and [SEP]."""
-        return int(self.model.max_seq_length) - 2  # type: ignore[attr-defined]
+        """Most word pieces of text in one model input: the model's limit less [CLS] and [SEP].
+
+        Read from the model folder's configuration when the model is not loaded yet, so that a
+        short, already cached condition never loads the model just to learn the limit.
+        """
+        if self._max_seq_length is None:
+            folder = self._model_dir or minilm_dir()
+            try:
+                config = json.loads((folder / "sentence_bert_config.json").read_text(encoding="utf-8"))
+                self._max_seq_length = int(config["max_seq_length"])
+            except (OSError, ValueError, KeyError, TypeError):
+                self._max_seq_length = int(self.model.max_seq_length)  # type: ignore[attr-defined]
+        return self._max_seq_length - 2
 
     def chunk(self, text: str) -> list[str]:
         """``text`` cut into pieces of at most :attr:`chunk_tokens` word pieces (see :meth:`_split`)."""

@@ -105,6 +105,8 @@ class LocalLlamaBackend:
         # A mild penalty stops the small model from looping on one list item until max_tokens.
         self.repeat_penalty = repeat_penalty
         self.model = SMOLLM2_NAME if self.model_path.name == SMOLLM2_FILE else self.model_path.stem
+        self._chat_formatter: Any = None
+        self._formatter_known = False
 
     @property
     def name(self) -> str:
@@ -132,9 +134,9 @@ class LocalLlamaBackend:
         return len(llm.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True))
 
     def _formatter(self, llm: Any) -> Any:
-        cached = getattr(self, "_chat_formatter", False)
-        if cached is not False:
-            return cached
+        """The chat formatter llama-cpp-python applies for this model, or None if it is not the file's template."""
+        if self._formatter_known:
+            return self._chat_formatter
         formatter = None
         template = (llm.metadata or {}).get("tokenizer.chat_template")
         # llama-cpp-python uses the file's template under this name when it cannot name the format.
@@ -148,7 +150,7 @@ class LocalLlamaBackend:
                 bos_token=llm._model.token_get_text(bos) if bos != -1 else "",
                 stop_token_ids=[eos],
             )
-        self._chat_formatter = formatter
+        self._chat_formatter, self._formatter_known = formatter, True
         return formatter
 
     def load(self) -> None:
