@@ -30,6 +30,7 @@ def main() -> None:
         ("bench_vote_batching.py", llm),
         ("bench_throughput.py", []),  # its own local test server: the point is a known 200 ms latency
         ("bench_bird.py", llm),
+        ("bench_long_condition.py", llm),
     ]
     failed = []
     for script, extra in jobs:

@@ -15,6 +15,7 @@ import numpy as np
 from anchor import offload, prompts
 from anchor.embed import Embedder
 from anchor.llm.client import LLMClient
+from anchor.llm.context import fit_prompt, merge_truncations
 from anchor.mapping.config import MappingConfig
 from anchor.mapping.retrieval import CandidateIndex, FlatIndex, HierarchicalIndex
 from anchor.types import FactorSpace, MappingTrace
@@ -69,7 +70,8 @@ class ConditionMapper:
     async def map(self, condition: str, timings: dict[str, float] | None = None) -> MappingTrace:
         c = self.config
         t0 = time.perf_counter()
-        vector = (await offload.encode(self.embedder, [condition]))[0]
+        # A long condition is embedded whole (chunk mean), not cut at the model's input limit.
+        vector, embedding = await offload.encode_condition(self.embedder, condition)
         t1 = time.perf_counter()
         clusters, candidates = self.index.query(vector)
         t2 = time.perf_counter()
@@ -77,21 +79,23 @@ class ConditionMapper:
             timings["embed_condition"] = round(t1 - t0, 6)
             timings["retrieval"] = round(t2 - t1, 6)
         trace = MappingTrace(condition=condition, retrieval="hierarchical" if c.hierarchical else "flat",
-                             clusters=clusters, candidates=candidates, vote_threshold=c.vote_threshold)
+                             condition_embedding=embedding, clusters=clusters, candidates=candidates,
+                             vote_threshold=c.vote_threshold)
         if not candidates:
             return trace
 
         by_text = {cand.text: cand.factor_id for cand in candidates}
         texts = tuple(cand.text for cand in candidates)
         schema = prompts.choice_list_schema("Selection", "selected", texts)
-        scenario = self.space.scenario.text or "(none)"
+        # The same (possibly shortened) condition serves all R selection rounds.
+        fitted = fit_prompt(self.client.backend, prompts.SELECT_FACTORS, scenario=self.space.scenario.text or "(none)",
+                            condition=condition, candidates="\n".join(f"- {t}" for t in texts))
+        trace.condition_truncated = fitted.truncated.get("condition")
 
         # The R selections are samples of one prompt: one request for all of them where the
         # server honours n, each cached under its own sample index either way.
-        answers = await self.client.ask_samples(
-            prompts.SELECT_FACTORS, schema=schema, samples=c.rounds,
-            scenario=scenario, condition=condition, candidates="\n".join(f"- {t}" for t in texts),
-        )
+        answers = await self.client.ask_samples(prompts.SELECT_FACTORS, schema=schema, samples=c.rounds,
+                                                **fitted.values)
         selections = [answer.selected for answer in answers]  # type: ignore[attr-defined]
         votes = {cand.factor_id: 0 for cand in candidates}
         invalid = 0
@@ -114,9 +118,12 @@ class ConditionMapper:
         if c.reflection and mapped:
             text_of = {cand.factor_id: cand.text for cand in candidates}
             voted_texts = tuple(text_of[fid] for fid in mapped)
+            fitted = fit_prompt(self.client.backend, prompts.REFLECT_FACTORS, condition=condition,
+                                factors="\n".join(f"- {t}" for t in voted_texts))
+            trace.condition_truncated = merge_truncations(trace.condition_truncated, fitted.truncated.get("condition"))
             answer = await self.client.ask(
                 prompts.REFLECT_FACTORS, schema=prompts.choice_list_schema("Reflection", "keep", voted_texts),
-                condition=condition, factors="\n".join(f"- {t}" for t in voted_texts),
+                **fitted.values,
             )
             keep: set[str] = set()
             for item in answer.keep:  # type: ignore[attr-defined]
