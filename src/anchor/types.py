@@ -289,14 +289,14 @@ class FactorSpace(_Model):
 class RetrievedFactor(_Model):
     factor_id: str
     text: str
-    distance: float
+    distance: float = Field(description="Smaller is closer; a lexical (BM25) retriever gives its negated score.")
     source: str = Field(description="'cluster:<id>', 'unclustered' or 'flat'")
 
 
 class ClusterHit(_Model):
     cluster_id: int
     theme: str
-    distance: float
+    distance: float = Field(description="Smaller is closer; a lexical (BM25) retriever gives its negated score.")
 
 
 class MappingTrace(_Model):
@@ -304,6 +304,7 @@ class MappingTrace(_Model):
 
     condition: str
     retrieval: Literal["hierarchical", "flat"]
+    retriever: str = Field(default="knn", description="Candidate-search backend: knn, faiss-flat, faiss-hnsw, bm25.")
     clusters: list[ClusterHit] = Field(default_factory=list)
     candidates: list[RetrievedFactor] = Field(default_factory=list)
     selection_rounds: list[list[str]] = Field(default_factory=list, description="Factor ids per LLM selection.")

@@ -57,8 +57,13 @@ class InferenceConfig(BaseModel):
 
 
 class InferenceEngine:
-    def __init__(self, client: LLMClient, space: FactorSpace, config: InferenceConfig | None = None) -> None:
+    """Stage 3 for one space. ``estimator``, when given, is the model that elicits phi and the latent
+    parameters (the probability estimator); ``client`` still groups the factors into latents."""
+
+    def __init__(self, client: LLMClient, space: FactorSpace, config: InferenceConfig | None = None, *,
+                 estimator: LLMClient | None = None) -> None:
         self.client = client
+        self.estimator = estimator if estimator is not None else client
         self.space = space
         self.config = config or InferenceConfig()
         self._factors = space.by_id()
@@ -73,7 +78,7 @@ class InferenceEngine:
         scenario = self.space.scenario
 
         if c.llm_parameters:
-            raw_phis = await elicit_phis(self.client, scenario, mapped, temperature=c.temperature)
+            raw_phis = await elicit_phis(self.estimator, scenario, mapped, temperature=c.temperature)
         else:
             raw_phis = [label_prior_phi(f.label) for f in mapped]
         phis = [clip_probability(p, c.eps) for p in raw_phis]
@@ -93,7 +98,7 @@ class InferenceEngine:
         if c.use_cbn:
             grouping: LatentGrouping = await discover_latents(self.client, scenario, mapped, max_latents=c.max_latents)
             if c.llm_parameters:
-                raw_params = await elicit_latent_params(self.client, scenario, grouping, mapped,
+                raw_params = await elicit_latent_params(self.estimator, scenario, grouping, mapped,
                                                         temperature=c.temperature)
             else:
                 raw_params = frequency_latent_params(grouping, mapped, smoothing=c.smoothing)
