@@ -25,6 +25,8 @@ def main() -> None:
         ("bench_cbn.py", []),
         ("bench_infer.py", []),
         ("bench_structure.py", []),
+        ("bench_embed.py", []),
+        ("bench_retrieval.py", []),
         ("bench_build.py", llm),
         ("bench_vote_batching.py", llm),
     ]

@@ -194,3 +194,60 @@ def test_comparison_needs_the_same_kind_of_task(tmp_path):
     other = metrics(tmp_path / "p", [pair(0, 1, 0.8, 0.3)])
     with pytest.raises(ValueError, match="different kinds"):
         estimator_comparison("x", main_report, other, [0.5], [0.5], main_model="a", estimator_model="b")
+
+
+# --------------------------------------------------------------------------- two real servers
+
+
+def scripted_server_answers(script: ScriptedLLM):
+    """A FakeOpenAIServer responder that answers like ``script`` (the wire request turned back into
+    the scripted-request shape the helpers read)."""
+    from anchor.llm.scripted import ScriptedRequest
+
+    def respond(body: dict) -> str:
+        fmt = body.get("response_format") or {}
+        name = (fmt.get("json_schema") or {}).get("name", "")
+        request = ScriptedRequest(body["messages"], name, None, body.get("temperature", 0.0),
+                                  body.get("max_tokens", 0), body.get("seed"), None)
+        return json.dumps(script(request))
+
+    return respond
+
+
+def test_two_servers_main_maps_estimator_elicits(tmp_path, embedder, make_space):
+    from anchor.llm.settings import LLMSettings, make_client
+    from tests.fakeserver import FakeOpenAIServer
+
+    space = make_space([("Heat", ["water temperature", "boiling point"]), ("Cost", ["gas price"])])
+    conditions = ["The stove burns gas to boil water.", "Gas for the stove and hot water cost money."]
+    pick = lambda condition, shown: [t for t in shown if t in ("water temperature", "gas price")]  # noqa: E731
+    main_script = ScriptedLLM(select=pick, phi=lambda t: 0.9, latent_params=lambda line: (0.9, 0.1))
+    est_script = ScriptedLLM(phi={"water temperature": 0.35, "gas price": 0.6}.get,
+                             latent_params=lambda line: (0.25, 0.5))
+    with FakeOpenAIServer(model="main-model", responder=scripted_server_answers(main_script)) as main_server, \
+            FakeOpenAIServer(model="small-model", responder=scripted_server_answers(est_script)) as est_server:
+        main_settings = LLMSettings(base_url=main_server.base_url, use_cache=False)
+        main_only = Anchor(client=make_client(main_settings), embedder=embedder).infer(space, conditions)
+        client = make_client(main_settings)
+        estimator = make_client(LLMSettings(base_url=est_server.base_url, use_cache=False), ledger=client.ledger)
+        swapped = Anchor(client=client, embedder=embedder, estimator=estimator).infer(space, conditions)
+
+        est_kinds = {_json_name(b) for b in est_server.requests}
+        main_kinds = {_json_name(b) for b in main_server.requests}
+    assert est_kinds == {"FactorProbabilities2", "LatentParams1"}
+    assert "FactorProbabilities2" in main_kinds and "Selection" in main_kinds
+    for a, b in zip(main_only, swapped, strict=True):
+        assert a.mapping is not None and b.mapping is not None
+        assert a.mapping.mapped == b.mapping.mapped  # the same mapping: only the estimates differ
+        assert {c.stage for c in b.cost} >= {"mapping.select", "inference.phi", "inference.latent_params"}
+
+    main_phis, est_phis = collect_phis(main_only), collect_phis(swapped)
+    assert main_phis == [0.9] * 4 and sorted(est_phis) == [0.35, 0.35, 0.6, 0.6]
+    stats = phi_distribution_stats(main_phis, est_phis)
+    assert stats.js_divergence == pytest.approx(1.0)  # bins 18 against bins 7 and 12
+    assert stats.wasserstein == pytest.approx((2 * 0.55 + 2 * 0.3) / 4)
+    assert stats.ks_statistic == 1.0 and stats.ks_pvalue == pytest.approx(2 / math.comb(8, 4))
+
+
+def _json_name(body: dict) -> str:
+    return ((body.get("response_format") or {}).get("json_schema") or {}).get("name", "")

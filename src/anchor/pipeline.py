@@ -184,4 +184,14 @@ class Anchor:
     # ------------------------------------------------------------------ plumbing
 
     def _run(self, coro):  # noqa: ANN001, ANN202 - small sync bridge
-        return run_sync(coro, self.client)
+        estimator = self.estimator
+        if estimator is None or estimator is self.client:
+            return run_sync(coro, self.client)
+
+        async def closing_estimator():  # noqa: ANN202 - the estimator's connections belong to this loop too
+            try:
+                return await coro
+            finally:
+                await estimator.aclose()
+
+        return run_sync(closing_estimator(), self.client)
