@@ -69,3 +69,17 @@ def test_bad_input(tmp_path):
     other = metrics(tmp_path / "b", [decision(0, 1, 0.8)], dataset="today")
     with pytest.raises(ValueError, match="mix task kinds"):
         retrieval_analysis("x", {("knn", 3, 5): report, ("bm25", 3, 5): other})
+
+
+def test_saved_result_reads_back_and_bad_files_say_why(tmp_path):
+    from anchor.analysis.common import load_result
+
+    report = metrics(tmp_path / "a", [pair(0, 1, 0.8, 0.2)])
+    result = retrieval_analysis("common2sense-pairwise", {("knn", 3, 5): report})
+    files = write_retrieval(result, tmp_path / "out")
+    assert load_result(files.json_path, RetrievalAnalysis) == result
+    with pytest.raises(ValueError, match="no such file"):
+        load_result(tmp_path / "missing.json", RetrievalAnalysis)
+    (tmp_path / "other.json").write_text('{"analysis": "factors"}', encoding="utf-8")
+    with pytest.raises(ValueError, match="not a RetrievalAnalysis result"):
+        load_result(tmp_path / "other.json", RetrievalAnalysis)
