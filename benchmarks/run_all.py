@@ -26,6 +26,8 @@ def main() -> None:
         ("bench_infer.py", []),
         ("bench_structure.py", []),
         ("bench_audit_size.py", []),
+        ("bench_embed.py", []),
+        ("bench_retrieval.py", []),
         ("bench_build.py", llm),
         ("bench_vote_batching.py", llm),
         ("bench_throughput.py", []),  # its own local test server: the point is a known 200 ms latency

@@ -315,14 +315,14 @@ class FactorSpace(_Model):
 class RetrievedFactor(_Model):
     factor_id: str
     text: str
-    distance: float
+    distance: float = Field(description="Smaller is closer; a lexical (BM25) retriever gives its negated score.")
     source: str = Field(description="'cluster:<id>', 'unclustered' or 'flat'")
 
 
 class ClusterHit(_Model):
     cluster_id: int
     theme: str
-    distance: float
+    distance: float = Field(description="Smaller is closer; a lexical (BM25) retriever gives its negated score.")
 
 
 class TextTruncation(_Model):
@@ -364,6 +364,7 @@ class MappingTrace(_Model):
     condition_embedding: ConditionEmbedding | None = None
     condition_truncated: TextTruncation | None = Field(
         default=None, description="Set when the condition was cut to fit a mapping prompt into the context.")
+    retriever: str = Field(default="knn", description="Candidate-search backend: knn, faiss-flat, faiss-hnsw, bm25.")
     clusters: list[ClusterHit] = Field(default_factory=list)
     candidates: list[RetrievedFactor] = Field(default_factory=list)
     selection_rounds: list[list[str]] = Field(default_factory=list, description="Factor ids per LLM selection.")

@@ -1,6 +1,7 @@
 """Stage 2: map a condition onto the factor space.
 
-Retrieval (hierarchical coarse-to-fine, or flat for the ablation) proposes candidates; ``R``
+Retrieval (hierarchical coarse-to-fine, or flat for the ablation, through the retriever chosen at
+construction: exact KNN by default, FAISS or BM25) proposes candidates; ``R``
 independent LLM selections vote on them and those with at least ``ceil(vote_ratio * R)`` votes
 pass; a lenient reflection pass then drops factors with no clear link to the condition. Answers
 naming anything that is not a candidate are discarded and counted in the trace.
@@ -18,6 +19,7 @@ from anchor.llm.client import LLMClient
 from anchor.llm.context import fit_prompt, merge_truncations
 from anchor.mapping.config import MappingConfig
 from anchor.mapping.retrieval import CandidateIndex, FlatIndex, HierarchicalIndex
+from anchor.mapping.retrievers import KNNRetriever, Retriever
 from anchor.types import FactorSpace, MappingTrace
 
 
@@ -41,14 +43,16 @@ def space_vectors(space: FactorSpace, embedder: Embedder) -> tuple[dict[str, np.
 
 
 class ConditionMapper:
-    """Built once per factor space; ``map`` runs per condition."""
+    """Built once per factor space; ``map`` runs per condition. ``retriever`` is the candidate-search
+    backend (exact KNN when None); K1/K2, the metric and hierarchical-or-flat come from ``config``."""
 
     def __init__(self, client: LLMClient, embedder: Embedder, space: FactorSpace,
-                 config: MappingConfig | None = None) -> None:
+                 config: MappingConfig | None = None, *, retriever: Retriever | None = None) -> None:
         self.client = client
         self.embedder = embedder
         self.space = space
         self.config = config or MappingConfig()
+        self.retriever: Retriever = retriever if retriever is not None else KNNRetriever()
         self._index: CandidateIndex | None = None
         self.index_seconds = 0.0
 
@@ -60,10 +64,11 @@ class ConditionMapper:
             c = self.config
             if c.hierarchical:
                 self._index = HierarchicalIndex(self.space, factor_vecs, theme_vecs, alpha=c.alpha, k1=c.k1,
-                                                k2=c.k2, metric=c.metric)  # type: ignore[arg-type]
+                                                k2=c.k2, metric=c.metric,  # type: ignore[arg-type]
+                                                retriever=self.retriever)
             else:
                 self._index = FlatIndex(self.space, factor_vecs, k=c.k1 * c.k2 + c.k2,
-                                        metric=c.metric)  # type: ignore[arg-type]
+                                        metric=c.metric, retriever=self.retriever)  # type: ignore[arg-type]
             self.index_seconds = time.perf_counter() - t0
         return self._index
 
@@ -73,14 +78,14 @@ class ConditionMapper:
         # A long condition is embedded whole (chunk mean), not cut at the model's input limit.
         vector, embedding = await offload.encode_condition(self.embedder, condition)
         t1 = time.perf_counter()
-        clusters, candidates = self.index.query(vector)
+        clusters, candidates = self.index.query(vector, text=condition)
         t2 = time.perf_counter()
         if timings is not None:
             timings["embed_condition"] = round(t1 - t0, 6)
             timings["retrieval"] = round(t2 - t1, 6)
         trace = MappingTrace(condition=condition, retrieval="hierarchical" if c.hierarchical else "flat",
-                             condition_embedding=embedding, clusters=clusters, candidates=candidates,
-                             vote_threshold=c.vote_threshold)
+                             condition_embedding=embedding, retriever=self.retriever.name, clusters=clusters,
+                             candidates=candidates, vote_threshold=c.vote_threshold)
         if not candidates:
             return trace
 
