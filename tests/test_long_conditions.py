@@ -327,7 +327,7 @@ def test_context_size_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     assert configured.describe()["context_tokens"] == 32768
     assert make_backend(LLMSettings.from_env()).n_ctx == 32768  # the embedded model's n_ctx follows it
     monkeypatch.setenv("ANCHOR_LLM_CONTEXT_TOKENS", "lots")
-    with pytest.raises(ConfigurationError, match="ANCHOR_LLM_CONTEXT_TOKENS must be a whole number"):
+    with pytest.raises(ConfigurationError, match="ANCHOR_LLM_CONTEXT_TOKENS=.lots. is not a whole number"):
         LLMSettings.from_env()
     with pytest.raises(ValueError, match="context_tokens"):
         LLMSettings(context_tokens=100)
