@@ -25,9 +25,14 @@ def main() -> None:
         ("bench_cbn.py", []),
         ("bench_infer.py", []),
         ("bench_structure.py", []),
+        ("bench_audit_size.py", []),
+        ("bench_embed.py", []),
+        ("bench_retrieval.py", []),
         ("bench_build.py", llm),
         ("bench_vote_batching.py", llm),
         ("bench_throughput.py", []),  # its own local test server: the point is a known 200 ms latency
+        ("bench_bird.py", llm),
+        ("bench_long_condition.py", llm),
     ]
     failed = []
     for script, extra in jobs:

@@ -120,6 +120,7 @@ class FakeOpenAIServer:
         latency: float = 0.0,
         honour_n: bool = True,
         refuse_n: bool = False,
+        context_tokens: int | None = None,
         port: int = 0,
     ) -> None:
         self.model = model
@@ -140,6 +141,9 @@ class FakeOpenAIServer:
         self.honour_n = honour_n
         # Answer n > 1 with HTTP 400, as some hosted APIs do.
         self.refuse_n = refuse_n
+        # A context window, like vLLM's max_model_len: a request whose prompt (4 characters a token)
+        # plus max_tokens exceeds it gets HTTP 400.
+        self.context_tokens = context_tokens
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         # Tokens reported in the usage block of every answer sent (what a hosted API would bill).
@@ -316,6 +320,14 @@ class FakeOpenAIServer:
                         span[1] = time.monotonic()
 
             def _answer(self, body: dict[str, Any]) -> None:
+                if server.context_tokens is not None:
+                    prompt = sum(len(str(m.get("content", ""))) for m in body.get("messages", [])) // 4
+                    wanted = prompt + int(body.get("max_tokens") or 0)
+                    if wanted > server.context_tokens:
+                        msg = {"error": {"message": f"This model's maximum context length is {server.context_tokens} "
+                                                    f"tokens. However, you requested {wanted} tokens."}}
+                        self._send(400, json.dumps(msg).encode())
+                        return
                 fmt = (body.get("response_format") or {}).get("type")
                 if fmt is not None and fmt not in server.formats:
                     msg = {"error": {"message": f"1 validation error: body.response_format.type: input should be "

@@ -14,15 +14,19 @@ import pytest
 
 from anchor.evaluation.datasets import (
     DATASET_NAMES,
+    FACTCHECK_FILES,
     DatasetError,
+    DatasetWarning,
     DecisionInstance,
     PairwiseInstance,
     balance_outcome_order,
     bundled_file,
     group_by_scenario,
+    is_factcheck_dataset,
     load_dataset,
     load_decision,
     load_factcheck,
+    load_factcheck_data,
     load_pairwise,
     negate_claim,
     repair_text,
@@ -131,10 +135,38 @@ def test_factcheck_bundled_sample() -> None:
     assert second.condition.startswith("Saliva viral load correlates with key immunological markers")
 
 
+@pytest.mark.parametrize(("name", "rows", "supported", "claim_chars", "condition_chars"), [
+    ("cnn", 558, 501, 304.6, 2886.0),
+    ("xsum", 558, 285, 128.6, 1899.8),
+    ("expertqa", 669, 509, 168.2, 921.6),
+    ("covid", 12, 3, 83.8, 497.6),
+])
+def test_bundled_factcheck_sets(name: str, rows: int, supported: int, claim_chars: float,
+                                condition_chars: float) -> None:
+    """Counts, balance and mean lengths as stated in PROVENANCE.md; no row of the bundled files is skipped."""
+    data = load_factcheck_data(dataset=name)
+    assert data.skipped == [] and data.rows == rows and is_factcheck_dataset(name)
+    assert collections.Counter(i.label for i in data.instances) == {1: supported, 2: rows - supported}
+    assert [i.id for i in data.instances[:2]] == [f"{name}:0", f"{name}:1"]
+    assert {i.dataset for i in data.instances} == {name} and {i.scenario.text for i in data.instances} == {""}
+    mean_claim = sum(len(i.scenario.outcome1) for i in data.instances) / rows
+    mean_condition = sum(len(i.condition) for i in data.instances) / rows
+    assert (round(mean_claim, 1), round(mean_condition, 1)) == (claim_chars, condition_chars)
+    assert bundled_file(name).name == FACTCHECK_FILES[name]
+
+
+def test_aggrefact_documents_are_the_evidence_lines_joined() -> None:
+    raw = json.loads(bundled_file("cnn").read_text(encoding="utf-8").splitlines()[0])
+    first = load_factcheck(dataset="cnn")[0]
+    assert raw["label"] == "REFUTED" and first.label == 2  # the file is sorted by label: REFUTED first
+    assert first.condition == " ".join(" ".join(e.split()) for e in raw["evidence"])
+    assert first.scenario.outcome1 == " ".join(raw["claim"].split())
+
+
 def test_load_dataset_dispatch_and_determinism() -> None:
     sizes = {name: len(load_dataset(name)) for name in DATASET_NAMES}
     assert sizes == {"common2sense-pairwise": 350, "common2sense": 3822, "plasma": 1395, "today": 1000,
-                     "factcheck": 12}
+                     "factcheck": 12, "cnn": 558, "xsum": 558, "expertqa": 669, "covid": 12}
     assert load_dataset("plasma") == load_dataset("plasma")
     with pytest.raises(ValueError, match="unknown dataset 'nope'"):
         load_dataset("nope")
@@ -387,52 +419,114 @@ def test_pairwise_csv_header_and_empty(tmp_path: Path) -> None:
 def test_factcheck_custom_file(tmp_path: Path) -> None:
     lines = [
         json.dumps({"claim": "Masks reduce spread.", "label": "SUPPORTED",
-                    "evidence": ["Study A.", "Study B."]}),
+                    "evidence": ["Study A.", "", "Study B."], "gold_source": "https://x", "flair": "Preprint"}),
         "",
         "   ",
-        json.dumps({"claim": "Garlic cures it", "label": "refutes", "evidence": "No effect was found."}),
+        json.dumps({"claim": "Garlic cures it", "label": "refutes", "evidence": ["No effect was found."]}),
     ]
     path = _write(tmp_path, "covid_dev.jsonl", "\n".join(lines) + "\n")
     inst = load_factcheck(path)
     assert [(i.id, i.label, i.dataset) for i in inst] == [
         ("covid_dev:0", 1, "covid_dev"), ("covid_dev:1", 2, "covid_dev"),
     ]
-    assert inst[0].condition == "Study A. Study B."
+    assert inst[0].condition == "Study A. Study B."  # the blank evidence sentence is dropped
     assert inst[1].scenario.outcome2 == "It is not true that garlic cures it."
     custom = load_factcheck(path, dataset="covid", negate=lambda c: f"NOT: {c}")
     assert custom[0].id == "covid:0" and custom[0].scenario.outcome2 == "NOT: Masks reduce spread."
     assert load_dataset("factcheck", path)[0].dataset == "covid_dev"
+    assert [i.id for i in load_dataset("covid", path)] == ["covid:0", "covid:1"]
 
 
-def test_factcheck_problems(tmp_path: Path) -> None:
+def test_factcheck_bad_rows_are_skipped_and_reported(tmp_path: Path) -> None:
     good = json.dumps({"claim": "C.", "label": "SUPPORTED", "evidence": ["E."]})
     lines = [
-        good,                                                                   # line 1
-        "",                                                                     # line 2: blank, skipped
+        good,                                                                   # line 1, record 0
+        "",                                                                     # line 2: blank, no record
         good[:-15],                                                             # line 3: truncated
         json.dumps({"claim": "C.", "label": "NOT ENOUGH INFO", "evidence": ["E."]}),  # line 4
         json.dumps({"claim": "", "label": "REFUTED", "evidence": ["E."]}),      # line 5
         json.dumps({"claim": "C.", "label": "REFUTED", "evidence": []}),        # line 6
         json.dumps(["C.", "REFUTED"]),                                          # line 7
         json.dumps({"claim": "C.", "label": "REFUTED"}),                        # line 8
+        json.dumps({"claim": "C.", "label": "REFUTED", "evidence": "E."}),      # line 9: not a list
+        "\ufeff" + json.dumps({"claim": "D.", "label": "REFUTED", "evidence": ["E."]}),  # line 10: BOM
+        json.dumps({"claim": "C.", "label": "REFUTED", "evidence": ["E.", 3]}),  # line 11
+        json.dumps({"claim": "Last.", "label": "REFUTED", "evidence": ["F."]}),  # line 12, record 10
     ]
     path = _write(tmp_path, "f.jsonl", "\n".join(lines))
+    data = load_factcheck_data(path)
+    assert [(i.id, i.label, i.condition) for i in data.instances] == [("f:0", 1, "E."), ("f:10", 2, "F.")]
+    assert data.rows == 11
+    assert [(s.line, s.record) for s in data.skipped] == [
+        (3, 1), (4, 2), (5, 3), (6, 4), (7, 5), (8, 6), (9, 7), (10, 8), (11, 9),
+    ]
+    problems = [s.problem for s in data.skipped]
+    assert problems[0].startswith("not valid JSON: the line ends too early (truncated?)")
+    assert problems[1:] == [
+        "label 'NOT ENOUGH INFO' is not recognised (expected SUPPORTED or REFUTED)",
+        "'claim' is empty",
+        "'evidence' is an empty array",
+        "expected an object, got an array",
+        "missing key 'evidence'",
+        "'evidence' must be an array of strings, got a string",
+        "starts with a byte-order mark (U+FEFF); save the file as UTF-8 without BOM",
+        "evidence[1] must be a string, got a number",
+    ]
+    messages = data.skipped_messages()
+    assert messages[1] == f"{path}: line 4: {problems[1]}"
+    assert data.summary() == f"{path}: 9 of 11 rows skipped (first: line 3: {problems[0]})"
+    # The list-returning loader gives the same instances and says that rows were skipped.
+    with pytest.warns(DatasetWarning, match=r"9 of 11 rows skipped") as caught:
+        assert load_factcheck(path) == data.instances
+    assert "line 10: starts with a byte-order mark" in str(caught[0].message)
+
+
+def test_factcheck_bom_on_the_first_line_and_bad_utf8_skip_only_their_row(tmp_path: Path) -> None:
+    first = json.dumps({"claim": "A.", "label": "SUPPORTED", "evidence": ["E."]})
+    second = json.dumps({"claim": "B.", "label": "REFUTED", "evidence": ["E."]})
+    path = _write(tmp_path, "bom.jsonl", b"\xef\xbb\xbf" + first.encode() + b"\n" + second.encode() + b"\n"
+                  + b'{"claim": "caf\xe9", "label": "REFUTED", "evidence": ["E."]}\r\n')
+    data = load_factcheck_data(path, dataset="covid")
+    assert [i.id for i in data.instances] == ["covid:1"]
+    assert [(s.line, s.record, s.problem.split(" (")[0]) for s in data.skipped] == [
+        (1, 0, "starts with a byte-order mark"), (3, 2, "not valid UTF-8"),
+    ]
+
+
+def test_factcheck_file_without_a_usable_row_is_a_one_line_error(tmp_path: Path) -> None:
+    lines = [json.dumps({"claim": "", "label": "SUPPORTED", "evidence": ["E."]}), "{not json",
+             json.dumps({"claim": "C.", "label": "maybe", "evidence": ["E."]}),
+             json.dumps({"claim": "C.", "label": "REFUTED", "evidence": {"a": 1}})]
+    path = _write(tmp_path, "bad.jsonl", "\n".join(lines))
     with pytest.raises(DatasetError) as err:
-        load_factcheck(path)
+        load_factcheck_data(path)
     msg = str(err.value)
-    assert str(path) in msg
-    assert err.value.total == 6
-    assert "line 3: not valid JSON: the line ends too early (truncated?)" in msg
-    assert "line 4: label 'NOT ENOUGH INFO' is not recognised" in msg
-    assert "line 5: 'claim' is empty" in msg
-    assert "line 6: 'evidence' is an empty array" in msg
-    assert "line 7: expected an object, got an array" in msg
-    assert "line 8: missing key 'evidence'" in msg
-
-
-def test_factcheck_only_blank_lines(tmp_path: Path) -> None:
+    assert "\n" not in msg
+    assert msg.startswith(f"{path}: no usable row: all 4 rows were skipped (line 1: 'claim' is empty; line 2: ")
+    assert msg.endswith("; ...)")
     with pytest.raises(DatasetError, match="no records"):
         load_factcheck(_write(tmp_path, "blank.jsonl", "\n  \n\n"))
+    with pytest.raises(ValueError, match="no bundled fact-checking file named 'nope'"):
+        load_factcheck_data(dataset="nope")
+
+
+def test_full_size_covidfact_format_file_loads_through_a_path(tmp_path: Path) -> None:
+    """A file shaped like the public COVIDFACT_dataset.jsonl (4,086 claims, extra keys), not bundled."""
+    rows = []
+    for k in range(4086):
+        rows.append(json.dumps({
+            "claim": f"Treatment {k} shortens covid-19 recovery by {k % 9 + 1} days",
+            "label": "SUPPORTED" if k % 4 == 0 else "REFUTED",
+            "evidence": [f"Trial {k} enrolled {100 + k} patients.", f"Recovery changed by {k % 7} days."],
+            "gold_source": f"https://example.org/{k}", "flair": "Preprint",
+        }))
+    rows[2000] = rows[2000][:-20]  # one damaged row among thousands
+    path = _write(tmp_path, "COVIDFACT_dataset.jsonl", "\n".join(rows) + "\n")
+    data = load_factcheck_data(path, dataset="covid")
+    assert len(data.instances) == 4085 and [s.line for s in data.skipped] == [2001]
+    assert data.instances[2000].id == "covid:2001"  # ids keep their record numbers past the skip
+    assert collections.Counter(i.label for i in data.instances) == {1: 1021, 2: 3064}
+    assert data.instances[5].condition == "Trial 5 enrolled 105 patients. Recovery changed by 5 days."
 
 
 def test_unreadable_files(tmp_path: Path) -> None:
@@ -441,7 +535,7 @@ def test_unreadable_files(tmp_path: Path) -> None:
         load_decision("plasma", missing)
     assert str(missing) in str(err.value)
     path = _write(tmp_path, "latin1.jsonl", b'{"claim": "ok"}\n{"claim": "caf\xe9"}\n')
-    with pytest.raises(DatasetError, match=r"line 2: not valid UTF-8"):
+    with pytest.raises(DatasetError, match=r"no usable row: .*line 2: not valid UTF-8"):
         load_factcheck(path)
 
 

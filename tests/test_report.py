@@ -216,7 +216,7 @@ def test_full_report_mixed_kinds(tmp_path: Path) -> None:
     # Table 2: one column per dataset, naming its metric; ⋆ on the direct method; coverage note.
     assert "| Method | Model | covid (bal. acc.) | today (acc.) |" in md
     assert "| CoT⋆ | Qwen2.5-72B |  | 0.610 |" in md
-    assert "| ANCHOR | Qwen2.5-72B | 0.712 | 0.720 ± 0.028 (cov. 98.0%) |" in md
+    assert "| ANCHOR | Qwen2.5-72B | 0.712 (cov. 100.0%) | 0.720 ± 0.028 (cov. 98.0%) |" in md
     assert "⋆ direct decision" in md
 
     # Table 3: deltas against the full model (0.572): no-cbn 0.558 -> −0.014, BMA 0.575 -> +0.003.
@@ -248,6 +248,62 @@ def test_full_report_mixed_kinds(tmp_path: Path) -> None:
     assert [p.name for p in result.pngs] == [COST_PLOT, RELIABILITY_PLOT]
     for p in result.pngs:
         assert_png(p)
+
+
+def factcheck(bal: list[float], cov: list[float] | None = None) -> list[dict[str, float | None]]:
+    cov = cov or [1.0] * len(bal)
+    return [{"balanced_accuracy": b, "accuracy": b, "coverage": c} for b, c in zip(bal, cov, strict=True)]
+
+
+def test_fact_checking_sets_side_by_side_like_table_2(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    dirs = [
+        # Written in an order unlike the paper's, to check the column order.
+        write_run(runs, "anchor-cnn", kind="factcheck", dataset="cnn", values=factcheck([0.62, 0.64]),
+                  n_instances=100, calibration=calibration()),
+        write_run(runs, "anchor-covid", kind="factcheck", dataset="covid", values=factcheck([0.70, 0.74])),
+        write_run(runs, "anchor-xsum", kind="factcheck", dataset="xsum", values=factcheck([0.58, 0.60])),
+        write_run(runs, "anchor-expertqa", kind="factcheck", dataset="expertqa",
+                  values=factcheck([0.61, 0.59], cov=[0.98, 0.96]), calibration=calibration(0.1)),
+        write_run(runs, "anchor-expertqa-no-cbn", kind="factcheck", dataset="expertqa", ablations=["no-cbn"],
+                  values=factcheck([0.55])),
+        write_run(runs, "cot-direct-cnn", kind="factcheck", dataset="cnn", method="cot-direct",
+                  values=factcheck([0.5])),
+        write_run(runs, "vanilla-xsum", kind="factcheck", dataset="xsum", method="vanilla",
+                  values=factcheck([0.537, 0.541], cov=[0.9, 1.0])),
+        write_run(runs, "vanilla-today", kind="decision", dataset="today", method="vanilla",
+                  values=[{"accuracy": 0.71, "accuracy_covered": 0.71, "coverage": 1.0}]),
+    ]
+    md = build_report(dirs, tmp_path / "report").markdown
+    # The paper's column order (ExpertQA, XSum, COVID, CNN), then the decision sets; ExpertQA marked ‡.
+    assert ("| Method | Model | expertqa‡ (bal. acc.) | xsum (bal. acc.) | covid (bal. acc.) | cnn (bal. acc.) "
+            "| today (acc.) |") in md
+    # Mean ± sample std over runs, with coverage: (0.61 + 0.59) / 2 = 0.600, std 0.02 / sqrt(2) = 0.014;
+    # coverage (0.98 + 0.96) / 2 = 97.0%; XSum (0.58 + 0.60) / 2 = 0.590; COVID 0.720 ± 0.028; CNN 0.630.
+    assert ("| ANCHOR | Qwen2.5-72B | 0.600 ± 0.014 (cov. 97.0%) | 0.590 ± 0.014 (cov. 100.0%) "
+            "| 0.720 ± 0.028 (cov. 100.0%) | 0.630 ± 0.014 (cov. 100.0%) |  |") in md
+    assert "| Vanilla | Qwen2.5-72B |  | 0.539 ± 0.003 (cov. 95.0%) |  |  | 0.710 |" in md
+    assert "| CoT⋆ | Qwen2.5-72B |  |  |  | 0.500 (cov. 100.0%) |  |" in md
+    assert "| ANCHOR (w/o cbn) | Qwen2.5-72B | 0.550 (cov. 100.0%) |" in md
+    # Baselines above ANCHOR's variants, the full ANCHOR last, as in the paper.
+    table2 = md[md.index("## Decisions and fact checking"):md.index("## Ablations")]
+    assert table2.index("| Vanilla |") < table2.index("| ANCHOR (w/o cbn) |") < table2.index("| ANCHOR |")
+    # The ExpertQA caveat: in bold in the header, under Table 2, in the ablation table and in the run list.
+    caveat = ("expertqa is built from the ExpertQA release (claims with their cited evidence); it approximates, "
+              "but is not, the LLM-AggreFact ExpertQA subset the paper most likely used")
+    assert f"**‡ {caveat}" in md
+    assert f"- ‡ {caveat}" in table2 and "922 characters against the paper's 2,399" in table2
+    ablations = md[md.index("## Ablations"):md.index("## Cost")]
+    assert "### expertqa‡ — Qwen2.5-72B" in ablations and f"- ‡ {caveat}" in ablations
+    assert "| anchor-expertqa | factcheck | expertqa‡ | ANCHOR | Qwen2.5-72B | 20 | 2 |" in md
+    assert "- ANCHOR · cnn: Brier 0.213" in md  # labels of other sets carry no mark
+    assert "- ANCHOR · expertqa‡: Brier 0.213" in md  # the mark is drawn in the plot legend too
+
+
+def test_no_expertqa_no_caveat(tmp_path: Path) -> None:
+    run = write_run(tmp_path, "cnn", kind="factcheck", dataset="cnn", values=factcheck([0.6]))
+    md = build_report([run], tmp_path / "out").markdown
+    assert "‡" not in md and "| ANCHOR | Qwen2.5-72B | 0.600 (cov. 100.0%) |" in md
 
 
 def test_single_small_model_run(tmp_path: Path) -> None:

@@ -9,23 +9,34 @@ text's vector independent of whatever else is encoded with it: batching requests
 scenarios into one call (``anchor.offload``) gives bit-for-bit the vectors of separate calls. A
 single thread is also the faster choice for the short batches anchor sends: on a busy two-core
 machine a two-thread team spent most of each call waiting for its second thread.
+
+Long texts: MiniLM reads at most 256 word pieces and ``encode`` (like sentence-transformers)
+silently drops the rest. :meth:`MiniLMEmbedder.encode_long` does not: a text longer than the limit
+is cut into chunks of at most 254 word pieces (the limit less [CLS] and [SEP]), cut at word
+boundaries and preferably after a sentence end, each chunk is embedded, and the text's vector is
+the mean of the chunk vectors weighted by their word pieces, re-normalised to unit length. A text
+that fits gets exactly the vector ``encode`` gives it. :func:`embed_condition` uses it for
+retrieval and says what it did (:class:`anchor.types.ConditionEmbedding`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from anchor.llm.errors import ConfigurationError
+from anchor.types import ConditionEmbedding
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -94,6 +105,34 @@ class Embedder(Protocol):
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-length float32 vectors, one row per text."""
         ...
+
+
+@dataclass(frozen=True)
+class LongTextVectors:
+    """Vectors of texts that may exceed the model's input limit, with how each was chunked."""
+
+    vectors: np.ndarray  # unit-length float32 rows, one per text
+    chunks: list[int]  # chunks per text (1 = the text fit in one pass)
+    tokens: list[int | None]  # word pieces per text (None when it was short enough not to count)
+    chunk_tokens: int  # most word pieces in one chunk
+
+
+@runtime_checkable
+class LongTextEmbedder(Embedder, Protocol):
+    """An embedder that can embed texts longer than its model's input limit without dropping the rest."""
+
+    def encode_long(self, texts: Sequence[str]) -> LongTextVectors: ...
+
+
+def embed_condition(embedder: Embedder, text: str) -> tuple[np.ndarray, ConditionEmbedding]:
+    """The retrieval vector of a condition and how it was made (chunked when the embedder can)."""
+    if isinstance(embedder, LongTextEmbedder):
+        out = embedder.encode_long([text])
+        chunks = out.chunks[0]
+        how = ConditionEmbedding(method="chunk-mean" if chunks > 1 else "single", chunks=chunks,
+                                 tokens=out.tokens[0], chunk_tokens=out.chunk_tokens)
+        return out.vectors[0], how
+    return embedder.encode([text])[0], ConditionEmbedding(method="embedder")
 
 
 def minilm_dir() -> Path:
@@ -180,6 +219,7 @@ class MiniLMEmbedder:
         self.cache_path = Path(cache_path) if cache_path is not None else None
         self._store = _VectorStore(self.cache_path) if self.cache_path is not None else None
         self.encoded_count = 0  # texts actually run through the model (cache misses)
+        self._max_seq_length: int | None = None
 
     @property
     def model(self) -> object:
@@ -209,6 +249,94 @@ class MiniLMEmbedder:
             if self._store is not None:
                 self._store.put_many([(self._key(t), v.astype("<f4").tobytes()) for t, v in zip(missing, vectors, strict=True)])
         return np.stack([self._memory[t] for t in texts]).astype(np.float32)
+
+    @property
+    def chunk_tokens(self) -> int:
+        """Most word pieces of text in one model input: the model's limit less [CLS] and [SEP].
+
+        Read from the model folder's configuration when the model is not loaded yet, so that a
+        short, already cached condition never loads the model just to learn the limit.
+        """
+        if self._max_seq_length is None:
+            folder = self._model_dir or minilm_dir()
+            try:
+                config = json.loads((folder / "sentence_bert_config.json").read_text(encoding="utf-8"))
+                self._max_seq_length = int(config["max_seq_length"])
+            except (OSError, ValueError, KeyError, TypeError):
+                self._max_seq_length = int(self.model.max_seq_length)  # type: ignore[attr-defined]
+        return self._max_seq_length - 2
+
+    def chunk(self, text: str) -> list[str]:
+        """``text`` cut into pieces of at most :attr:`chunk_tokens` word pieces (see :meth:`_split`)."""
+        return self._split(text)[0]
+
+    def _split(self, text: str) -> tuple[list[str], list[int], int | None]:
+        """(pieces, word pieces per piece, word pieces in the text).
+
+        Cuts fall between words (never inside one), preferably right after a sentence-ending
+        '.', '!' or '?' in the second half of a window. A text that fits is returned whole; one
+        with no more characters than the limit fits by construction (a word piece covers at least
+        one character), so it is not even tokenised and its counts are unknown (0 and None).
+        """
+        limit = self.chunk_tokens
+        if len(text) <= limit:
+            return [text], [0], None
+        enc = self.model.tokenizer(  # type: ignore[attr-defined]
+            text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
+        offsets: list[tuple[int, int]] = enc["offset_mapping"]
+        words = enc.word_ids()
+        n = len(offsets)
+        if n <= limit:
+            return [text], [n], n
+        pieces: list[str] = []
+        sizes: list[int] = []
+        start = 0
+        while start < n:
+            end = min(start + limit, n)
+            if end < n:
+                end = self._cut(text, offsets, words, start, end)
+            pieces.append(text[offsets[start][0]:offsets[end - 1][1]])
+            sizes.append(end - start)
+            start = end
+        return pieces, sizes, n
+
+    @staticmethod
+    def _cut(text: str, offsets: list[tuple[int, int]], words: list[int | None], start: int, end: int) -> int:
+        """Where to end the window ``[start, end)``: after a sentence end if one is in its second
+        half, else at the last word boundary, else (one giant word) at ``end`` itself."""
+        def boundary(k: int) -> bool:  # may a chunk end right before token k?
+            return words[k] is None or words[k] != words[k - 1]
+
+        half = start + (end - start) // 2
+        for k in range(end, half, -1):
+            if boundary(k) and text[offsets[k - 1][0]:offsets[k - 1][1]] in (".", "!", "?"):
+                return k
+        for k in range(end, start, -1):
+            if boundary(k):
+                return k
+        return end
+
+    def encode_long(self, texts: Sequence[str]) -> LongTextVectors:
+        """Vectors that cover the whole of each text (see the module docstring)."""
+        texts = list(texts)
+        limit = self.chunk_tokens
+        if not texts:
+            return LongTextVectors(np.zeros((0, 384), dtype=np.float32), [], [], limit)
+        split = [self._split(t) for t in texts]
+        vectors = self.encode([piece for pieces, _, _ in split for piece in pieces])
+        out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+        row = 0
+        for i, (pieces, sizes, _) in enumerate(split):
+            block = vectors[row:row + len(pieces)]
+            row += len(pieces)
+            if len(pieces) == 1:
+                out[i] = block[0]
+                continue
+            # Weighted by word pieces, so a short last chunk does not count as much as a full one.
+            weights = np.asarray(sizes, dtype=np.float64)
+            mean = (block.astype(np.float64) * weights[:, None]).sum(axis=0) / weights.sum()
+            out[i] = (mean / (np.linalg.norm(mean) or 1.0)).astype(np.float32)
+        return LongTextVectors(out, [len(p) for p, _, _ in split], [n for _, _, n in split], limit)
 
 
 def _on_thread(fn: Callable[[list[str]], np.ndarray], texts: list[str]) -> np.ndarray:

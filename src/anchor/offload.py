@@ -41,8 +41,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from anchor.embed import Embedder, MiniLMEmbedder, embedding_thread
+from anchor.embed import Embedder, LongTextEmbedder, MiniLMEmbedder, embed_condition, embedding_thread
 from anchor.space.structure import Clusterer, ClusteringResult, Reducer, cluster_embeddings
+from anchor.types import ConditionEmbedding
 from anchor.workerproc import WorkerProcess
 
 ENV_COMPUTE = "ANCHOR_COMPUTE"
@@ -179,6 +180,19 @@ async def encode(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
     if not texts:
         return np.asarray(embedder.encode([]), dtype=np.float32)
     return await _batcher(embedder).encode(texts)
+
+
+async def encode_condition(embedder: Embedder, text: str) -> tuple[np.ndarray, ConditionEmbedding]:
+    """``embed.embed_condition`` off the event loop. A condition that fits the model (nearly all of
+    them) goes through the merged encoder like any text; a longer one (a fact-checking document)
+    is chunked and embedded on the compute thread."""
+    if isinstance(embedder, MiniLMEmbedder) and len(text) <= embedder.chunk_tokens:
+        # Fits by construction (a word piece covers at least one character): what embed_condition
+        # would say, without tokenising.
+        return (await encode(embedder, [text]))[0], ConditionEmbedding(method="single", chunk_tokens=embedder.chunk_tokens)
+    if isinstance(embedder, LongTextEmbedder):
+        return await asyncio.get_running_loop().run_in_executor(compute_thread(), embed_condition, embedder, text)
+    return (await encode(embedder, [text]))[0], ConditionEmbedding(method="embedder")
 
 
 # --------------------------------------------------------------------------- clustering

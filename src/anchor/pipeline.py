@@ -15,7 +15,10 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from pathlib import Path
 
+from anchor.audit.markup import write_text_atomic
+from anchor.audit.pages import explain_html
 from anchor.config import ABLATIONS, AnchorConfig
 from anchor.embed import Embedder, MiniLMEmbedder
 from anchor.inference.engine import InferenceEngine
@@ -23,6 +26,7 @@ from anchor.llm.client import LLMClient, run_sync
 from anchor.llm.ledger import summarize
 from anchor.llm.settings import LLMSettings, make_client
 from anchor.mapping.mapper import ConditionMapper
+from anchor.mapping.retrievers import Retriever
 from anchor.progress import ProgressEvent, Reporter, silent
 from anchor.space.builder import FactorSpaceBuilder
 from anchor.space.structure import Clusterer, Reducer
@@ -45,6 +49,8 @@ class Anchor:
         config: AnchorConfig | None = None,
         reducer: Reducer | None = None,
         clusterer: Clusterer | None = None,
+        retriever: Retriever | None = None,
+        estimator: LLMClient | None = None,
     ) -> None:
         if client is not None and settings is not None:
             raise ValueError("pass either a client or settings, not both")
@@ -54,6 +60,10 @@ class Anchor:
         self.config = config or AnchorConfig()
         self.reducer = reducer
         self.clusterer = clusterer
+        # Stage-2 candidate search (exact KNN when None) and, optionally, a second model that
+        # elicits phi and the latent parameters while ``client`` does everything else.
+        self.retriever = retriever
+        self.estimator = estimator
         # Per-space stages (each holds the space's retrieval index), most recently used last.
         self._mappers: OrderedDict[int, tuple[FactorSpace, ConditionMapper, InferenceEngine]] = OrderedDict()
 
@@ -74,8 +84,9 @@ class Anchor:
         # recently used spaces are kept, so a long evaluation does not hold every index alive.
         entry = self._mappers.get(id(space))
         if entry is None or entry[0] is not space:
-            entry = (space, ConditionMapper(self.client, self.embedder, space, self.config.mapping),
-                     InferenceEngine(self.client, space, self.config.inference))
+            entry = (space, ConditionMapper(self.client, self.embedder, space, self.config.mapping,
+                                            retriever=self.retriever),
+                     InferenceEngine(self.client, space, self.config.inference, estimator=self.estimator))
             self._mappers[id(space)] = entry
             while len(self._mappers) > MAX_CACHED_SPACES:
                 self._mappers.popitem(last=False)
@@ -120,7 +131,36 @@ class Anchor:
             conditions = [conditions]
         return self._run(self.ainfer(space, conditions, report))
 
+    # ------------------------------------------------------------------ audit
+
+    async def aexplain(self, space: FactorSpace, conditions: Sequence[str | Condition] | str,
+                       path: Path | str | None = None, report: Reporter = silent) -> str:
+        """Answer ``conditions`` and return a self-contained HTML page explaining each answer
+        (retrieval funnel, phi per factor, latent network, posteriors) next to the factor space;
+        with ``path``, also write it there."""
+        if isinstance(conditions, str):
+            conditions = [conditions]
+        results = await self.ainfer(space, conditions, report)
+        page = explain_html(space, results)
+        if path is not None:
+            write_text_atomic(path, page)
+        return page
+
+    def explain(self, space: FactorSpace, conditions: Sequence[str | Condition] | str,
+                path: Path | str | None = None, report: Reporter = silent) -> str:
+        return self._run(self.aexplain(space, conditions, path, report))
+
     # ------------------------------------------------------------------ plumbing
 
     def _run(self, coro):  # noqa: ANN001, ANN202 - small sync bridge
-        return run_sync(coro, self.client)
+        estimator = self.estimator
+        if estimator is None or estimator is self.client:
+            return run_sync(coro, self.client)
+
+        async def closing_estimator():  # noqa: ANN202 - the estimator's connections belong to this loop too
+            try:
+                return await coro
+            finally:
+                await estimator.aclose()
+
+        return run_sync(closing_estimator(), self.client)

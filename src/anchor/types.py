@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 from enum import StrEnum
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -295,6 +296,18 @@ class FactorSpace(_Model):
             out.extend(cluster.factor_ids)
         return out
 
+    def to_html(self, path: Path | str | None = None) -> str:
+        """This space as one self-contained HTML page (see ``anchor.audit``); with ``path``, also
+        written there."""
+        # Imported here: the audit package builds on these types, not the other way round.
+        from anchor.audit.markup import write_text_atomic
+        from anchor.audit.pages import space_html
+
+        page = space_html(self)
+        if path is not None:
+            write_text_atomic(path, page)
+        return page
+
 
 # --------------------------------------------------------------------------- mapping
 
@@ -302,14 +315,45 @@ class FactorSpace(_Model):
 class RetrievedFactor(_Model):
     factor_id: str
     text: str
-    distance: float
+    distance: float = Field(description="Smaller is closer; a lexical (BM25) retriever gives its negated score.")
     source: str = Field(description="'cluster:<id>', 'unclustered' or 'flat'")
 
 
 class ClusterHit(_Model):
     cluster_id: int
     theme: str
-    distance: float
+    distance: float = Field(description="Smaller is closer; a lexical (BM25) retriever gives its negated score.")
+
+
+class TextTruncation(_Model):
+    """A text cut short so that the prompt carrying it fits the model's context window.
+
+    The kept part is the beginning of the text, followed by a marker saying how many characters
+    were left out.
+    """
+
+    original_chars: int = Field(ge=0)
+    kept_chars: int = Field(ge=0, description="Characters of the original text that reached the model.")
+    context_tokens: int = Field(gt=0, description="The context window the prompt was fitted to.")
+    counted: Literal["exact", "estimate"] = Field(
+        description="'exact': tokens counted with the model's tokenizer; 'estimate': from characters.")
+    stages: list[str] = Field(default_factory=list, description="Prompts (stages) in which the text was cut.")
+
+    @property
+    def omitted_chars(self) -> int:
+        return self.original_chars - self.kept_chars
+
+
+class ConditionEmbedding(_Model):
+    """How a condition was turned into one retrieval vector."""
+
+    method: Literal["single", "chunk-mean", "embedder"] = Field(
+        description="'single': one pass, the text fits the embedding model; 'chunk-mean': token-weighted "
+                    "mean of the chunk vectors, re-normalised; 'embedder': the embedder's own encode "
+                    "(it has no chunking, so it may keep only the start of a long text).")
+    chunks: int = Field(default=1, ge=1)
+    tokens: int | None = Field(default=None, description="Word pieces in the text, when counted.")
+    chunk_tokens: int | None = Field(default=None, description="Most word pieces per chunk (model limit).")
 
 
 class MappingTrace(_Model):
@@ -317,6 +361,10 @@ class MappingTrace(_Model):
 
     condition: str
     retrieval: Literal["hierarchical", "flat"]
+    condition_embedding: ConditionEmbedding | None = None
+    condition_truncated: TextTruncation | None = Field(
+        default=None, description="Set when the condition was cut to fit a mapping prompt into the context.")
+    retriever: str = Field(default="knn", description="Candidate-search backend: knn, faiss-flat, faiss-hnsw, bm25.")
     clusters: list[ClusterHit] = Field(default_factory=list)
     candidates: list[RetrievedFactor] = Field(default_factory=list)
     selection_rounds: list[list[str]] = Field(default_factory=list, description="Factor ids per LLM selection.")

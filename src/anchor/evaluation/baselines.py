@@ -5,17 +5,25 @@ Vanilla and CoT verbalise a probability; their starred variants (``*-direct``) o
 we score as probability 1 or 0. Logits reads the probability of the answer token from the
 backend's log-probabilities. Factor-based is an oracle: its factors are generated knowing the
 gold outcome, so it is not a fair comparison and every report flags it.
+
+Every prompt that carries the condition is fitted to the backend's context window first
+(:mod:`anchor.llm.context`): a condition too long for it keeps its beginning and a marker of what
+was omitted, and the estimate's ``note`` says so.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from anchor import prompts
+from anchor.llm.base import Message
 from anchor.llm.client import LLMClient
+from anchor.llm.context import FittedPrompt, fit_fields, fit_prompt
+from anchor.llm.prompt import PromptSpec
 from anchor.types import Scenario
 
 
@@ -30,24 +38,33 @@ def _values(scenario: Scenario, condition: str) -> dict[str, str]:
             "outcome2": scenario.outcome2}
 
 
+def _fit(client: LLMClient, prompt: PromptSpec[Any], scenario: Scenario, condition: str, **extra: str) -> FittedPrompt:
+    """The prompt's values with the condition shortened, if need be, to fit the backend's context."""
+    return fit_prompt(client.backend, prompt, **_values(scenario, condition), **extra)
+
+
 async def vanilla(client: LLMClient, scenario: Scenario, condition: str, gold: int | None = None) -> Estimate:
-    answer = await client.ask(prompts.VANILLA, **_values(scenario, condition))
-    return Estimate(answer.probability)
+    fitted = _fit(client, prompts.VANILLA, scenario, condition)
+    answer = await client.ask(prompts.VANILLA, **fitted.values)
+    return Estimate(answer.probability, note=fitted.note())
 
 
 async def vanilla_direct(client: LLMClient, scenario: Scenario, condition: str, gold: int | None = None) -> Estimate:
-    answer = await client.ask(prompts.VANILLA_DIRECT, **_values(scenario, condition))
-    return Estimate(1.0 if answer.choice == "1" else 0.0)
+    fitted = _fit(client, prompts.VANILLA_DIRECT, scenario, condition)
+    answer = await client.ask(prompts.VANILLA_DIRECT, **fitted.values)
+    return Estimate(1.0 if answer.choice == "1" else 0.0, note=fitted.note())
 
 
 async def cot(client: LLMClient, scenario: Scenario, condition: str, gold: int | None = None) -> Estimate:
-    answer = await client.ask(prompts.COT, **_values(scenario, condition))
-    return Estimate(answer.probability)
+    fitted = _fit(client, prompts.COT, scenario, condition)
+    answer = await client.ask(prompts.COT, **fitted.values)
+    return Estimate(answer.probability, note=fitted.note())
 
 
 async def cot_direct(client: LLMClient, scenario: Scenario, condition: str, gold: int | None = None) -> Estimate:
-    answer = await client.ask(prompts.COT_DIRECT, **_values(scenario, condition))
-    return Estimate(1.0 if answer.choice == "1" else 0.0)
+    fitted = _fit(client, prompts.COT_DIRECT, scenario, condition)
+    answer = await client.ask(prompts.COT_DIRECT, **fitted.values)
+    return Estimate(1.0 if answer.choice == "1" else 0.0, note=fitted.note())
 
 
 LOGIT_TOP_K = 20
@@ -60,9 +77,13 @@ async def logits(client: LLMClient, scenario: Scenario, condition: str, gold: in
     lowest listed log-probability (an upper bound on its true value); when neither is, the
     instance is unknown.
     """
-    messages = [{"role": "system", "content": prompts.LOGITS_MESSAGES_SYSTEM},
-                {"role": "user", "content": prompts.LOGITS_USER.format(**_values(scenario, condition))}]
-    answer = await client.complete("baseline.logits", messages, max_tokens=1, top_logprobs=LOGIT_TOP_K)
+    def render(values: Mapping[str, Any]) -> list[Message]:
+        return [{"role": "system", "content": prompts.LOGITS_MESSAGES_SYSTEM},
+                {"role": "user", "content": prompts.LOGITS_USER.format(**values)}]
+
+    fitted = fit_fields(client.backend, render, _values(scenario, condition), ("condition",), max_tokens=1,
+                        stage="baseline.logits")
+    answer = await client.complete("baseline.logits", render(fitted.values), max_tokens=1, top_logprobs=LOGIT_TOP_K)
     assert answer.logprobs  # the client raises LogprobsUnavailable otherwise
     first = answer.logprobs[0]
     top = dict(first.top) or {first.token: first.logprob}
@@ -72,12 +93,16 @@ async def logits(client: LLMClient, scenario: Scenario, condition: str, gold: in
         if key in ("1", "2"):
             best[key] = max(lp, best.get(key, -math.inf))
     if not best:
-        return Estimate(None, note=f"neither '1' nor '2' among the top {len(top)} first tokens")
+        return Estimate(None, note=_join(f"neither '1' nor '2' among the top {len(top)} first tokens", fitted.note()))
     floor = min(top.values())
     lp1, lp2 = best.get("1", floor), best.get("2", floor)
     m = max(lp1, lp2)
     w1, w2 = math.exp(lp1 - m), math.exp(lp2 - m)
-    return Estimate(w1 / (w1 + w2))
+    return Estimate(w1 / (w1 + w2), note=fitted.note())
+
+
+def _join(*notes: str | None) -> str | None:
+    return "; ".join(dict.fromkeys(n for n in notes if n)) or None
 
 
 ORACLE_FACTORS = 5
@@ -95,16 +120,25 @@ async def factor_based(client: LLMClient, scenario: Scenario, condition: str, go
     factors = [f for f in dict.fromkeys(" ".join(x.split()) for x in generated.factors) if f][:ORACLE_FACTORS]
     if not factors:
         return Estimate(None, note="no factors generated")
-    answers = await asyncio.gather(*(
-        client.ask(prompts.ORACLE_FACTOR_PROB, factor=f, **_values(scenario, condition)) for f in factors))
-    return Estimate(sum(a.probability for a in answers) / len(answers))
+    fits = [_fit(client, prompts.ORACLE_FACTOR_PROB, scenario, condition, factor=f) for f in factors]
+    answers = await asyncio.gather(*(client.ask(prompts.ORACLE_FACTOR_PROB, **fit.values) for fit in fits))
+    return Estimate(sum(a.probability for a in answers) / len(answers), note=_join(*(fit.note() for fit in fits)))
+
+
+async def compare_with_note(client: LLMClient, scenario: Scenario, outcome: str, condition1: str,
+                            condition2: str) -> tuple[int, str | None]:
+    """:func:`compare`'s choice, and a note when the conditions were shortened to fit the context
+    (they then share the room: a short one stays whole)."""
+    fitted = fit_prompt(client.backend, prompts.COMPARE, fields=("condition1", "condition2"),
+                        scenario=scenario.text or "(none)", outcome=outcome, condition1=condition1,
+                        condition2=condition2)
+    answer = await client.ask(prompts.COMPARE, **fitted.values)
+    return {"1": 1, "2": 2, "same": 3}[answer.choice], fitted.note()
 
 
 async def compare(client: LLMClient, scenario: Scenario, outcome: str, condition1: str, condition2: str) -> int:
     """1 if condition 1 supports ``outcome`` more, 2 if condition 2 does, 3 if equally."""
-    answer = await client.ask(prompts.COMPARE, scenario=scenario.text or "(none)", outcome=outcome,
-                              condition1=condition1, condition2=condition2)
-    return {"1": 1, "2": 2, "same": 3}[answer.choice]
+    return (await compare_with_note(client, scenario, outcome, condition1, condition2))[0]
 
 
 Estimator = Callable[[LLMClient, Scenario, str, "int | None"], Awaitable[Estimate]]

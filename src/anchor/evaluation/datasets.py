@@ -38,13 +38,19 @@ Formats, as found in the bundled files
     pairing, no gold statement, no human judgement. It adds nothing the evaluation needs, so it is
     bundled for provenance but not read.
 
-``factcheck/*.jsonl`` (name ``"factcheck"``)
-    COVID-Fact style JSON lines: ``claim``, ``label`` (``SUPPORTED``/``REFUTED``; the FEVER
-    spellings ``SUPPORTS``/``REFUTES`` are accepted too, case-insensitively) and ``evidence`` (a list
-    of sentences; a single string is accepted). Each line becomes a :class:`DecisionInstance` with an
-    empty scenario text, ``outcome1`` = the claim, ``outcome2`` = its negation (:func:`negate_claim`
-    unless another ``negate`` function is passed), condition = the evidence sentences joined by a
-    space, label 1 if supported and 2 if refuted. Blank lines are skipped.
+``factcheck/*.jsonl`` (names ``"cnn"``, ``"xsum"``, ``"expertqa"``, ``"covid"``, ``"factcheck"``)
+    JSON lines, one claim per line: ``claim``, ``label`` (``SUPPORTED``/``REFUTED``; the FEVER
+    spellings ``SUPPORTS``/``REFUTES`` are accepted too, case-insensitively) and ``evidence`` (an
+    array of sentences or passages; blank ones are dropped). Other keys (COVID-Fact's
+    ``gold_source``, ``flair``) are ignored. Each line becomes a :class:`DecisionInstance` with an
+    empty scenario text, ``outcome1`` = the claim, ``outcome2`` = its negation
+    (:func:`negate_claim` unless another ``negate`` function is passed), condition = the evidence
+    joined by a space, label 1 if supported and 2 if refuted. Bundled: ``cnn`` and ``xsum`` (the
+    LLM-AggreFact test subsets AggreFact-CNN/-XSum), ``expertqa`` (built from ExpertQA; it
+    approximates, but is not, the LLM-AggreFact ExpertQA subset) and ``covid`` (a 12-row
+    COVID-Fact sample, also reachable under its older name ``factcheck``); any file of this format
+    loads through a path. Blank lines are skipped. Unlike the other formats, a bad row does not
+    fail the file: it is skipped and reported (see :func:`load_factcheck_data`).
 
 Identifiers
 -----------
@@ -57,11 +63,15 @@ file contents, never on run order.
 
 Errors
 ------
-A file that cannot be used raises :class:`DatasetError` (a ``ValueError``). Its message names the
-file and, for each problem, where it is: ``entry i (line n)`` for JSON arrays, ``row i (line n)``
-for the CSV, ``line n`` for JSON lines (``i`` is the 0-based index used in the ids, ``n`` the 1-based
-physical line). Problems are collected over the whole file and the first ten are reported together.
-A file that cannot be read (missing, not UTF-8) is reported the same way.
+For the JSON arrays and the CSV, a file that cannot be used raises :class:`DatasetError` (a
+``ValueError``). Its message names the file and, for each problem, where it is: ``entry i (line
+n)`` for JSON arrays, ``row i (line n)`` for the CSV (``i`` is the 0-based index used in the ids,
+``n`` the 1-based physical line). Problems are collected over the whole file and the first ten are
+reported together. A file that cannot be read (missing, not UTF-8) is reported the same way.
+
+Fact-checking JSON lines are treated row by row: a bad row is skipped and returned as a
+:class:`SkippedRow` (``line n`` and the problem) inside :class:`FactcheckData`, so a run can count
+and record it; only a file that cannot be read or has no usable row raises :class:`DatasetError`.
 
 Text clean-up
 -------------
@@ -79,6 +89,7 @@ import hashlib
 import io
 import json
 import re
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -91,15 +102,22 @@ from anchor.types import Scenario
 
 __all__ = [
     "DATASET_NAMES",
+    "FACTCHECK_FILES",
+    "PAPER_FACTCHECK_SETS",
     "DatasetError",
+    "DatasetWarning",
     "DecisionInstance",
+    "FactcheckData",
     "PairwiseInstance",
+    "SkippedRow",
     "balance_outcome_order",
     "bundled_file",
     "group_by_scenario",
     "load_dataset",
     "load_decision",
+    "is_factcheck_dataset",
     "load_factcheck",
+    "load_factcheck_data",
     "load_pairwise",
     "negate_claim",
     "repair_text",
@@ -107,7 +125,19 @@ __all__ = [
 ]
 
 DecisionName = Literal["common2sense", "plasma", "today"]
-DATASET_NAMES: tuple[str, ...] = ("common2sense-pairwise", "common2sense", "plasma", "today", "factcheck")
+#: Bundled fact-checking files by dataset name (folder ``factcheck/``); all share one format.
+FACTCHECK_FILES: dict[str, str] = {
+    "cnn": "aggrefact_cnn.jsonl",
+    "xsum": "aggrefact_xsum.jsonl",
+    "expertqa": "expertqa.jsonl",
+    "covid": "covidfact_sample.jsonl",
+    "factcheck": "covidfact_sample.jsonl",  # the older, generic name of the COVID-Fact sample
+}
+#: Fact-checking sets in the column order of the paper's Table 2.
+PAPER_FACTCHECK_SETS: tuple[str, ...] = ("expertqa", "xsum", "covid", "cnn")
+DATASET_NAMES: tuple[str, ...] = (
+    "common2sense-pairwise", "common2sense", "plasma", "today", "factcheck", "cnn", "xsum", "expertqa", "covid",
+)
 MAX_REPORTED_PROBLEMS = 10
 
 _BUNDLED: dict[str, tuple[str, str]] = {
@@ -115,7 +145,7 @@ _BUNDLED: dict[str, tuple[str, str]] = {
     "common2sense": ("bird", "common2sense.json"),
     "plasma": ("bird", "plasma.json"),
     "today": ("bird", "today.json"),
-    "factcheck": ("factcheck", "covidfact_sample.jsonl"),
+    **{name: ("factcheck", filename) for name, filename in FACTCHECK_FILES.items()},
 }
 
 
@@ -314,6 +344,11 @@ def balance_outcome_order(instances: Sequence[Instance]) -> list[Instance]:
         else:
             out.append(inst.model_copy(update={"scenario": scen, "gold": 3 - inst.gold}))
     return out
+
+
+def is_factcheck_dataset(name: str) -> bool:
+    """True for the fact-checking datasets (``factcheck``, ``cnn``, ``xsum``, ``expertqa``, ``covid``)."""
+    return name in FACTCHECK_FILES
 
 
 def bundled_file(name: str) -> Traversable:
@@ -661,6 +696,183 @@ _FACT_LABELS: dict[str, Literal[1, 2]] = {
     "SUPPORTED": 1, "SUPPORTS": 1, "SUPPORT": 1,
     "REFUTED": 2, "REFUTES": 2, "REFUTE": 2,
 }
+_BOM = "\ufeff"
+
+
+class DatasetWarning(UserWarning):
+    """Rows of a dataset file were skipped (see :class:`FactcheckData` for the details)."""
+
+
+class SkippedRow(BaseModel):
+    """One row of a JSON-lines file that was left out, and why."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    line: int = Field(ge=1, description="1-based physical line in the file.")
+    record: int = Field(ge=0, description="0-based record number: the k of the id '<dataset>:<k>' it would have had.")
+    problem: str
+
+
+class FactcheckData(BaseModel):
+    """A fact-checking file as loaded: the usable instances and the rows that were skipped.
+
+    ``rows`` counts every non-blank line (usable or not); ids keep their record numbers, so
+    skipping a row never renumbers the others.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dataset: str
+    source: str = Field(description="The file the rows came from, as named in messages.")
+    instances: list[DecisionInstance]
+    skipped: list[SkippedRow] = Field(default_factory=list)
+
+    @property
+    def rows(self) -> int:
+        return len(self.instances) + len(self.skipped)
+
+    def skipped_messages(self, limit: int | None = None) -> list[str]:
+        """``"<file>: line <n>: <problem>"`` per skipped row (the first ``limit`` when given)."""
+        rows = self.skipped if limit is None else self.skipped[:limit]
+        return [f"{self.source}: line {s.line}: {s.problem}" for s in rows]
+
+    def summary(self) -> str | None:
+        """One line saying how many rows were skipped and the first reason; None when none were."""
+        if not self.skipped:
+            return None
+        first = self.skipped[0]
+        return (f"{self.source}: {len(self.skipped)} of {self.rows} rows skipped "
+                f"(first: line {first.line}: {first.problem})")
+
+
+def _factcheck_bytes(path: str | Path | None, name: str) -> tuple[str, bytes]:
+    if path is None:
+        res = bundled_file(name)
+        source, reader = f"{res} (bundled)", res.read_bytes
+    else:
+        source, reader = str(Path(path)), Path(path).read_bytes
+    try:
+        return source, reader()
+    except OSError as exc:
+        raise DatasetError(source, [f"cannot read the file ({exc.strerror or exc})"]) from exc
+
+
+def _json_problem(line: str, exc: json.JSONDecodeError) -> str:
+    if exc.pos >= len(line) or not line.endswith(("}", "]")):
+        return f"not valid JSON: the line ends too early (truncated?) ({exc.msg})"
+    return f"not valid JSON ({exc.msg}, column {exc.colno})"
+
+
+def _evidence(obj: dict[str, Any]) -> tuple[list[str] | None, str | None]:
+    """(evidence sentences, None) or (None, the problem). Blank sentences are dropped."""
+    if "evidence" not in obj:
+        return None, "missing key 'evidence'"
+    value = obj["evidence"]
+    if not isinstance(value, list):
+        return None, f"'evidence' must be an array of strings, got {_kind(value)}"
+    if not value:
+        return None, "'evidence' is an empty array"
+    for j, item in enumerate(value):
+        if not isinstance(item, str):
+            return None, f"evidence[{j}] must be a string, got {_kind(item)}"
+    kept = [item for item in value if item.strip()]
+    if not kept:
+        return None, "'evidence' holds only empty strings"
+    return kept, None
+
+
+def _claim_and_label(obj: dict[str, Any]) -> tuple[str | None, Literal[1, 2] | None, str | None]:
+    claim = obj.get("claim")
+    if "claim" not in obj:
+        return None, None, "missing key 'claim'"
+    if not isinstance(claim, str):
+        return None, None, f"'claim' must be a string, got {_kind(claim)}"
+    if not claim.strip():
+        return None, None, "'claim' is empty"
+    if "label" not in obj:
+        return None, None, "missing key 'label'"
+    raw = obj["label"]
+    if not isinstance(raw, str) or raw.strip().upper() not in _FACT_LABELS:
+        return None, None, f"label {raw!r} is not recognised (expected SUPPORTED or REFUTED)"
+    return claim, _FACT_LABELS[raw.strip().upper()], None
+
+
+def load_factcheck_data(
+    path: str | Path | None = None,
+    *,
+    dataset: str | None = None,
+    negate: Callable[[str], str] = negate_claim,
+    repair: bool = True,
+) -> FactcheckData:
+    """Load a fact-checking JSON-lines file, skipping (and reporting) the rows that cannot be used.
+
+    ``dataset`` names the instances (ids ``"<dataset>:<record>"``) and, when ``path`` is None,
+    picks the bundled file: ``cnn``, ``xsum``, ``expertqa``, ``covid`` or ``factcheck`` (the
+    COVID-Fact sample under its old name). Without ``dataset`` the name is ``"factcheck"`` for the
+    bundled sample and the file's stem for a path. ``negate`` writes outcome2 from the claim.
+
+    A row is skipped, with its line and the reason, when it is not valid UTF-8 or JSON, starts
+    with a byte-order mark, is not an object, has a missing or empty claim, an unknown label, or
+    evidence that is not a non-empty array of strings. A file with no usable row raises
+    :class:`DatasetError` (one line); so does a file that cannot be read.
+    """
+    if dataset is None:
+        dataset = "factcheck" if path is None else Path(path).stem
+    if path is None and dataset not in FACTCHECK_FILES:
+        raise ValueError(f"no bundled fact-checking file named {dataset!r}; "
+                         f"known: {', '.join(FACTCHECK_FILES)} (or pass a path)")
+    source, raw = _factcheck_bytes(path, dataset if path is None else "factcheck")
+    fix = repair_text if repair else _identity
+    out: list[DecisionInstance] = []
+    skipped: list[SkippedRow] = []
+    record = -1
+    for line_no, raw_line in enumerate(raw.split(b"\n"), start=1):
+        if not raw_line.strip():
+            continue
+        record += 1
+
+        def skip(problem: str, line_no: int = line_no, record: int = record) -> None:
+            skipped.append(SkippedRow(line=line_no, record=record, problem=problem))
+
+        try:
+            line = raw_line.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            skip(f"not valid UTF-8 (byte {exc.start + 1} of the line)")
+            continue
+        if line.startswith(_BOM):
+            skip("starts with a byte-order mark (U+FEFF); save the file as UTF-8 without BOM")
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            skip(_json_problem(line, exc))
+            continue
+        if not isinstance(obj, dict):
+            skip(f"expected an object, got {_kind(obj)}")
+            continue
+        claim, label, problem = _claim_and_label(obj)
+        evidence, ev_problem = _evidence(obj) if problem is None else (None, None)
+        if problem or ev_problem or claim is None or label is None or evidence is None:
+            skip(problem or ev_problem or "unusable row")
+            continue
+        claim_text = fix(claim)
+        try:
+            scenario = Scenario(text="", outcome1=claim_text, outcome2=negate(claim_text))
+            out.append(DecisionInstance(
+                id=f"{dataset}:{record}", dataset=dataset, scenario=scenario,
+                condition=" ".join(fix(e) for e in evidence), label=label,
+            ))
+        except ValidationError as exc:
+            skip(f"unusable row ({_validation_message(exc)})")
+        except ValueError as exc:  # the negation function refused the claim
+            skip(f"invalid claim ({exc})")
+    if record < 0:
+        raise DatasetError(source, ["no records (the file is empty or has only blank lines)"])
+    if not out:
+        first = "; ".join(f"line {s.line}: {s.problem}" for s in skipped[:3])
+        more = "" if len(skipped) <= 3 else "; ..."
+        raise DatasetError(source, [f"no usable row: all {len(skipped)} rows were skipped ({first}{more})"])
+    return FactcheckData(dataset=dataset, source=source, instances=out, skipped=skipped)
 
 
 def load_factcheck(
@@ -670,72 +882,16 @@ def load_factcheck(
     negate: Callable[[str], str] = negate_claim,
     repair: bool = True,
 ) -> list[DecisionInstance]:
-    """Load a COVID-Fact style JSON-lines file as decision instances (see the module docstring).
+    """The usable instances of :func:`load_factcheck_data`, as a list.
 
-    ``dataset`` names the instances; by default ``"factcheck"`` for the bundled sample and the file
-    stem otherwise. ``negate`` writes outcome2 from the claim.
+    Skipped rows are announced with a :class:`DatasetWarning`; callers that need to count or
+    record them use :func:`load_factcheck_data`.
     """
-    if dataset is None:
-        dataset = "factcheck" if path is None else Path(path).stem
-    source, text = _read_text(path, "factcheck")
-    fix = repair_text if repair else _identity
-    problems = _Problems(source)
-    out: list[DecisionInstance] = []
-    record = -1
-    for line_no, line in enumerate(text.split("\n"), start=1):
-        line = line.strip()
-        if not line:
-            continue
-        record += 1
-        where = f"line {line_no}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if exc.pos >= len(line) or not line.endswith(("}", "]")):
-                problems.add(where, f"not valid JSON: the line ends too early (truncated?) ({exc.msg})")
-            else:
-                problems.add(where, f"not valid JSON ({exc.msg}, column {exc.colno})")
-            continue
-        if not isinstance(obj, dict):
-            problems.add(where, f"expected an object, got {_kind(obj)}")
-            continue
-        before = problems.count
-        claim = _text_field(obj, "claim", where, problems)
-        label: Literal[1, 2] | None = None
-        if "label" not in obj:
-            problems.add(where, "missing key 'label'")
-        elif not isinstance(obj["label"], str) or obj["label"].strip().upper() not in _FACT_LABELS:
-            problems.add(where, f"label {obj['label']!r} is not recognised (expected SUPPORTED or REFUTED)")
-        else:
-            label = _FACT_LABELS[obj["label"].strip().upper()]
-        evidence: list[str] | None = None
-        if isinstance(obj.get("evidence"), str):
-            if obj["evidence"].strip():
-                evidence = [obj["evidence"]]
-            else:
-                problems.add(where, "'evidence' is empty")
-        else:
-            evidence = _text_list(obj, "evidence", where, problems, allow_empty=False)
-        if problems.count > before or claim is None or label is None or evidence is None:
-            continue
-        claim_text = fix(claim)
-        try:
-            scenario = Scenario(text="", outcome1=claim_text, outcome2=negate(claim_text))
-        except (ValidationError, ValueError) as exc:
-            msg = _validation_message(exc) if isinstance(exc, ValidationError) else str(exc)
-            problems.add(where, f"invalid claim ({msg})")
-            continue
-        try:
-            out.append(DecisionInstance(
-                id=f"{dataset}:{record}", dataset=dataset, scenario=scenario,
-                condition=" ".join(fix(e) for e in evidence), label=label,
-            ))
-        except ValidationError as exc:
-            problems.add(where, f"unusable record ({_validation_message(exc)})")
-    problems.raise_if_any()
-    if not out:
-        raise DatasetError(source, ["no records (the file is empty or has only blank lines)"])
-    return out
+    data = load_factcheck_data(path, dataset=dataset, negate=negate, repair=repair)
+    if data.skipped:
+        shown = "; ".join(f"line {s.line}: {s.problem}" for s in data.skipped[:MAX_REPORTED_PROBLEMS])
+        warnings.warn(DatasetWarning(f"{data.summary()}; skipped: {shown}"), stacklevel=2)
+    return data.instances
 
 
 # --------------------------------------------------------------------------- dispatch
@@ -751,4 +907,6 @@ def load_dataset(
         return load_decision(name, path)  # type: ignore[arg-type]
     if name == "factcheck":
         return load_factcheck(path)
+    if name in FACTCHECK_FILES:
+        return load_factcheck(path, dataset=name)
     raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASET_NAMES)}")

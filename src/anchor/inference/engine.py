@@ -60,8 +60,13 @@ class InferenceConfig(BaseModel):
 
 
 class InferenceEngine:
-    def __init__(self, client: LLMClient, space: FactorSpace, config: InferenceConfig | None = None) -> None:
+    """Stage 3 for one space. ``estimator``, when given, is the model that elicits phi and the latent
+    parameters (the probability estimator); ``client`` still groups the factors into latents."""
+
+    def __init__(self, client: LLMClient, space: FactorSpace, config: InferenceConfig | None = None, *,
+                 estimator: LLMClient | None = None) -> None:
         self.client = client
+        self.estimator = estimator if estimator is not None else client
         self.space = space
         self.config = config or InferenceConfig()
         self._factors = space.by_id()
@@ -77,7 +82,7 @@ class InferenceEngine:
 
         async def factor_strengths() -> list[float]:
             if c.llm_parameters:
-                return await elicit_phis(self.client, scenario, mapped, temperature=c.temperature)
+                return await elicit_phis(self.estimator, scenario, mapped, temperature=c.temperature)
             return [label_prior_phi(f.label) for f in mapped]
 
         async def latent_layer() -> tuple[LatentGrouping, list[tuple[float, float]]] | None:
@@ -85,7 +90,7 @@ class InferenceEngine:
                 return None
             grouping = await discover_latents(self.client, scenario, mapped, max_latents=c.max_latents)
             if c.llm_parameters:
-                return grouping, await elicit_latent_params(self.client, scenario, grouping, mapped,
+                return grouping, await elicit_latent_params(self.estimator, scenario, grouping, mapped,
                                                             temperature=c.temperature)
             return grouping, frequency_latent_params(grouping, mapped, smoothing=c.smoothing)
 

@@ -80,6 +80,16 @@ def _llama(path: Path, *, logits_all: bool, n_ctx: int, n_threads: int | None) -
         return inst
 
 
+def _loaded_llama(path: Path, n_ctx: int, n_threads: int | None) -> Any:
+    """An already loaded instance for this model and context (either logits setting), else a new one."""
+    with _INSTANCES_LOCK:
+        for logits_all in (False, True):
+            inst = _INSTANCES.get((str(path), logits_all, n_ctx))
+            if inst is not None:
+                return inst
+    return _llama(path, logits_all=False, n_ctx=n_ctx, n_threads=n_threads)
+
+
 class LocalLlamaBackend:
     """SmolLM2-135M (or another GGUF chat model) in-process via llama-cpp-python."""
 
@@ -95,6 +105,8 @@ class LocalLlamaBackend:
         # A mild penalty stops the small model from looping on one list item until max_tokens.
         self.repeat_penalty = repeat_penalty
         self.model = SMOLLM2_NAME if self.model_path.name == SMOLLM2_FILE else self.model_path.stem
+        self._chat_formatter: Any = None
+        self._formatter_known = False
 
     @property
     def name(self) -> str:
@@ -103,6 +115,43 @@ class LocalLlamaBackend:
     @property
     def supports_logprobs(self) -> bool:
         return True
+
+    @property
+    def context_tokens(self) -> int:
+        """The context window: the prompt and the answer together must fit in it."""
+        return self.n_ctx
+
+    def count_prompt_tokens(self, messages: list[Message]) -> int:
+        """Tokens the model will read for ``messages``: rendered with the model's own chat template
+        and tokenised as ``create_chat_completion`` does. Without a template in the model file the
+        message texts are tokenised and a few tokens per message added for the markers."""
+        llm = _loaded_llama(self.model_path, self.n_ctx, self.n_threads)
+        formatter = self._formatter(llm)
+        if formatter is None:
+            return sum(len(llm.tokenize(m.get("content", "").encode("utf-8"), add_bos=False, special=False)) + 8
+                       for m in messages) + 8
+        result = formatter(messages=messages)
+        return len(llm.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True))
+
+    def _formatter(self, llm: Any) -> Any:
+        """The chat formatter llama-cpp-python applies for this model, or None if it is not the file's template."""
+        if self._formatter_known:
+            return self._chat_formatter
+        formatter = None
+        template = (llm.metadata or {}).get("tokenizer.chat_template")
+        # llama-cpp-python uses the file's template under this name when it cannot name the format.
+        if template and llm.chat_format == "chat_template.default" and llm.chat_handler is None:
+            from llama_cpp import llama_chat_format
+
+            eos, bos = llm.token_eos(), llm.token_bos()
+            formatter = llama_chat_format.Jinja2ChatFormatter(
+                template=template,
+                eos_token=llm._model.token_get_text(eos) if eos != -1 else "",
+                bos_token=llm._model.token_get_text(bos) if bos != -1 else "",
+                stop_token_ids=[eos],
+            )
+        self._chat_formatter, self._formatter_known = formatter, True
+        return formatter
 
     def load(self) -> None:
         """Load the model now (otherwise it loads on the first call)."""

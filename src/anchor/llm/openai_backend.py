@@ -15,6 +15,7 @@ from typing import Any
 import openai
 
 from anchor.llm.base import Message, MultiCompletion, RawCompletion, TokenLogprob
+from anchor.llm.context import DEFAULT_SERVER_CONTEXT_TOKENS
 from anchor.llm.errors import (
     BackendError,
     ConfigurationError,
@@ -68,6 +69,7 @@ class OpenAICompatibleBackend:
         timeout: float = 120.0,
         max_parallel: int = 8,
         strict_schema: bool = False,
+        context_tokens: int = DEFAULT_SERVER_CONTEXT_TOKENS,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ConfigurationError(f"base URL must start with http:// or https://, got {base_url!r}")
@@ -75,6 +77,10 @@ class OpenAICompatibleBackend:
         self._model = model
         self.max_parallel = max_parallel
         self.strict_schema = strict_schema
+        if context_tokens < 256:
+            raise ConfigurationError(f"context size must be at least 256 tokens, got {context_tokens}")
+        # The server's context window as configured here: prompts are fitted to it by estimate.
+        self.context_tokens = context_tokens
         self._api_key = api_key
         register(api_key)
         self._timeout = timeout

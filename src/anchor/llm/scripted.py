@@ -46,6 +46,8 @@ class ScriptedBackend:
     model: str = "scripted-model"
     max_parallel: int = 4
     requests: list[ScriptedRequest] = field(default_factory=list)
+    #: A context window to pretend to have (prompts are then fitted to it by character estimate).
+    context_tokens: int | None = None
 
     @property
     def supports_logprobs(self) -> bool:

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field, SecretStr, ValidationError
 
 from anchor.llm.cache import ResponseCache, default_cache_dir
 from anchor.llm.client import LLMClient
+from anchor.llm.context import DEFAULT_SERVER_CONTEXT_TOKENS
 from anchor.llm.errors import ConfigurationError
 from anchor.llm.ledger import CostLedger
 from anchor.secrets import scrub
@@ -22,6 +23,9 @@ ENV_CONCURRENCY = "ANCHOR_LLM_CONCURRENCY"
 ENV_CACHE_DIR = "ANCHOR_CACHE_DIR"
 ENV_RETRIES = "ANCHOR_LLM_RETRIES"
 ENV_SAMPLES_PER_REQUEST = "ANCHOR_LLM_SAMPLES_PER_REQUEST"
+ENV_CONTEXT_TOKENS = "ANCHOR_LLM_CONTEXT_TOKENS"
+#: n_ctx of the embedded model when no context size is set (SmolLM2-135M was trained for 8,192).
+EMBEDDED_CONTEXT_TOKENS = 8192
 
 #: Environment variable -> settings field.
 ENV_FIELDS: dict[str, str] = {
@@ -33,6 +37,7 @@ ENV_FIELDS: dict[str, str] = {
     ENV_RETRIES: "transport_retries",
     ENV_CACHE_DIR: "cache_dir",
     ENV_SAMPLES_PER_REQUEST: "samples_per_request",
+    ENV_CONTEXT_TOKENS: "context_tokens",
 }
 
 
@@ -56,6 +61,11 @@ class LLMSettings(BaseModel):
     cache_dir: Path | None = None
     seed: int = 0
     local_model_path: Path | None = None
+    context_tokens: int | None = Field(
+        default=None, ge=256,
+        description="The model's context window in tokens. Prompts with a long condition are fitted to it "
+                    f"(see anchor.llm.context). Default: {DEFAULT_SERVER_CONTEXT_TOKENS} for a server, "
+                    f"n_ctx={EMBEDDED_CONTEXT_TOKENS} for the embedded model (where it also sets n_ctx).")
 
     @classmethod
     def from_env(cls, **overrides: object) -> LLMSettings:
@@ -76,6 +86,13 @@ class LLMSettings(BaseModel):
     @property
     def uses_server(self) -> bool:
         return bool(self.base_url)
+
+    @property
+    def effective_context_tokens(self) -> int:
+        """The context window prompts are fitted to: the setting, or the backend's default."""
+        if self.context_tokens is not None:
+            return self.context_tokens
+        return DEFAULT_SERVER_CONTEXT_TOKENS if self.uses_server else EMBEDDED_CONTEXT_TOKENS
 
     def resolved_cache_dir(self) -> Path:
         return Path(self.cache_dir).expanduser() if self.cache_dir else default_cache_dir()
@@ -100,6 +117,7 @@ class LLMSettings(BaseModel):
             "seed": self.seed,
             "max_concurrency": self.max_concurrency,
             "samples_per_request": self.samples_per_request,
+            "context_tokens": self.effective_context_tokens,
         }
 
 
@@ -113,10 +131,11 @@ def make_backend(settings: LLMSettings):  # noqa: ANN201 - returns a Backend
             api_key=settings.api_key.get_secret_value() if settings.api_key else None,
             timeout=settings.timeout,
             max_parallel=settings.max_concurrency,
+            context_tokens=settings.effective_context_tokens,
         )
     from anchor.llm.local_backend import LocalLlamaBackend
 
-    return LocalLlamaBackend(settings.local_model_path)
+    return LocalLlamaBackend(settings.local_model_path, n_ctx=settings.effective_context_tokens)
 
 
 def make_client(settings: LLMSettings, *, ledger: CostLedger | None = None) -> LLMClient:

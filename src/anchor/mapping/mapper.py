@@ -1,6 +1,7 @@
 """Stage 2: map a condition onto the factor space.
 
-Retrieval (hierarchical coarse-to-fine, or flat for the ablation) proposes candidates; ``R``
+Retrieval (hierarchical coarse-to-fine, or flat for the ablation, through the retriever chosen at
+construction: exact KNN by default, FAISS or BM25) proposes candidates; ``R``
 independent LLM selections vote on them and those with at least ``ceil(vote_ratio * R)`` votes
 pass; a lenient reflection pass then drops factors with no clear link to the condition. Answers
 naming anything that is not a candidate are discarded and counted in the trace.
@@ -15,8 +16,10 @@ import numpy as np
 from anchor import offload, prompts
 from anchor.embed import Embedder
 from anchor.llm.client import LLMClient
+from anchor.llm.context import fit_prompt, merge_truncations
 from anchor.mapping.config import MappingConfig
 from anchor.mapping.retrieval import CandidateIndex, FlatIndex, HierarchicalIndex
+from anchor.mapping.retrievers import KNNRetriever, Retriever
 from anchor.types import FactorSpace, MappingTrace
 
 
@@ -40,14 +43,16 @@ def space_vectors(space: FactorSpace, embedder: Embedder) -> tuple[dict[str, np.
 
 
 class ConditionMapper:
-    """Built once per factor space; ``map`` runs per condition."""
+    """Built once per factor space; ``map`` runs per condition. ``retriever`` is the candidate-search
+    backend (exact KNN when None); K1/K2, the metric and hierarchical-or-flat come from ``config``."""
 
     def __init__(self, client: LLMClient, embedder: Embedder, space: FactorSpace,
-                 config: MappingConfig | None = None) -> None:
+                 config: MappingConfig | None = None, *, retriever: Retriever | None = None) -> None:
         self.client = client
         self.embedder = embedder
         self.space = space
         self.config = config or MappingConfig()
+        self.retriever: Retriever = retriever if retriever is not None else KNNRetriever()
         self._index: CandidateIndex | None = None
         self.index_seconds = 0.0
 
@@ -59,39 +64,43 @@ class ConditionMapper:
             c = self.config
             if c.hierarchical:
                 self._index = HierarchicalIndex(self.space, factor_vecs, theme_vecs, alpha=c.alpha, k1=c.k1,
-                                                k2=c.k2, metric=c.metric)  # type: ignore[arg-type]
+                                                k2=c.k2, metric=c.metric,  # type: ignore[arg-type]
+                                                retriever=self.retriever)
             else:
                 self._index = FlatIndex(self.space, factor_vecs, k=c.k1 * c.k2 + c.k2,
-                                        metric=c.metric)  # type: ignore[arg-type]
+                                        metric=c.metric, retriever=self.retriever)  # type: ignore[arg-type]
             self.index_seconds = time.perf_counter() - t0
         return self._index
 
     async def map(self, condition: str, timings: dict[str, float] | None = None) -> MappingTrace:
         c = self.config
         t0 = time.perf_counter()
-        vector = (await offload.encode(self.embedder, [condition]))[0]
+        # A long condition is embedded whole (chunk mean), not cut at the model's input limit.
+        vector, embedding = await offload.encode_condition(self.embedder, condition)
         t1 = time.perf_counter()
-        clusters, candidates = self.index.query(vector)
+        clusters, candidates = self.index.query(vector, text=condition)
         t2 = time.perf_counter()
         if timings is not None:
             timings["embed_condition"] = round(t1 - t0, 6)
             timings["retrieval"] = round(t2 - t1, 6)
         trace = MappingTrace(condition=condition, retrieval="hierarchical" if c.hierarchical else "flat",
-                             clusters=clusters, candidates=candidates, vote_threshold=c.vote_threshold)
+                             condition_embedding=embedding, retriever=self.retriever.name, clusters=clusters,
+                             candidates=candidates, vote_threshold=c.vote_threshold)
         if not candidates:
             return trace
 
         by_text = {cand.text: cand.factor_id for cand in candidates}
         texts = tuple(cand.text for cand in candidates)
         schema = prompts.choice_list_schema("Selection", "selected", texts)
-        scenario = self.space.scenario.text or "(none)"
+        # The same (possibly shortened) condition serves all R selection rounds.
+        fitted = fit_prompt(self.client.backend, prompts.SELECT_FACTORS, scenario=self.space.scenario.text or "(none)",
+                            condition=condition, candidates="\n".join(f"- {t}" for t in texts))
+        trace.condition_truncated = fitted.truncated.get("condition")
 
         # The R selections are samples of one prompt: one request for all of them where the
         # server honours n, each cached under its own sample index either way.
-        answers = await self.client.ask_samples(
-            prompts.SELECT_FACTORS, schema=schema, samples=c.rounds,
-            scenario=scenario, condition=condition, candidates="\n".join(f"- {t}" for t in texts),
-        )
+        answers = await self.client.ask_samples(prompts.SELECT_FACTORS, schema=schema, samples=c.rounds,
+                                                **fitted.values)
         selections = [answer.selected for answer in answers]  # type: ignore[attr-defined]
         votes = {cand.factor_id: 0 for cand in candidates}
         invalid = 0
@@ -114,9 +123,12 @@ class ConditionMapper:
         if c.reflection and mapped:
             text_of = {cand.factor_id: cand.text for cand in candidates}
             voted_texts = tuple(text_of[fid] for fid in mapped)
+            fitted = fit_prompt(self.client.backend, prompts.REFLECT_FACTORS, condition=condition,
+                                factors="\n".join(f"- {t}" for t in voted_texts))
+            trace.condition_truncated = merge_truncations(trace.condition_truncated, fitted.truncated.get("condition"))
             answer = await self.client.ask(
                 prompts.REFLECT_FACTORS, schema=prompts.choice_list_schema("Reflection", "keep", voted_texts),
-                condition=condition, factors="\n".join(f"- {t}" for t in voted_texts),
+                **fitted.values,
             )
             keep: set[str] = set()
             for item in answer.keep:  # type: ignore[attr-defined]

@@ -1,22 +1,26 @@
 """Stage 2, candidate retrieval: which factors of a stored space might a condition touch?
 
-Pure computation over vectors the caller supplies (no LLM, no embedding model). Two indexes share
-one interface:
+Pure computation over vectors (and texts) the caller supplies (no LLM, no embedding model). Two
+indexes share one interface:
 
 * :class:`HierarchicalIndex`, the paper's coarse-to-fine search: rank clusters by the distance
   from the condition to each cluster's prototype (a mix of the theme's vector and the members'
   mean), keep the nearest ``k1``, take the nearest ``k2`` factors inside each of them, and add the
   nearest ``k2`` factors that belong to no cluster (HDBSCAN noise would otherwise be unreachable);
-* :class:`FlatIndex`, the "without hierarchy" ablation: one nearest-neighbour search over every
-  searchable factor with the same total budget.
+* :class:`FlatIndex`, the "without hierarchy" ablation: one search over every searchable factor
+  with the same total budget.
+
+How each level is searched is the job of a :class:`~anchor.mapping.retrievers.Retriever`
+(exact KNN by default; FAISS flat or HNSW; BM25 over the texts), chosen when the index is built.
+A query therefore carries the condition's vector and, for lexical backends, its text.
 
 Only factors that survived pruning are searchable: the members listed in ``Cluster.factor_ids``
-and the ids in ``FactorSpace.unclustered``. Exact brute-force search is used throughout; spaces
-hold tens to a few thousand factors, where trees buy nothing in 384 dimensions.
+and the ids in ``FactorSpace.unclustered``.
 
 Searches run single-threaded by default (``threads=1``): scikit-learn's distance kernels start an
 OpenMP team per call, and for the handful of rows searched per condition the team costs more than
 it saves. On a busy 2-core machine the median query went from about 10 ms to 1.5 ms this way.
+FAISS ships the same OpenMP runtime, so the limit covers it too.
 """
 
 from __future__ import annotations
@@ -27,11 +31,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
-from sklearn.neighbors import NearestNeighbors
 
+from anchor.mapping.retrievers import Items, KNNRetriever, Metric, Queries, Ranked, Retriever, Searcher
 from anchor.types import ClusterHit, FactorSpace, RetrievedFactor
 
-Metric = Literal["euclidean", "cosine"]
 _METRICS = ("euclidean", "cosine")
 
 Hits = tuple[list[ClusterHit], list[RetrievedFactor]]
@@ -40,10 +43,11 @@ Hits = tuple[list[ClusterHit], list[RetrievedFactor]]
 @runtime_checkable
 class CandidateIndex(Protocol):
     kind: Literal["hierarchical", "flat"]
+    retriever: Retriever
 
-    def query(self, vector: np.ndarray) -> Hits: ...
+    def query(self, vector: np.ndarray | None = None, text: str | None = None) -> Hits: ...
 
-    def query_many(self, matrix: np.ndarray) -> list[Hits]: ...
+    def query_many(self, matrix: np.ndarray | None = None, texts: Sequence[str] | None = None) -> list[Hits]: ...
 
 
 # --------------------------------------------------------------------------- prototypes
@@ -84,30 +88,25 @@ def cluster_prototypes(
 # --------------------------------------------------------------------------- building blocks
 
 
-class _Group:
-    """A fixed set of factors with their own exact nearest-neighbour index."""
+class _Groups:
+    """Fixed groups of factors (ids, texts, vectors) searched through one retriever's searcher."""
 
-    def __init__(self, ids: list[str], texts: list[str], vectors: np.ndarray, metric: Metric, source: str):
-        self.ids = ids
-        self.texts = texts
-        self.source = source
-        self.index = NearestNeighbors(metric=metric, algorithm="brute").fit(vectors)
+    def __init__(self, groups: Sequence[tuple[list[str], list[str], np.ndarray, str]], retriever: Retriever,
+                 metric: Metric) -> None:
+        self.ids = [ids for ids, _, _, _ in groups]
+        self.texts = [texts for _, texts, _, _ in groups]
+        self.sources = [source for _, _, _, source in groups]
+        self.searcher: Searcher = retriever.build([Items(t, v) for _, t, v, _ in groups], metric)
 
-    def __len__(self) -> int:
-        return len(self.ids)
+    def size(self, group: int) -> int:
+        return len(self.ids[group])
 
-    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        k = min(k, len(self.ids))
-        dist, idx = self.index.kneighbors(queries, n_neighbors=k)
-        return dist, idx
+    def search(self, group: int, queries: Queries, k: int) -> list[Ranked]:
+        return self.searcher.search(group, queries, k)
 
-    def hits(self, dist_row: np.ndarray, idx_row: np.ndarray) -> list[RetrievedFactor]:
-        out: list[RetrievedFactor] = []
-        for o in np.argsort(dist_row, kind="stable"):  # ascending even if the backend ever stops sorting
-            i = int(idx_row[o])
-            out.append(RetrievedFactor(factor_id=self.ids[i], text=self.texts[i], distance=float(dist_row[o]),
-                                       source=self.source))
-        return out
+    def hits(self, group: int, ranked: Ranked) -> list[RetrievedFactor]:
+        ids, texts, source = self.ids[group], self.texts[group], self.sources[group]
+        return [RetrievedFactor(factor_id=ids[i], text=texts[i], distance=d, source=source) for i, d in ranked]
 
 
 @functools.lru_cache(maxsize=1)
@@ -160,26 +159,49 @@ def _stack(ids: Sequence[str], vectors: Mapping[str, np.ndarray], what: str) -> 
     return matrix
 
 
-def _queries(matrix: np.ndarray, dim: int | None) -> np.ndarray:
-    Q = np.asarray(matrix, dtype=np.float64)
-    if Q.ndim == 1:
-        Q = Q[None, :]
-    if Q.ndim != 2:
-        raise ValueError(f"query matrix must be 2-D (n_queries, dim), got shape {Q.shape}")
-    if dim is not None and Q.shape[0] and Q.shape[1] != dim:
-        raise ValueError(f"query vectors have dimension {Q.shape[1]}, the index holds {dim}")
-    if not np.isfinite(Q).all():
-        raise ValueError("query vectors contain NaN or infinite values")
-    return Q
+def _queries(matrix: np.ndarray | None, texts: Sequence[str] | None, dim: int | None,
+             retriever: Retriever) -> Queries:
+    Q = None
+    if matrix is not None:
+        Q = np.asarray(matrix, dtype=np.float64)
+        if Q.ndim == 1:
+            Q = Q[None, :]
+        if Q.ndim != 2:
+            raise ValueError(f"query matrix must be 2-D (n_queries, dim), got shape {Q.shape}")
+        if dim is not None and Q.shape[0] and Q.shape[1] != dim:
+            raise ValueError(f"query vectors have dimension {Q.shape[1]}, the index holds {dim}")
+        if not np.isfinite(Q).all():
+            raise ValueError("query vectors contain NaN or infinite values")
+    if texts is not None:
+        if isinstance(texts, str):
+            raise ValueError("texts must be a sequence of strings (one per query), not a single string")
+        texts = [str(t) for t in texts]
+    if Q is None and retriever.needs_vector:
+        raise ValueError(f"the {retriever.name} retriever needs the condition's vector")
+    if texts is None and retriever.needs_text:
+        raise ValueError(f"the {retriever.name} retriever needs the condition's text (pass text=/texts=)")
+    if Q is None and texts is None:
+        raise ValueError("a query needs a vector, a text, or both")
+    return Queries(vectors=Q, texts=texts)
 
 
-def _single(vector: np.ndarray) -> np.ndarray:
+def _single(vector: np.ndarray | None) -> np.ndarray | None:
+    if vector is None:
+        return None
     v = np.asarray(vector, dtype=np.float64)
     if v.ndim == 2 and v.shape[0] == 1:
         v = v[0]
     if v.ndim != 1:
         raise ValueError(f"query expects one vector of shape (dim,), got shape {v.shape}; use query_many")
-    return v
+    return v[None, :]
+
+
+def _check_retriever(retriever: Retriever | None) -> Retriever:
+    if retriever is None:
+        return KNNRetriever()
+    if not isinstance(retriever, Retriever):
+        raise ValueError(f"retriever must be a Retriever (knn, faiss, bm25, ...), got {type(retriever).__name__}")
+    return retriever
 
 
 # --------------------------------------------------------------------------- hierarchical index
@@ -190,11 +212,12 @@ class HierarchicalIndex:
 
     ``factor_vectors`` maps factor id to its embedding and ``theme_vectors`` maps cluster id to
     the embedding of the cluster's theme name. Clusters whose members were all pruned are left
-    out (they have nothing to return). Each query returns the selected clusters (nearest first)
-    and the candidates: for each selected cluster its nearest ``k2`` members, then the nearest
-    ``k2`` unclustered factors; ascending distance within each group. ``k1``/``k2`` are clamped
-    to what exists. ``metric`` is "euclidean" (the paper's KNN) or "cosine"; ``threads`` caps the
-    OpenMP threads of the distance kernels during a query (``None`` leaves the library default).
+    out (they have nothing to return). Each query returns the selected clusters (best first)
+    and the candidates: for each selected cluster its best ``k2`` members, then the best ``k2``
+    unclustered factors; best first within each group. ``k1``/``k2`` are clamped to what exists
+    (a lexical retriever may return fewer: only items that match). ``metric`` is "euclidean"
+    (the paper's KNN) or "cosine"; ``retriever`` is the search backend (exact KNN when None);
+    ``threads`` caps the OpenMP threads during a query (``None`` leaves the library default).
     """
 
     kind: Literal["hierarchical", "flat"] = "hierarchical"
@@ -209,9 +232,11 @@ class HierarchicalIndex:
         k2: int = 5,
         metric: Metric = "euclidean",
         threads: int | None = 1,
+        retriever: Retriever | None = None,
     ) -> None:
         self.metric = _check_metric(metric)
         self.threads = _check_threads(threads)
+        self.retriever = _check_retriever(retriever)
         self.k1 = _check_k("k1", k1)
         self.k2 = _check_k("k2", k2)
         self.alpha = float(alpha)
@@ -222,38 +247,41 @@ class HierarchicalIndex:
         self.cluster_ids = [c.id for c in clusters]
         self._position = {cid: j for j, cid in enumerate(self.cluster_ids)}
         self.themes = [c.theme for c in clusters]
-        self.groups: list[_Group] = []
+        groups: list[tuple[list[str], list[str], np.ndarray, str]] = []
         members: list[np.ndarray] = []
         for c in clusters:
             vecs = _stack(c.factor_ids, factor_vectors, f"cluster {c.id} factor")
             members.append(vecs)
-            self.groups.append(_Group(list(c.factor_ids), [text[f] for f in c.factor_ids], vecs, self.metric,
-                                      f"cluster:{c.id}"))
+            groups.append((list(c.factor_ids), [text[f] for f in c.factor_ids], vecs, f"cluster:{c.id}"))
 
         self.prototypes: np.ndarray | None = None
-        self._proto_index: NearestNeighbors | None = None
+        self._coarse: _Groups | None = None
         if clusters:
             missing = [c.id for c in clusters if c.id not in theme_vectors]
             if missing:
                 raise ValueError(f"no theme vector for cluster(s) {missing}")
             themes = _stack([c.id for c in clusters], theme_vectors, "theme")  # type: ignore[arg-type]
             self.prototypes = cluster_prototypes(themes, members, alpha=self.alpha)
-            self._proto_index = NearestNeighbors(metric=self.metric, algorithm="brute").fit(self.prototypes)
+            # A cluster's document for lexical search: its theme, then its members' texts.
+            documents = [" ".join([c.theme, *(text[f] for f in c.factor_ids)]) for c in clusters]
+            self._coarse = _Groups([([str(cid) for cid in self.cluster_ids], documents, self.prototypes, "coarse")],
+                                   self.retriever, self.metric)
 
-        self.unclustered: _Group | None = None
+        self._unclustered: int | None = None
         if space.unclustered:
             ids = list(space.unclustered)
             vecs = _stack(ids, factor_vectors, "unclustered factor")
-            self.unclustered = _Group(ids, [text[f] for f in ids], vecs, self.metric, "unclustered")
+            self._unclustered = len(groups)
+            groups.append((ids, [text[f] for f in ids], vecs, "unclustered"))
 
-        dims = {g.index.n_features_in_ for g in self.groups}
-        if self.unclustered is not None:
-            dims.add(self.unclustered.index.n_features_in_)
+        dims = {g[2].shape[1] for g in groups}
         if self.prototypes is not None:
             dims.add(self.prototypes.shape[1])
         if len(dims) > 1:
             raise ValueError(f"factor and theme vectors have differing dimensions: {sorted(dims)}")
         self.dim: int | None = dims.pop() if dims else None
+        self._fine = _Groups(groups, self.retriever, self.metric)
+        self._n_clusters = len(clusters)
 
     @classmethod
     def from_space(
@@ -264,56 +292,54 @@ class HierarchicalIndex:
         k2: int = 5,
         metric: Metric = "euclidean",
         threads: int | None = 1,
+        retriever: Retriever | None = None,
     ) -> HierarchicalIndex:
         """Build from the vectors stored in ``space.embeddings`` (theme rows aligned with ``cluster_ids``)."""
         factor_vectors, theme_vectors = _stored_vectors(space)
-        return cls(
-            space, factor_vectors, theme_vectors, alpha=alpha, k1=k1, k2=k2, metric=metric, threads=threads
-        )
+        return cls(space, factor_vectors, theme_vectors, alpha=alpha, k1=k1, k2=k2, metric=metric, threads=threads,
+                   retriever=retriever)
 
     @property
     def n_clusters(self) -> int:
-        return len(self.groups)
+        return self._n_clusters
 
     @property
     def n_searchable(self) -> int:
-        return sum(len(g) for g in self.groups) + (len(self.unclustered) if self.unclustered else 0)
+        return sum(self._fine.size(g) for g in range(len(self._fine.ids)))
 
-    def query(self, vector: np.ndarray) -> Hits:
-        return self.query_many(_single(vector)[None, :])[0]
+    def query(self, vector: np.ndarray | None = None, text: str | None = None) -> Hits:
+        """Clusters and candidates for one condition, given its vector and/or its text."""
+        return self.query_many(_single(vector), None if text is None else [text])[0]
 
-    def query_many(self, matrix: np.ndarray) -> list[Hits]:
-        """``query`` for each row of ``matrix``; the fine search is batched per cluster."""
-        Q = _queries(matrix, self.dim)
+    def query_many(self, matrix: np.ndarray | None = None, texts: Sequence[str] | None = None) -> list[Hits]:
+        """``query`` for each row of ``matrix`` (and each of ``texts``); the fine search is batched per cluster."""
+        Q = _queries(matrix, texts, self.dim, self.retriever)
         with _threads(self.threads):
             return self._search(Q)
 
-    def _search(self, Q: np.ndarray) -> list[Hits]:
-        n_q = Q.shape[0]
+    def _search(self, Q: Queries) -> list[Hits]:
+        n_q = len(Q)
         cluster_hits: list[list[ClusterHit]] = [[] for _ in range(n_q)]
         per_cluster: list[dict[int, list[RetrievedFactor]]] = [{} for _ in range(n_q)]
 
-        if self._proto_index is not None and n_q:
-            k1 = min(self.k1, len(self.groups))
-            p_dist, p_idx = self._proto_index.kneighbors(Q, n_neighbors=k1)
-            for q in range(n_q):
-                cluster_hits[q] = [
-                    ClusterHit(cluster_id=self.cluster_ids[j], theme=self.themes[j], distance=float(d))
-                    for d, j in zip(p_dist[q], p_idx[q].tolist(), strict=True)
-                ]
+        if self._coarse is not None and n_q:
+            chosen_by_query = self._coarse.search(0, Q, self.k1)
+            for q, ranked in enumerate(chosen_by_query):
+                cluster_hits[q] = [ClusterHit(cluster_id=self.cluster_ids[j], theme=self.themes[j], distance=d)
+                                   for j, d in ranked]
             # Batch the fine search per cluster over the queries that selected it.
-            for j, group in enumerate(self.groups):
-                chosen = np.flatnonzero((p_idx == j).any(axis=1))
+            for j in range(self._n_clusters):
+                chosen = np.array([q for q, ranked in enumerate(chosen_by_query) if any(i == j for i, _ in ranked)],
+                                  dtype=np.int64)
                 if chosen.size == 0:
                     continue
-                dist, idx = group.search(Q[chosen], self.k2)
-                for row, q in enumerate(chosen.tolist()):
-                    per_cluster[q][j] = group.hits(dist[row], idx[row])
+                for q, ranked in zip(chosen.tolist(), self._fine.search(j, Q.take(chosen), self.k2), strict=True):
+                    per_cluster[q][j] = self._fine.hits(j, ranked)
 
         loose: list[list[RetrievedFactor]] = [[] for _ in range(n_q)]
-        if self.unclustered is not None and n_q:
-            dist, idx = self.unclustered.search(Q, self.k2)
-            loose = [self.unclustered.hits(dist[q], idx[q]) for q in range(n_q)]
+        if self._unclustered is not None and n_q:
+            u = self._unclustered
+            loose = [self._fine.hits(u, ranked) for ranked in self._fine.search(u, Q, self.k2)]
 
         out: list[Hits] = []
         for q in range(n_q):
@@ -333,7 +359,7 @@ class HierarchicalIndex:
 
 
 class FlatIndex:
-    """The "without hierarchy" ablation: nearest factors over the whole searchable space.
+    """The "without hierarchy" ablation: best factors over the whole searchable space.
 
     The budget defaults to what the hierarchical search can return at most, ``k1 * k2 + k2``,
     so the two are compared at equal candidate counts. ``query`` returns no cluster hits.
@@ -350,17 +376,19 @@ class FlatIndex:
         k2: int = 5,
         metric: Metric = "euclidean",
         threads: int | None = 1,
+        retriever: Retriever | None = None,
     ) -> None:
         self.metric = _check_metric(metric)
         self.threads = _check_threads(threads)
+        self.retriever = _check_retriever(retriever)
         self.k = _check_k("k", k) if k is not None else _check_k("k1", k1) * _check_k("k2", k2) + k2
         text = {f.id: f.text for f in space.factors}
         ids = space.active_factor_ids()
-        self.group: _Group | None = None
+        self._all: _Groups | None = None
         self.dim: int | None = None
         if ids:
             vecs = _stack(ids, factor_vectors, "factor")
-            self.group = _Group(ids, [text[f] for f in ids], vecs, self.metric, "flat")
+            self._all = _Groups([(ids, [text[f] for f in ids], vecs, "flat")], self.retriever, self.metric)
             self.dim = vecs.shape[1]
 
     @classmethod
@@ -372,24 +400,25 @@ class FlatIndex:
         k2: int = 5,
         metric: Metric = "euclidean",
         threads: int | None = 1,
+        retriever: Retriever | None = None,
     ) -> FlatIndex:
         factor_vectors, _ = _stored_vectors(space, need_themes=False)
-        return cls(space, factor_vectors, k=k, k1=k1, k2=k2, metric=metric, threads=threads)
+        return cls(space, factor_vectors, k=k, k1=k1, k2=k2, metric=metric, threads=threads, retriever=retriever)
 
     @property
     def n_searchable(self) -> int:
-        return len(self.group) if self.group else 0
+        return self._all.size(0) if self._all else 0
 
-    def query(self, vector: np.ndarray) -> Hits:
-        return self.query_many(_single(vector)[None, :])[0]
+    def query(self, vector: np.ndarray | None = None, text: str | None = None) -> Hits:
+        return self.query_many(_single(vector), None if text is None else [text])[0]
 
-    def query_many(self, matrix: np.ndarray) -> list[Hits]:
-        Q = _queries(matrix, self.dim)
-        if self.group is None or Q.shape[0] == 0:
-            return [([], []) for _ in range(Q.shape[0])]
+    def query_many(self, matrix: np.ndarray | None = None, texts: Sequence[str] | None = None) -> list[Hits]:
+        Q = _queries(matrix, texts, self.dim, self.retriever)
+        if self._all is None or len(Q) == 0:
+            return [([], []) for _ in range(len(Q))]
         with _threads(self.threads):
-            dist, idx = self.group.search(Q, self.k)
-        return [([], self.group.hits(dist[q], idx[q])) for q in range(Q.shape[0])]
+            ranked = self._all.search(0, Q, self.k)
+        return [([], self._all.hits(0, r)) for r in ranked]
 
 
 def _stored_vectors(

@@ -1,0 +1,439 @@
+"""The HTML index of an evaluation run, and the explanation page of each of its instances.
+
+Reads a run directory:
+
+``DIR/config.json``       ``RunConfig`` (required: it says what kind of task the run was)
+``DIR/predictions.jsonl`` one ``Prediction`` per line (a torn last line is ignored)
+``DIR/traces.jsonl``      optional; one object per line, one per evaluated condition::
+
+    {"run": 0, "id": "c2s-17", "side": 0, "condition": "...", "space": "<key>" | null,
+     "result": <InferenceResult>}
+
+  ``side`` is 0 for decision and fact-check instances, 0 and 1 for the two conditions of a
+  pairwise instance; ``space`` names ``DIR/spaces/<key>.json``. When the same (run, id, side)
+  appears twice (a resumed run), the later line wins. A torn last line is ignored.
+``DIR/spaces/<key>.json`` factor spaces.
+
+and writes ``index.html`` (one row per instance and run, filterable by correct / wrong / unknown)
+plus ``explain/<run>-<id>.html`` for every instance with traces and ``explain/space-<key>.html``
+for every factor space they use. Links are relative, so the folder can be moved or zipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from anchor.audit.markup import esc, num, page, write_text_atomic
+from anchor.audit.pages import explanation_document, footer, space_html
+from anchor.evaluation.results import Kind, Prediction, RunConfig
+from anchor.llm.errors import AnchorError
+from anchor.space.io import SpaceFileError, load_space
+from anchor.types import FactorSpace, InferenceResult, Scenario
+
+Status = Literal["correct", "wrong", "unknown"]
+STATUSES: tuple[Status, ...] = ("correct", "wrong", "unknown")
+
+
+class RunIndexError(AnchorError):
+    """A run directory (or one of its files) that the index cannot be built from, with the reason."""
+
+
+class TraceRecord(BaseModel):
+    """One line of ``traces.jsonl``: the full result for one condition of one instance."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    run: int = Field(ge=0)
+    id: str = Field(min_length=1)
+    side: Literal[0, 1] = 0
+    condition: str
+    space: str | None = Field(default=None, description="Key of DIR/spaces/<key>.json, or null.")
+    result: InferenceResult
+
+
+class IndexRow(BaseModel):
+    """One row of the run index: an instance in one run."""
+
+    run: int
+    id: str
+    kind: Kind
+    conditions: list[str] = Field(default_factory=list, description="One, or two for a pairwise instance.")
+    gold: str
+    prediction: str
+    probabilities: list[tuple[str, float | None]] = Field(default_factory=list,
+                                                           description="(what, value) pairs, for display.")
+    unknown: bool = False
+    error: str | None = None
+    status: Status
+    page: str | None = Field(default=None, description="Relative link to the explanation page, if any.")
+
+
+@dataclass
+class RunIndexResult:
+    """What :func:`write_run_index` wrote."""
+
+    index: Path
+    pages: list[Path] = field(default_factory=list)
+    space_pages: list[Path] = field(default_factory=list)
+    rows: list[IndexRow] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _complete_lines(path: Path) -> Iterable[tuple[int, str]]:
+    """(line number, text) of the non-blank lines. A last line without its newline is the one a
+    killed writer left unfinished: it is kept only if it is complete JSON."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise RunIndexError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    cut = raw.rfind(b"\n") + 1
+    body, tail = raw[:cut], raw[cut:]
+    try:
+        lines = body.decode("utf-8").split("\n")[:-1] if body else []
+    except UnicodeDecodeError as exc:
+        raise RunIndexError(f"{path}: not a UTF-8 text file") from exc
+    for n, line in enumerate(lines, 1):
+        if line.strip():
+            yield n, line
+    if tail.strip():
+        try:
+            text = tail.decode("utf-8")
+            json.loads(text)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return
+        yield len(lines) + 1, text
+
+
+def _problem(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {err['msg']}{more}"
+
+
+def read_traces(path: Path | str) -> dict[tuple[int, str], dict[int, TraceRecord]]:
+    """``{(run, id): {side: record}}`` from a ``traces.jsonl``; ``{}`` when the file does not exist.
+
+    Raises :class:`RunIndexError` naming the line and field of a line that is not a trace record
+    (other than a torn last line, which is skipped)."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    out: dict[tuple[int, str], dict[int, TraceRecord]] = {}
+    for n, line in _complete_lines(path):
+        try:
+            rec = TraceRecord.model_validate_json(line)
+        except ValidationError as exc:
+            raise RunIndexError(f"{path}, line {n}: not a trace record ({_problem(exc)})") from exc
+        out.setdefault((rec.run, rec.id), {})[rec.side] = rec
+    return out
+
+
+def read_predictions(path: Path | str) -> list[Prediction]:
+    """The predictions in file order, the later of two lines for the same (run, id) winning."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    done: dict[tuple[int, str], Prediction] = {}
+    for n, line in _complete_lines(path):
+        try:
+            pred = Prediction.model_validate_json(line)
+        except ValidationError as exc:
+            raise RunIndexError(f"{path}, line {n}: not a prediction record ({_problem(exc)})") from exc
+        done[(pred.run, pred.id)] = pred
+    return list(done.values())
+
+
+def read_config(run_dir: Path) -> RunConfig:
+    path = run_dir / "config.json"
+    if not run_dir.is_dir():
+        raise RunIndexError(f"{run_dir}: no such run directory")
+    if not path.exists():
+        raise RunIndexError(f"{run_dir}: not an evaluation run directory (no config.json)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RunIndexError(f"{path}: cannot be read ({exc})") from exc
+    except json.JSONDecodeError as exc:
+        raise RunIndexError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise RunIndexError(f"{path}: not a run configuration ({_problem(exc)})") from exc
+
+
+def _dataset_texts(config: RunConfig) -> tuple[dict[str, tuple[Scenario, list[str]]], str | None]:
+    """Scenario and condition texts per instance id, from the run's dataset file, for instances
+    without traces (e.g. baseline runs). Used only when the file still has the hash the run
+    recorded; otherwise returns a note saying why the texts are missing."""
+    from anchor.evaluation import datasets  # the loaders are only needed for this fallback
+
+    try:
+        if config.data_path:
+            data = Path(config.data_path).read_bytes()
+        else:
+            data = datasets.bundled_file(config.dataset).read_bytes()
+    except (OSError, ValueError) as exc:
+        return {}, f"Condition texts not shown: the dataset file cannot be read ({exc})"
+    if hashlib.sha256(data).hexdigest() != config.data_sha256:
+        return {}, "Condition texts not shown: the dataset file has changed since the run"
+    try:
+        if config.dataset == "factcheck":
+            instances: list[Any] = datasets.load_factcheck(config.data_path)
+        else:
+            instances = list(datasets.load_dataset(config.dataset, config.data_path))
+    except (OSError, ValueError) as exc:  # DatasetError is a ValueError
+        return {}, f"Condition texts not shown: the dataset cannot be loaded ({exc})"
+    if config.balance_outcomes:
+        instances = datasets.balance_outcome_order(instances)
+    out: dict[str, tuple[Scenario, list[str]]] = {}
+    for inst in instances:
+        if isinstance(inst, datasets.PairwiseInstance):
+            out[inst.id] = (inst.scenario, [inst.condition1, inst.condition2])
+        else:
+            out[inst.id] = (inst.scenario, [inst.condition])
+    return out, None
+
+
+# --------------------------------------------------------------------------- rows
+
+
+PAIRWISE_NAMES = {1: "context 1", 2: "context 2", 3: "same"}
+
+
+def _status_and_labels(pred: Prediction, config: RunConfig) -> tuple[Status, str, str]:
+    """(status, gold as text, prediction as text), scored the way the run's metrics score it."""
+    if config.kind == "pairwise":
+        gold = PAIRWISE_NAMES.get(pred.human or 0, "?")
+        if pred.gold in (1, 2):
+            gold += f" (gold outcome O{pred.gold})"
+        predicted = PAIRWISE_NAMES.get(pred.prediction or 0, "–")
+        if pred.unknown:
+            return "unknown", gold, "unknown"
+        return ("correct" if pred.prediction == pred.human else "wrong"), gold, predicted
+    if config.kind == "factcheck":
+        gold = "supported" if pred.label == 1 else "not supported"
+        if pred.unknown or pred.p_outcome1 is None:
+            return "unknown", gold, "unknown"
+        support = pred.p_outcome1 > config.decision_threshold
+        predicted = f"supported (P > {config.decision_threshold:g})" if support else "not supported"
+        return ("correct" if support == (pred.label == 1) else "wrong"), gold, predicted
+    gold = f"O{pred.label}" if pred.label in (1, 2) else "?"
+    if pred.unknown:
+        return "unknown", gold, "unknown"
+    predicted = f"O{pred.prediction}" if pred.prediction in (1, 2) else "tie (0.5)"
+    return ("correct" if pred.prediction == pred.label else "wrong"), gold, predicted
+
+
+def _probabilities(pred: Prediction, config: RunConfig) -> list[tuple[str, float | None]]:
+    if config.kind == "pairwise":
+        if pred.choice is not None and pred.p_gold_1 is None and pred.p_gold_2 is None:
+            return []  # the compare baseline answers with a choice only
+        return [("P(gold | u1)", pred.p_gold_1), ("P(gold | u2)", pred.p_gold_2)]
+    return [("P(O1)", pred.p_outcome1)]
+
+
+def page_name(run: int, instance_id: str) -> str:
+    """A safe, unique file name for an instance's page (ids may hold any character)."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", instance_id).strip("._")[:60] or "instance"
+    if slug != instance_id:
+        slug += "-" + hashlib.sha256(instance_id.encode("utf-8")).hexdigest()[:8]
+    return f"r{run}-{slug}.html"
+
+
+def index_rows(
+    predictions: Sequence[Prediction],
+    config: RunConfig,
+    traces: dict[tuple[int, str], dict[int, TraceRecord]] | None = None,
+    texts: dict[str, tuple[Scenario, list[str]]] | None = None,
+    pages: dict[tuple[int, str], str] | None = None,
+) -> list[IndexRow]:
+    """One row per prediction, in the order given. Condition texts come from the traces, else
+    from ``texts`` (id -> (scenario, conditions)); ``pages`` maps (run, id) to a page link."""
+    traces = traces or {}
+    texts = texts or {}
+    pages = pages or {}
+    rows = []
+    for pred in predictions:
+        status, gold, predicted = _status_and_labels(pred, config)
+        sides = traces.get((pred.run, pred.id), {})
+        if sides:
+            conditions = [sides[s].condition for s in sorted(sides)]
+        else:
+            conditions = list(texts.get(pred.id, (None, []))[1])
+        rows.append(IndexRow(
+            run=pred.run, id=pred.id, kind=pred.kind, conditions=conditions, gold=gold, prediction=predicted,
+            probabilities=_probabilities(pred, config), unknown=pred.unknown, error=pred.error, status=status,
+            page=pages.get((pred.run, pred.id)),
+        ))
+    return rows
+
+
+# --------------------------------------------------------------------------- the index page
+
+FILTER_SCRIPT = """(function(){
+var box=document.getElementById("filters"),rows=document.querySelectorAll("#rows tbody tr"),
+shown=document.getElementById("shown"),boxes=box.querySelectorAll("input[type=checkbox]");
+function fromHash(){var h=location.hash.slice(1);
+if(h==="correct"||h==="wrong"||h==="unknown"){boxes.forEach(function(b){b.checked=b.value===h;});}}
+function apply(){var on={},n=0;boxes.forEach(function(b){on[b.value]=b.checked;});
+rows.forEach(function(r){var show=on[r.getAttribute("data-status")]===true;r.hidden=!show;if(show){n++;}});
+shown.textContent=n+" of "+rows.length+" rows shown";}
+box.hidden=false;fromHash();apply();
+box.addEventListener("change",apply);
+window.addEventListener("hashchange",function(){fromHash();apply();});
+})();"""
+
+
+def _run_summary(config: RunConfig) -> str:
+    llm = config.llm or {}
+    items = [("dataset", config.dataset), ("task", config.kind), ("method", config.method),
+             ("ablations", ", ".join(config.ablations) or "none"), ("runs", str(config.runs)),
+             ("seed", str(config.seed)),
+             ("LLM", f"{llm.get('model', '?')} ({llm.get('backend', '?')})"),
+             ("anchor", config.anchor_version)]
+    if config.kind == "factcheck":
+        items.append(("support threshold", f"{config.decision_threshold:g}"))
+    return '<ul class="stats">' + "".join(f"<li>{esc(k)}: <b>{esc(v)}</b></li>" for k, v in items) + "</ul>"
+
+
+def run_index_html(
+    rows: Sequence[IndexRow],
+    *,
+    title: str = "ANCHOR evaluation run",
+    config: RunConfig | None = None,
+    notes: Sequence[str] = (),
+) -> str:
+    """The run index as one self-contained page. Rows carry ``data-status`` (correct, wrong or
+    unknown); the only script shows the filter boxes and hides unticked rows; ``index.html#wrong``
+    opens with one status ticked. Without JavaScript every row shows and the boxes stay hidden."""
+    counts = {s: sum(1 for r in rows if r.status == s) for s in STATUSES}
+    multi_run = len({r.run for r in rows}) > 1
+    pairwise = any(r.kind == "pairwise" for r in rows)
+    heads = (["run"] if multi_run else []) + ["id", "conditions" if pairwise else "condition", "gold",
+                                               "prediction", "probabilities", "unknown", "error", "result", ""]
+    body_rows = []
+    for r in rows:
+        if r.conditions:
+            if len(r.conditions) > 1:
+                conds = "".join(f'<div><span class="muted">u{i}:</span> {esc(c)}</div>'
+                                for i, c in enumerate(r.conditions, 1))
+            else:
+                conds = esc(r.conditions[0])
+        else:
+            conds = '<span class="muted">–</span>'
+        probs = "<br>".join(f'<span class="muted">{esc(k)}</span> {num(v)}' for k, v in r.probabilities) or "–"
+        link = f'<a href="{esc(r.page)}">explain</a>' if r.page else '<span class="muted">–</span>'
+        cells = ([f'<td class="num">{r.run}</td>'] if multi_run else []) + [
+            f"<td>{esc(r.id)}</td>", f'<td class="cond-text">{conds}</td>', f"<td>{esc(r.gold)}</td>",
+            f"<td>{esc(r.prediction)}</td>", f'<td class="num">{probs}</td>',
+            f"<td>{'yes' if r.unknown else ''}</td>", f'<td class="err">{esc(r.error) if r.error else ""}</td>',
+            f'<td><span class="status {r.status}">{r.status}</span></td>', f"<td>{link}</td>"]
+        body_rows.append(f'<tr class="{r.status}" data-status="{r.status}">{"".join(cells)}</tr>')
+    head = "".join(f'<th{" class=num" if h in ("run", "probabilities") else ""}>{esc(h)}</th>' for h in heads)
+    filters = (
+        '<div class="filters" id="filters" hidden>Show: '
+        + "".join(f'<label><input type="checkbox" value="{s}" checked> {s} ({counts[s]})</label>' for s in STATUSES)
+        + ' <span id="shown" class="muted"></span></div>')
+    summary = (f'<p class="counts"><b>{len(rows)}</b> row(s): <span class="status correct">{counts["correct"]} '
+               f'correct</span> <span class="status wrong">{counts["wrong"]} wrong</span> '
+               f'<span class="status unknown">{counts["unknown"]} unknown</span></p>')
+    note_html = ("".join(f'<p class="muted small note">{esc(n)}</p>' for n in notes)) if notes else ""
+    table_html = (f'<table class="runs" id="rows"><thead><tr>{head}</tr></thead>'
+                  f'<tbody>{"".join(body_rows)}</tbody></table>' if rows
+                  else '<p class="muted">No predictions yet.</p>')
+    parts = [f"<header><h1>{esc(title)}</h1>", _run_summary(config) if config else "", "</header>", summary,
+             note_html, filters, table_html, footer()]
+    return page(title, "".join(parts), script=FILTER_SCRIPT if rows else "")
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _instance_intro(row: IndexRow, index_href: str) -> str:
+    probs = " · ".join(f"{esc(k)} {num(v)}" for k, v in row.probabilities)
+    err = f'<p class="small">Error: {esc(row.error)}</p>' if row.error else ""
+    return (f'<p><a href="{esc(index_href)}">← back to the run index</a></p>'
+            f'<ul class="stats"><li>instance <b>{esc(row.id)}</b></li><li>run <b>{row.run}</b></li>'
+            f"<li>gold: <b>{esc(row.gold)}</b></li><li>prediction: <b>{esc(row.prediction)}</b></li>"
+            f"<li>{probs}</li>"
+            f'<li><span class="status {row.status}">{row.status}</span></li></ul>{err}')
+
+
+def write_run_index(run_dir: Path | str, out_dir: Path | str | None = None, *,
+                    title: str | None = None) -> RunIndexResult:
+    """Write ``index.html`` and the explanation pages of a run directory into ``out_dir`` (the run
+    directory itself by default). Raises :class:`RunIndexError` for a directory that is not a run
+    or a file that cannot be read; a missing ``traces.jsonl`` or space file only costs the links."""
+    run_dir = Path(run_dir)
+    out = Path(out_dir) if out_dir is not None else run_dir
+    config = read_config(run_dir)
+    predictions = read_predictions(run_dir / "predictions.jsonl")
+    traces = read_traces(run_dir / "traces.jsonl")
+    notes: list[str] = []
+    if not (run_dir / "traces.jsonl").exists():
+        notes.append("This run has no traces.jsonl, so its rows have no explanation pages.")
+
+    texts: dict[str, tuple[Scenario, list[str]]] = {}
+    if any((p.run, p.id) not in traces for p in predictions):
+        texts, note = _dataset_texts(config)
+        if note:
+            notes.append(note)
+
+    spaces: dict[str, FactorSpace | None] = {}
+    result = RunIndexResult(index=out / "index.html")
+    space_pages: dict[str, str] = {}
+    for key in sorted({rec.space for sides in traces.values() for rec in sides.values() if rec.space}):
+        path = run_dir / "spaces" / f"{key}.json"
+        try:
+            space = load_space(path)
+        except SpaceFileError as exc:
+            spaces[key] = None
+            notes.append(f"Factor space {key} is not available ({exc}).")
+            continue
+        spaces[key] = space
+        name = f"space-{re.sub(r'[^A-Za-z0-9_-]+', '_', key)}.html"
+        space_pages[key] = name
+        target = out / "explain" / name
+        write_text_atomic(target, space_html(space, title=f"Factor space {key}"))
+        result.space_pages.append(target)
+
+    links = {(p.run, p.id): f"explain/{page_name(p.run, p.id)}" for p in predictions if (p.run, p.id) in traces}
+    rows = index_rows(predictions, config, traces, texts, links)
+    for row in rows:
+        if row.page is None:
+            continue
+        sides = traces[(row.run, row.id)]
+        records = [sides[s] for s in sorted(sides)]
+        key = next((r.space for r in records if r.space), None)
+        space = spaces.get(key) if key else None
+        headings = ([f"Condition u{s + 1}" for s in sorted(sides)] if config.kind == "pairwise"
+                    else ["Condition"] * len(records))
+        if len(set(headings)) != len(headings):
+            headings = [f"Condition {i}" for i in range(1, len(records) + 1)]
+        scenario = space.scenario if space else (texts[row.id][0] if row.id in texts else None)
+        html_text = explanation_document(
+            space, [r.result for r in records], title=f"Instance {row.id} (run {row.run})", scenario=scenario,
+            intro=_instance_intro(row, "../index.html"), headings=headings,
+            space_link=space_pages.get(key) if key else None)
+        target = out / row.page
+        write_text_atomic(target, html_text)
+        result.pages.append(target)
+
+    heading = title or f"Run: {config.dataset} · {config.method}" + (
+        f" ({', '.join(config.ablations)})" if config.ablations else "")
+    write_text_atomic(result.index, run_index_html(rows, title=heading, config=config, notes=notes))
+    result.rows = rows
+    result.notes = notes
+    return result
