@@ -32,6 +32,7 @@ def main() -> None:
         ("bench_vote_batching.py", llm),
         ("bench_throughput.py", []),  # its own local test server: the point is a known 200 ms latency
         ("bench_bird.py", llm),
+        ("bench_cost_compare.py", []),  # ANCHOR vs BIRD against the local test server with a fixed latency
         ("bench_long_condition.py", llm),
     ]
     failed = []

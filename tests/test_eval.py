@@ -36,7 +36,7 @@ def read_predictions(out: Path) -> list[Prediction]:
     return [Prediction.model_validate_json(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
 
 
-@pytest.mark.parametrize("method", [m for m in METHODS if m != "anchor"])
+@pytest.mark.parametrize("method", [m for m in METHODS if not METHODS[m].uses_anchor_config])
 def test_every_baseline_runs_on_pairwise(method, tmp_path):
     with FakeOpenAIServer(deterministic=True) as server:
         out = tmp_path / method

@@ -17,7 +17,7 @@ try:  # recent typer ships its own copy of click
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_errors  # type: ignore[no-redef]
 
-from anchor.cli import backend, build, evaluate
+from anchor.cli import backend, build, cost, evaluate
 from anchor.cli.console import fail, set_invocation
 
 
@@ -74,6 +74,7 @@ app.command("infer")(build.infer)
 app.command("demo")(build.demo)
 app.command("eval")(evaluate.eval_command)
 app.command("report")(evaluate.report_command)
+app.command("cost")(cost.cost_command)
 llm_app.command("ping")(backend.llm_ping)
 cache_app.command("info")(backend.cache_info)
 cache_app.command("clear")(backend.cache_clear)

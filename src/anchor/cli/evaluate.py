@@ -35,8 +35,10 @@ from anchor.secrets import redact_argv
 EVAL_PANEL = "Evaluation"
 SIZE_PANEL = "Factor space (stage 1)"
 SIZES = ("auto", "paper", "quick")
+STAGES = tuple(dict.fromkeys(s for spec in METHODS.values() for s in spec.stages))
 
-EVAL_FLAGS = {**FLAG_NAMES, "limit": "--limit", "runs": "--runs", "decision_threshold": "--threshold"}
+EVAL_FLAGS = {**FLAG_NAMES, "limit": "--limit", "runs": "--runs", "decision_threshold": "--threshold",
+              "stage": "--stage"}
 
 
 @expand_options
@@ -46,7 +48,13 @@ def eval_command(
         "for a .jsonl --data file."))] = None,
     method: Annotated[str, opt("--method", "-m", panel=EVAL_PANEL, choices=tuple(METHODS), default="anchor", help=(
         "anchor, a direct baseline (vanilla, cot and their -direct variants that only choose, logits), compare "
-        "(pairwise only) or factor-based (an oracle that sees the gold outcome)."))] = "anchor",
+        "(pairwise only), factor-based (an oracle that sees the gold outcome), bird (BIRD, strict mapping), "
+        "bird-relaxed (BIRD, relaxed mapping) or bird-on-anchor (BIRD's CPT on ANCHOR's factor space; needs "
+        "--stage)."))] = "anchor",
+    stage: Annotated[str | None, opt("--stage", panel=EVAL_PANEL, choices=STAGES, help=(
+        "Only with --method bird-on-anchor (the paper's Table 4): 'factors' = BIRD's relaxed mapping and CPT on "
+        "ANCHOR's factors, 'mapping' = the same CPT with ANCHOR's mapping, 'pool' = that pooled with ANCHOR's "
+        "NB + CBN."))] = None,
     ablation: Annotated[list[str] | None, opt("--ablation", "-a", panel=EVAL_PANEL, choices=tuple(ABLATIONS), help=(
         "An ANCHOR ablation by name, repeatable; the same as its flag (--no-cbn, --no-nb, --no-cluster, "
         "--no-hierarchy, --no-pe-llm, --bma)."))] = None,
@@ -119,11 +127,12 @@ def eval_command(
         config = make_run_config(dataset=dataset, method=method, data_path=data, ablations=ablations, limit=limit,
                                  runs=runs, seed=settings.seed, settings=settings, anchor_config=anchor_config,
                                  negation=negation, decision_threshold=threshold, balance_outcomes=balance_outcomes,
-                                 spaces=spaces, spaces_from=spaces_from,
+                                 spaces=spaces, spaces_from=spaces_from, stage=stage,
                                  command=shlex.join(redact_argv(invocation())))
         if out_dir is None:
             name = data.stem if data is not None else dataset
-            out_dir = Path("runs") / "-".join([name, method, *ablations, f"s{settings.seed}"])
+            out_dir = Path("runs") / "-".join([name, method, *([stage] if stage else []), *ablations,
+                                               f"s{settings.seed}"])
         runner = EvalRunner(config, out_dir, settings=settings, anchor_config=anchor_config,
                             retry_failed=retry_failed)
         instances = runner.load_instances()  # a broken data file fails here, before any directory is made
@@ -147,6 +156,11 @@ def eval_command(
             out.print(f"cost: {t.llm_calls} LLM requests ({t.failed_attempts} failed, {t.cache_hits} answered from "
                       f"the cache), {t.prompt_tokens}+{t.completion_tokens} tokens; requests were in flight for "
                       f"{t.wall_seconds:.1f} s ({t.request_seconds:.1f} s summed over requests)")
+        n_pred = metrics.n_instances * metrics.n_runs
+        if metrics.n_abstained or metrics.fallback:
+            out.print(f"unknown: {metrics.n_abstained} of {n_pred} prediction(s)" + (
+                f"; {metrics.method} said unknown for {metrics.n_fallback} more, which {metrics.fallback} answered"
+                if metrics.fallback else ""))
         if metrics.n_failed:
             out.print(f"[yellow]{metrics.n_failed} prediction(s) failed; run the same command again to retry "
                       "them[/yellow]")

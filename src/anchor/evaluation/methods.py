@@ -161,6 +161,9 @@ class MethodContext:
     """``store(kind, load, save)``: the run directory's store for one kind of artefact ("spaces",
     ...), shared by every run; ``load``/``save`` read and write one artefact file."""
     extras: dict[str, Any] = field(default_factory=dict)
+    conditions: Callable[[Scenario], list[str]] = lambda scenario: []
+    """The conditions of this run's instances that belong to ``scenario`` (for methods that train on
+    a scenario's conditions before estimating any of them, like the BIRD-on-ANCHOR transplant)."""
 
 
 @runtime_checkable
@@ -195,6 +198,52 @@ class MethodSpec:
     pairwise_only: bool = False
     """Only meaningful for pairwise data (it judges two conditions together)."""
     uses_anchor_config: bool = False
+    fallback: str | None = None
+    """A method (by name) that answers instead when this one abstains, on the data kinds listed in
+    ``fallback_kinds`` (BIRD falls back to CoT on decision data, as the paper does)."""
+    fallback_kinds: tuple[str, ...] = ()
+    stages: tuple[str, ...] = ()
+    """Variants of the method chosen with ``anchor eval --stage`` (one is required when not empty)."""
+    method_config: Callable[[str], dict[str, Any]] | None = None
+    """The method's own settings for a dataset, recorded in config.json (``RunConfig.method_config``)
+    and read back by its factory from ``ctx.config.method_config``."""
+
+
+def build_method(spec: MethodSpec, ctx: MethodContext) -> Method | PairJudge:
+    """The method of ``spec`` for one run, wrapped in its fallback where the spec asks for one."""
+    method = spec.factory(ctx)
+    if spec.fallback and ctx.config.kind in spec.fallback_kinds and isinstance(method, Method):
+        backup = METHODS[spec.fallback].factory(ctx)
+        if isinstance(backup, Method):
+            return FallbackMethod(method, backup, spec.fallback)
+    return method
+
+
+class FallbackMethod:
+    """``primary``, except that where it abstains ``backup`` answers; the estimate keeps the primary's
+    trace and reason and names the method that answered (``Estimate.fallback``). The backup's LLM calls
+    are made inside the instance like any other, so its cost is counted once, under its own stages."""
+
+    def __init__(self, primary: Method, backup: Method, name: str) -> None:
+        self.primary = primary
+        self.backup = backup
+        self.name = name
+
+    async def prepare(self, scenario: Scenario) -> Any:
+        return await self.primary.prepare(scenario)
+
+    async def estimate(self, scenario: Scenario, condition: str, gold: int | None) -> Estimate:
+        first = await self.primary.estimate(scenario, condition, gold)
+        if first.status != "abstained":
+            return first
+        second = await self.backup.estimate(scenario, condition, gold)
+        why = first.reason or "unknown"
+        if second.status != "ok":
+            reason = f"{why}; the fallback {self.name} gave no answer either: {second.reason or second.status}"
+            return first.model_copy(update={"reason": reason, "fallback": self.name,
+                                            "status": "failed" if second.status == "failed" else "abstained"})
+        return first.model_copy(update={"p_outcome1": second.p_outcome1, "status": "ok", "fallback": self.name,
+                                        "reason": f"{why}; answered by the fallback {self.name}"})
 
 
 # --------------------------------------------------------------------------- ANCHOR
@@ -301,6 +350,21 @@ def _baseline(name: str) -> Callable[[MethodContext], Method]:
     return factory
 
 
+def _bird(variant: str) -> Callable[[MethodContext], Method]:
+    def factory(ctx: MethodContext) -> Method:
+        from anchor.evaluation import bird_methods
+
+        return bird_methods.make(variant, ctx)
+
+    return factory
+
+
+def _bird_config(dataset: str) -> dict[str, Any]:
+    from anchor.evaluation.bird_methods import bird_config_for
+
+    return bird_config_for(dataset).model_dump(mode="json")
+
+
 METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     MethodSpec("anchor", AnchorMethod, "ANCHOR (factor space, mapping, NB + latent CBN)", uses_anchor_config=True),
     MethodSpec("vanilla", _baseline("vanilla"), "the LLM states P(O1) directly"),
@@ -311,8 +375,18 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     MethodSpec("compare", CompareMethod, "judges the two conditions of a pair together", pairwise_only=True),
     MethodSpec("factor-based", _baseline("factor-based"), "averages P(O1) over factors written knowing the gold "
                "outcome (an oracle)", oracle=True),
+    MethodSpec("bird", _bird("strict"), "BIRD, strict mapping (the paper's BIRD-dagger): nothing mapped -> unknown; "
+               "CoT answers instead on decision data", fallback="cot", fallback_kinds=("decision", "factcheck"),
+               method_config=_bird_config),
+    MethodSpec("bird-relaxed", _bird("relaxed"), "BIRD with the relaxed mapping (BIRD-double-dagger): the closest "
+               "value when nothing maps", fallback="cot", fallback_kinds=("decision", "factcheck"),
+               method_config=_bird_config),
+    MethodSpec("bird-on-anchor", _bird("on-anchor"), "BIRD-double-dagger's CPT on ANCHOR's factor space (the "
+               "paper's Table 4; --stage factors|mapping|pool)", uses_anchor_config=True,
+               stages=("factors", "mapping", "pool"), method_config=_bird_config),
 )}
 
 DIRECT_METHODS = tuple(name for name, spec in METHODS.items() if spec.direct)
 ORACLE_METHODS = tuple(name for name, spec in METHODS.items() if spec.oracle)
 PAIRWISE_ONLY_METHODS = tuple(name for name, spec in METHODS.items() if spec.pairwise_only)
+STAGED_METHODS = tuple(name for name, spec in METHODS.items() if spec.stages)

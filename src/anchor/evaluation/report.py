@@ -42,6 +42,7 @@ from anchor.evaluation.results import (
     MetricsReport,
     RunConfig,
 )
+from anchor.evaluation.transplant_report import transplant_section
 
 __all__ = [
     "COST_PLOT",
@@ -86,6 +87,9 @@ METHOD_NAMES: dict[str, str] = {
     "logits": "Logits",
     "compare": "Compare",
     "factor-based": "Factor-based",
+    "bird": "BIRD (strict)",
+    "bird-relaxed": "BIRD (relaxed)",
+    "bird-on-anchor": "BIRD (relaxed) on ANCHOR",
 }
 ABLATION_NAMES: dict[str, str] = {
     "no-cbn": "w/o cbn",
@@ -98,7 +102,8 @@ ABLATION_NAMES: dict[str, str] = {
 ABLATION_ORDER = tuple(ABLATION_NAMES)
 #: Row order in the tables: baselines first, then ANCHOR variants, then full ANCHOR (as in the paper).
 METHOD_ORDER = (
-    "vanilla", "vanilla-direct", "cot", "cot-direct", "logits", "compare", "factor-based", "anchor",
+    "vanilla", "vanilla-direct", "cot", "cot-direct", "logits", "compare", "factor-based", "bird", "bird-relaxed",
+    "bird-on-anchor", "anchor",
 )
 #: Stage order in the cost table and plot (paper order: construction, mapping, inference).
 STAGE_ORDER = (
@@ -458,6 +463,12 @@ def _runs_section(runs: Sequence[_Run]) -> list[str]:
         lines += ["", "Unknown counts predictions where the method abstained; Failed counts predictions the run "
                       "could not make (no usable answer from the LLM, or the server unreachable). Both count as "
                       "unknown in the metrics; failed ones are retried when `anchor eval` is run again."]
+    fallback = [r for r in runs if r.m.fallback]
+    if fallback:
+        lines += ["", "Fallbacks (the method said 'unknown' and another answered, as the paper does for BIRD on "
+                      "decision data; counted as that method's answer in the metrics):", ""]
+        lines += [f"- `{r.tag}`: {r.m.n_fallback} of {r.m.n_instances * r.m.n_runs} prediction(s) answered by "
+                  f"{r.m.fallback}" for r in fallback]
     notes = [(r, n) for r in runs for n in r.m.notes]
     if notes:
         lines += ["", "Notes recorded by the runs:", ""]
@@ -908,6 +919,8 @@ def build_report(dirs: Sequence[Path], out_dir: Path) -> ReportResult:
     runs: list[_Run] = []
     for lr, tag in zip(loaded, tags, strict=True):
         name = display_name(lr.metrics.method, lr.metrics.ablations or lr.config.ablations, lr.metrics.oracle)
+        if lr.metrics.stage or lr.config.stage:
+            name += f" [{lr.metrics.stage or lr.config.stage}]"
         runs.append(_Run(loaded=lr, tag=tag, name=name))
     glabels = _global_labels(runs)
 
@@ -919,6 +932,7 @@ def build_report(dirs: Sequence[Path], out_dir: Path) -> ReportResult:
     lines += _pairwise_section(runs)
     lines += _decision_section(runs)
     lines += _ablation_section(runs)
+    lines += transplant_section([(r.loaded.config, r.m, r.loaded.path, r.tag) for r in runs])
     lines += _cost_section(runs, glabels)
     lines += _calibration_section(runs, glabels)
 

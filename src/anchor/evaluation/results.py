@@ -50,6 +50,9 @@ class RunConfig(_Model):
     """Another run directory whose stored artefacts are reused instead of being built."""
     llm: dict[str, Any] = Field(default_factory=dict, description="LLMSettings.describe(): no secrets")
     anchor_config: dict[str, Any] | None = None
+    stage: str | None = Field(default=None, description="The variant of a method that has several (--stage).")
+    method_config: dict[str, Any] | None = Field(
+        default=None, description="The method's own settings (BIRD: its BirdConfig), from its MethodSpec.")
     command: str = Field(default="", description="The command line, with secret values replaced by ***.")
 
 
@@ -133,6 +136,10 @@ class MetricsReport(_Model):
                                                  "as unknown in the metrics and are retried when the command is "
                                                  "run again.")
     n_abstained: int = Field(default=0, description="Predictions where the method answered 'unknown'.")
+    stage: str | None = None
+    n_fallback: int = Field(default=0, description="Predictions where the method said 'unknown' and its fallback "
+                                                   "method (MethodSpec.fallback) answered instead.")
+    fallback: str | None = Field(default=None, description="The fallback method, when the run had one.")
     failures: list[dict[str, Any]] = Field(default_factory=list, description="Failed predictions: run, id, reason.")
     calibration: dict[str, Any] | None = None
     cost: dict[str, CostSummary] = Field(default_factory=dict, description="Per stage, plus 'total'.")

@@ -51,6 +51,7 @@ from anchor.evaluation.methods import (
     Method,
     MethodContext,
     PairJudge,
+    build_method,
 )
 from anchor.evaluation.metrics import (
     brier_score,
@@ -220,7 +221,8 @@ class DirectoryLock:
 
 def _identity(config: dict[str, Any]) -> dict[str, Any]:
     """The parts of a run configuration that must match to resume it."""
-    out = {k: v for k, v in config.items() if k not in NOT_IDENTITY}
+    # Unset (None) fields are left out, so a run directory written before a field existed still resumes.
+    out = {k: v for k, v in config.items() if k not in NOT_IDENTITY and v is not None}
     llm = out.get("llm") or {}
     out["llm"] = {k: llm.get(k) for k in LLM_IDENTITY}
     return out
@@ -273,6 +275,7 @@ class EvalRunner:
         self._counts: Counter[str] = Counter()
         self._retry = ""
         self._last_tick = 0.0
+        self._scenario_conditions: dict[str, list[str]] = {}
 
     # ------------------------------------------------------------------ setup
 
@@ -359,6 +362,7 @@ class EvalRunner:
                     self._counts["unknown"] += int(p.unknown)
                     self._counts["failed"] += int(p.status == "failed")
             self._tick(force=True)
+            self._scenario_conditions = _conditions_by_scenario(instances)
             methods = [self._method(r) for r in range(c.runs)]
             limit = asyncio.Semaphore(instance_slots(self.client.concurrency))
 
@@ -389,9 +393,14 @@ class EvalRunner:
         ctx = MethodContext(
             client=self.client.with_seed(self.config.seed + run), base_client=self.client, run=run,
             config=self.config, anchor_config=self.anchor_config, embedder=lambda: self._embedder,
-            store=self._store,
+            store=self._store, conditions=self._conditions_of,
         )
-        return self.spec.factory(ctx)
+        return build_method(self.spec, ctx)
+
+    def _conditions_of(self, scenario: Scenario) -> list[str]:
+        from anchor.evaluation.datasets import scenario_key
+
+        return list(self._scenario_conditions.get(scenario_key(scenario), []))
 
     def _watch(self, record: CallRecord) -> None:
         """Keep the progress line alive while requests fail and back off (nothing else moves then)."""
@@ -585,6 +594,7 @@ class EvalRunner:
         final = [done[(r, i)] for r in range(c.runs) for i in ids if (r, i) in done]
         failed = [p for p in final if p.status == "failed"]
         abstained = [p for p in final if p.status == "abstained"]
+        fallbacks = [p for p in final if any(s.fallback and s.status == "ok" for s in p.sides)]
         cost, reused, cost_scope = self._cost(final, list(calls))
         per_inst = None
         if final:
@@ -604,8 +614,19 @@ class EvalRunner:
             mean=mean, std=std, n_failed=len(failed), n_abstained=len(abstained),
             failures=[{"run": p.run, "id": p.id, "reason": p.error} for p in failed[:MAX_LISTED_FAILURES]],
             calibration=calibration, cost=cost, cost_scope=cost_scope, cost_reused=reused,
-            cost_per_instance=per_inst, notes=self._notes(failed, small),
+            cost_per_instance=per_inst, notes=self._notes(failed, small) + self._fallback_notes(fallbacks, len(final)),
+            stage=c.stage, n_fallback=len(fallbacks), fallback=self._fallback_name(),
         )
+
+    def _fallback_name(self) -> str | None:
+        return self.spec.fallback if self.spec.fallback and self.config.kind in self.spec.fallback_kinds else None
+
+    def _fallback_notes(self, fallbacks: Sequence[Prediction], n: int) -> list[str]:
+        name = self._fallback_name()
+        if name is None:
+            return []
+        return [f"{len(fallbacks)} of {n} prediction(s): {self.config.method} said 'unknown' and {name} answered "
+                "instead (as the paper does on decision data); its calls are in the cost under their own stages."]
 
     def _scope(self) -> str:
         c = self.config
@@ -685,6 +706,17 @@ class EvalRunner:
         return cost, reused, scope
 
 
+def _conditions_by_scenario(instances: Sequence[Instance]) -> dict[str, list[str]]:
+    from anchor.evaluation.datasets import scenario_key
+
+    out: dict[str, list[str]] = {}
+    for inst in instances:
+        conds = (inst.condition1, inst.condition2) if isinstance(inst, PairwiseInstance) else (inst.condition,)
+        bucket = out.setdefault(scenario_key(inst.scenario), [])
+        bucket.extend(c for c in conds if c not in bucket)
+    return out
+
+
 def _summary(c: StageCost) -> CostSummary:
     return CostSummary(llm_calls=c.llm_calls, failed_attempts=c.failed_attempts, samples=c.samples,
                        cache_hits=c.cache_hits,
@@ -696,7 +728,7 @@ def make_run_config(
     *, dataset: str, method: str, data_path: Path | None, ablations: Sequence[str], limit: int | None, runs: int,
     seed: int, settings: LLMSettings, anchor_config: AnchorConfig | None, negation: str = "template",
     decision_threshold: float = 0.9, balance_outcomes: bool = False, spaces: str = "per-run",
-    spaces_from: Path | None = None, command: str = "",
+    spaces_from: Path | None = None, command: str = "", stage: str | None = None,
 ) -> RunConfig:
     if data_path is not None and not Path(data_path).is_file():
         raise EvalError(f"--data {data_path}: no such file")
@@ -704,6 +736,13 @@ def make_run_config(
         raise EvalError(f"unknown dataset {dataset!r}; choose from {', '.join(DATASET_NAMES)}")
     if method not in METHODS:
         raise EvalError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    spec = METHODS[method]
+    if stage is not None and not spec.stages:
+        staged = [name for name, m in METHODS.items() if m.stages]
+        raise EvalError(f"--stage applies only to --method {' or '.join(staged)}, not to {method!r}")
+    if spec.stages and stage not in spec.stages:
+        raise EvalError(f"--method {method} needs --stage, one of: {', '.join(spec.stages)}"
+                        + (f" (got {stage!r})" if stage is not None else ""))
     if spaces_from is not None and not Path(spaces_from).is_dir():
         raise EvalError(f"--spaces-from {spaces_from}: no such run directory")
     llm = settings.describe()
@@ -715,4 +754,5 @@ def make_run_config(
         decision_threshold=decision_threshold, balance_outcomes=balance_outcomes, spaces=spaces,  # type: ignore[arg-type]
         spaces_from=str(spaces_from) if spaces_from else None, llm=llm,
         anchor_config=anchor_config.model_dump(mode="json") if anchor_config else None, command=command,
+        stage=stage, method_config=spec.method_config(dataset) if spec.method_config else None,
     )

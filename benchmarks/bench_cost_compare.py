@@ -1,0 +1,96 @@
+"""ANCHOR against BIRD in calls, tokens and time per scenario (the paper's cost figure).
+
+Runs ``anchor eval --method bird`` and ``--method anchor`` on the first N Common2Sense pairs (20 by
+default) against tests/fakeserver.py, a local OpenAI-compatible server that answers schema-valid
+random JSON after a fixed latency per request, each run with its own fresh cache, then compares the
+two run directories with ``anchor cost`` (A = BIRD, B = ANCHOR, so B/A reads like the paper's
+ratios) and checks that each run's calls and tokens equal what its server counted. The paper's
+ratios are printed beside ours. The answers are random, so what either method finds is
+meaningless: the figures are the shape of the cost (how many requests of what size each stage
+makes, and how they chain), not the paper's measurement on Qwen2.5-72B.
+
+    python benchmarks/bench_cost_compare.py [--limit 20] [--latency 0.05] [--concurrency 16]
+                                            [--sizes paper|quick] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # for tests.fakeserver
+
+#: ANCHOR / BIRD per scenario in the paper's cost analysis.
+PAPER = {"time": 0.74, "tokens": 0.24, "calls": 0.37, "mapping tokens": 0.17, "mapping time": 0.55}
+
+
+def run_eval(server_url: str, method: str, out: Path, cache: Path, limit: int, concurrency: int,
+             sizes: str) -> float:
+    cmd = [sys.executable, "-c", "from anchor.cli import main; main()", "eval", "--dataset",
+           "common2sense-pairwise", "--method", method, "--limit", str(limit), "--base-url", server_url,
+           "--cache-dir", str(cache), "--out", str(out), "--json"]
+    if method == "anchor":
+        cmd += ["--sizes", sizes]
+    env = dict(os.environ, ANCHOR_LLM_CONCURRENCY=str(concurrency))
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, cwd=ROOT)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    from tests.fakeserver import FakeOpenAIServer
+
+    from anchor.evaluation.costcompare import compare, markdown
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--limit", type=int, default=20, help="Common2Sense pairs (default 20).")
+    parser.add_argument("--latency", type=float, default=0.05, help="Seconds per request at the server.")
+    parser.add_argument("--concurrency", type=int, default=16, help="Requests in flight at once (both runs).")
+    parser.add_argument("--sizes", choices=("paper", "quick"), default="paper", help="ANCHOR's stage-1 sizes.")
+    parser.add_argument("--json", type=Path, help="Write the results here.")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        elapsed = {}
+        counted = {}
+        for method in ("bird", "anchor"):
+            with FakeOpenAIServer(deterministic=True, latency=args.latency) as server:
+                elapsed[method] = run_eval(server.base_url, method, tmp_path / method, tmp_path / f"cache-{method}",
+                                           args.limit, args.concurrency, args.sizes)
+                counted[method] = server.stats()
+            print(f"{method}: {elapsed[method]:.1f} s, server counted {counted[method]['requests']} requests",
+                  flush=True)
+        doc = compare(tmp_path / "bird", tmp_path / "anchor")
+    for side, method in (("a", "bird"), ("b", "anchor")):
+        s, c = doc[side], counted[method]
+        assert s["requests"] == c["requests"], (method, s["requests"], c["requests"])
+        assert (s["prompt_tokens"], s["completion_tokens"]) == (c["prompt_tokens"], c["completion_tokens"]), method
+    print(markdown(doc))
+    total = doc["per_scenario"]["total"]["ratio"]
+    mapping = doc["per_scenario"]["phases"].get("mapping", {}).get("ratio", {})
+    ours = {"time": total["seconds"], "tokens": total["tokens"], "calls": total["calls"],
+            "mapping tokens": mapping.get("tokens"), "mapping time": mapping.get("seconds")}
+    print(f"ANCHOR / BIRD per scenario ({doc['slice']['scenarios']} scenarios, latency {args.latency} s, "
+          f"concurrency {args.concurrency}, ANCHOR sizes {args.sizes}):")
+    print(f"{'':16}{'ours':>8}{'paper':>8}")
+    for key, paper in PAPER.items():
+        value = ours[key]
+        print(f"{key:16}{'–' if value is None else f'{value:.2f}x':>8}{paper:>7.2f}x")
+    print("Calls and tokens of each run equal the server's own counts.")
+    if args.json:
+        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "elapsed": elapsed,
+                                         "server": counted, "comparison": doc, "ours": ours, "paper": PAPER},
+                                        indent=2))
+
+
+if __name__ == "__main__":
+    main()

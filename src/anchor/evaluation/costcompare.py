@@ -1,0 +1,382 @@
+"""Compare the LLM cost of two evaluation runs of the same dataset slice (``anchor cost DIR_A DIR_B``).
+
+Everything comes from each run directory's ``calls.jsonl``, where every request the run made was
+logged once (and ``config.json`` / ``predictions.jsonl`` to know the slice and the scenarios):
+
+* **calls** are requests that reached the server, failed attempts included; a "sent" announcement
+  is not a request of its own (``ledger.collapse_sent``: it only stands for one when the process
+  stopped before the answer came). **Cache hits** made no request and are counted apart.
+* **tokens** are the prompt and completion tokens the server reported for those requests;
+* **time** is wall time per scenario: how long at least one request of the scenario (its artefact
+  builds and its instances) was in flight, averaged over scenarios; it depends on how many requests
+  were allowed at once, which the comparison states for both runs.
+
+Figures are given per scenario (totals divided by scenarios x runs) for each phase (factor
+construction, mapping, inference, ...) and each stage, with the ratio B / A, and per scenario.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from anchor.evaluation.results import Prediction, RunConfig
+from anchor.llm.errors import AnchorError
+from anchor.llm.ledger import CallRecord, busy_seconds, collapse_sent
+
+#: Run settings that define a dataset slice: two runs compare only when all of them agree.
+SLICE_FIELDS = ("dataset", "data_sha256", "kind", "limit", "balance_outcomes", "runs")
+#: Phases in display order; a stage's phase comes from its name (``phase_of``).
+PHASES = ("construction", "mapping", "inference", "baseline", "other")
+
+
+class CostCompareError(AnchorError):
+    """Two run directories that cannot be compared (missing files, different slices)."""
+
+
+def phase_of(stage: str) -> str:
+    """construction: building the per-scenario artefact (ANCHOR's abduction, voting and themes; BIRD's
+    sentences, factors, labels and CPT data); mapping: a condition onto factors (ANCHOR's selection and
+    reflection, BIRD's value choice, reflection and relaxed pass); inference: ANCHOR's parameter
+    elicitation; baseline: a direct baseline's call (e.g. BIRD's CoT fallback)."""
+    if stage.startswith(("abduction.", "space.")) or stage in ("voting", "themes") or stage in (
+            "bird.sentences", "bird.factors", "bird.labels", "bird.cpt_data"):
+        return "construction"
+    if stage.startswith(("mapping.", "bird.mapping")) or stage == "bird.reflect":
+        return "mapping"
+    if stage.startswith("inference."):
+        return "inference"
+    if stage.startswith("baseline."):
+        return "baseline"
+    return "other"
+
+
+class Figures(BaseModel):
+    """Cost of one group of requests."""
+
+    calls: int = 0
+    failed: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = Field(default=0.0, description="Wall time with at least one of these requests in flight.")
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def scaled(self, by: float) -> dict[str, float]:
+        return {"calls": self.calls / by, "prompt_tokens": self.prompt_tokens / by,
+                "completion_tokens": self.completion_tokens / by, "tokens": self.tokens / by,
+                "seconds": self.seconds / by, "cache_hits": self.cache_hits / by}
+
+
+def figures(records: Sequence[CallRecord]) -> Figures:
+    """Calls, tokens and busy time of ``records`` (already collapsed: each request once)."""
+    out = Figures()
+    for r in records:
+        if r.outcome == "cache_hit":
+            out.cache_hits += 1
+            continue
+        out.calls += 1
+        out.failed += int(r.outcome != "ok")
+        out.prompt_tokens += r.prompt_tokens
+        out.completion_tokens += r.completion_tokens
+    out.seconds = round(busy_seconds(r for r in records if r.outcome != "cache_hit"), 6)
+    return out
+
+
+@dataclass
+class RunCost:
+    """One run directory, read for the comparison."""
+
+    path: Path
+    config: RunConfig
+    records: list[CallRecord]
+    scenario_of: dict[str, str]
+    """Scope label -> scenario key (instances and artefact builds of one scenario share it)."""
+    n_scenarios: int
+    label: str = ""
+    stage_names: list[str] = field(default_factory=list)
+
+    @property
+    def concurrency(self) -> int | None:
+        value = self.config.llm.get("max_concurrency")
+        return int(value) if isinstance(value, int | float) else None
+
+    @property
+    def name(self) -> str:
+        return self.config.method + (f" --stage {self.config.stage}" if self.config.stage else "")
+
+    def group(self, record: CallRecord) -> str:
+        """The scenario a request belongs to ("(run)" for run-level requests such as LLM negations)."""
+        scope = record.scope
+        if scope in self.scenario_of:
+            return self.scenario_of[scope]
+        kind, _, key = scope.partition(":")
+        if key and kind != "instance" and kind != "data":
+            return key[:16]  # artefact keys start with the scenario key (16 hex digits)
+        return "(run)"
+
+
+def _load_records(path: Path) -> list[CallRecord]:
+    out = []
+    if not path.exists():
+        raise CostCompareError(f"{path.parent}: no calls.jsonl (not a run directory written by `anchor eval`)")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(CallRecord.model_validate_json(line))
+        except ValidationError:
+            if n == len(lines):
+                continue  # a torn last line left by a killed process
+            raise CostCompareError(f"{path}, line {n}: not a call record") from None
+    return collapse_sent(out)
+
+
+def load_run_cost(path: Path) -> RunCost:
+    """Read a run directory's configuration, call log and the scenario of each instance."""
+    from anchor.evaluation.datasets import (
+        balance_outcome_order,
+        load_dataset,
+        load_factcheck,
+        scenario_key,
+    )
+    from anchor.evaluation.runner import EvalError
+
+    path = Path(path)
+    if not path.is_dir():
+        raise CostCompareError(f"{path}: no such run directory")
+    cfg_path = path / "config.json"
+    try:
+        config = RunConfig.model_validate_json(cfg_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CostCompareError(f"{path}: no config.json (not a run directory written by `anchor eval`)") from None
+    except (ValidationError, ValueError) as exc:
+        raise CostCompareError(f"{cfg_path}: not a run configuration ({str(exc).splitlines()[0]})") from exc
+    records = _load_records(path / "calls.jsonl")
+    # Which scenario each instance belongs to: from the dataset slice, then from the artefacts the
+    # predictions used (these carry the scenario key as written, e.g. after --negation llm).
+    scenario_of: dict[str, str] = {}
+    data = Path(config.data_path) if config.data_path else None
+    try:
+        instances: list[Any] = load_factcheck(data) if config.dataset == "factcheck" else load_dataset(
+            config.dataset, data)
+    except (AnchorError, EvalError, OSError, ValueError):
+        instances = []
+    if config.balance_outcomes:
+        instances = balance_outcome_order(instances)
+    if config.limit is not None:
+        instances = instances[: config.limit]
+    by_id = {inst.id: scenario_key(inst.scenario) for inst in instances}
+    preds = path / "predictions.jsonl"
+    artefact_of: dict[str, str] = {}
+    if preds.exists():
+        for line in preds.read_text(encoding="utf-8").splitlines():
+            try:
+                p = Prediction.model_validate_json(line)
+            except ValidationError:
+                continue
+            keys = [s.artefact for s in p.sides if s.artefact]
+            if keys:
+                artefact_of[p.id] = keys[0][:16]
+    for r in range(config.runs):
+        for iid in set(by_id) | set(artefact_of):
+            scenario_of[f"instance:{r}:{iid}"] = artefact_of.get(iid, by_id.get(iid, iid))
+    n_scenarios = len(set(by_id.values())) or len(set(scenario_of.values())) or 1
+    return RunCost(path=path, config=config, records=records, scenario_of=scenario_of, n_scenarios=n_scenarios)
+
+
+def check_same_slice(a: RunCost, b: RunCost) -> None:
+    for name in SLICE_FIELDS:
+        va, vb = getattr(a.config, name), getattr(b.config, name)
+        if va != vb:
+            raise CostCompareError(f"{a.path} and {b.path} are not runs of the same dataset slice: {name} is {va!r} "
+                                   f"in the first and {vb!r} in the second")
+
+
+def _ratio(b: float, a: float) -> float | None:
+    return round(b / a, 4) if a else None
+
+
+def _side(run: RunCost) -> dict[str, Any]:
+    recs = run.records
+    per = run.n_scenarios * run.config.runs
+    by_phase = {ph: figures([r for r in recs if phase_of(r.stage) == ph]) for ph in PHASES}
+    stages = list(dict.fromkeys(r.stage for r in recs))
+    by_stage = {s: figures([r for r in recs if r.stage == s]) for s in stages}
+    groups: dict[str, list[CallRecord]] = {}
+    for r in recs:
+        groups.setdefault(run.group(r), []).append(r)
+    scen = {g: figures(rs) for g, rs in groups.items()}
+    # Time per scenario and phase: busy time of that scenario's requests of the phase, averaged.
+    phase_seconds = {
+        ph: sum(figures([r for r in rs if phase_of(r.stage) == ph]).seconds for rs in groups.values()) / per
+        for ph in PHASES}
+    total = figures(recs)
+    wall_per_scenario = sum(f.seconds for f in scen.values()) / per
+    return {"total": total, "phases": by_phase, "stages": by_stage, "scenarios": scen, "per": per,
+            "phase_seconds": phase_seconds, "wall_per_scenario": wall_per_scenario}
+
+
+def compare(dir_a: Path, dir_b: Path) -> dict[str, Any]:
+    """The comparison as one JSON-ready document (see the module docstring for what each figure means)."""
+    a, b = load_run_cost(dir_a), load_run_cost(dir_b)
+    check_same_slice(a, b)
+    sa, sb = _side(a), _side(b)
+
+    def row(fa: Figures, fb: Figures, per_a: float, per_b: float, secs: tuple[float, float] | None = None
+            ) -> dict[str, Any]:
+        xa, xb = fa.scaled(per_a), fb.scaled(per_b)
+        if secs is not None:
+            xa["seconds"], xb["seconds"] = secs
+        out: dict[str, Any] = {"a": {k: round(v, 4) for k, v in xa.items()},
+                               "b": {k: round(v, 4) for k, v in xb.items()}}
+        out["ratio"] = {k: _ratio(xb[k], xa[k]) for k in ("calls", "prompt_tokens", "completion_tokens", "tokens",
+                                                          "seconds")}
+        return out
+
+    phases = {}
+    for ph in PHASES:
+        fa, fb = sa["phases"][ph], sb["phases"][ph]
+        if fa.calls or fb.calls or fa.cache_hits or fb.cache_hits:
+            phases[ph] = row(fa, fb, sa["per"], sb["per"], (sa["phase_seconds"][ph], sb["phase_seconds"][ph]))
+    stages = {}
+    for st in dict.fromkeys([*sa["stages"], *sb["stages"]]):
+        fa, fb = sa["stages"].get(st, Figures()), sb["stages"].get(st, Figures())
+        stages[st] = {"phase": phase_of(st), **row(fa, fb, sa["per"], sb["per"])}
+        stages[st]["a"]["seconds"] = round(fa.seconds / sa["per"], 4)
+        stages[st]["b"]["seconds"] = round(fb.seconds / sb["per"], 4)
+    scenarios = {}
+    for g in dict.fromkeys([*sa["scenarios"], *sb["scenarios"]]):
+        fa, fb = sa["scenarios"].get(g, Figures()), sb["scenarios"].get(g, Figures())
+        scenarios[g] = row(fa, fb, a.config.runs, b.config.runs)
+    total = row(sa["total"], sb["total"], sa["per"], sb["per"], (sa["wall_per_scenario"], sb["wall_per_scenario"]))
+
+    def describe(run: RunCost, side: dict[str, Any]) -> dict[str, Any]:
+        t: Figures = side["total"]
+        return {"dir": str(run.path), "method": run.config.method, "stage": run.config.stage,
+                "model": run.config.llm.get("model"), "concurrency": run.concurrency,
+                "requests": t.calls, "failed_attempts": t.failed, "cache_hits": t.cache_hits,
+                "prompt_tokens": t.prompt_tokens, "completion_tokens": t.completion_tokens,
+                "busy_seconds": t.seconds}
+
+    return {
+        "slice": {"dataset": a.config.dataset, "kind": a.config.kind, "limit": a.config.limit,
+                  "runs": a.config.runs, "scenarios": a.n_scenarios},
+        "a": describe(a, sa), "b": describe(b, sb),
+        "per_scenario": {"phases": phases, "total": total},
+        "stages": stages,
+        "scenarios": scenarios,
+        "notes": [
+            "calls: requests that reached the server (failed attempts included), each counted once from calls.jsonl; "
+            "cache hits made no request and are listed apart",
+            "per scenario: totals divided by scenarios x runs",
+            "time: wall time with at least one request of the scenario in flight, averaged over scenarios; it "
+            f"depends on the requests allowed at once (A: {a.concurrency}, B: {b.concurrency})",
+        ],
+    }
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _num(x: float | None, digits: int = 1) -> str:
+    if x is None:
+        return "–"
+    return f"{x:,.{digits}f}"
+
+
+def _ratio_cell(x: float | None) -> str:
+    return "–" if x is None else f"{x:.2f}x"
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    a, b, sl = doc["a"], doc["b"], doc["slice"]
+
+    def who(side: dict[str, Any]) -> str:
+        return side["method"] + (f" --stage {side['stage']}" if side["stage"] else "")
+
+    lines = [f"# Cost: A = {who(a)}, B = {who(b)}", "",
+             f"Slice: {sl['dataset']} ({sl['kind']}), {sl['scenarios']} scenario(s)"
+             + (f", --limit {sl['limit']}" if sl["limit"] else "") + f", {sl['runs']} run(s).", ""]
+    for tag, side in (("A", a), ("B", b)):
+        lines.append(f"- {tag}: `{side['dir']}` ({who(side)}, model {side['model']}, up to {side['concurrency']} "
+                     f"requests at once): {side['requests']:,} requests ({side['failed_attempts']} failed attempts), "
+                     f"{side['prompt_tokens']:,} prompt + {side['completion_tokens']:,} completion tokens, "
+                     f"{side['cache_hits']:,} cache hits (not requests)")
+    lines += ["", "## Per scenario", "",
+              "| Phase | Calls A | Calls B | B/A | Tokens A (prompt + completion) | Tokens B | B/A | Time A s | "
+              "Time B s | B/A |", "|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    rows = [*doc["per_scenario"]["phases"].items(), ("**total**", doc["per_scenario"]["total"])]
+    for name, r in rows:
+        ra, rb, q = r["a"], r["b"], r["ratio"]
+        lines.append(f"| {name} | {_num(ra['calls'])} | {_num(rb['calls'])} | {_ratio_cell(q['calls'])} | "
+                     f"{_num(ra['tokens'], 0)} ({_num(ra['prompt_tokens'], 0)} + {_num(ra['completion_tokens'], 0)}) | "
+                     f"{_num(rb['tokens'], 0)} ({_num(rb['prompt_tokens'], 0)} + {_num(rb['completion_tokens'], 0)}) | "
+                     f"{_ratio_cell(q['tokens'])} | {_num(ra['seconds'], 2)} | {_num(rb['seconds'], 2)} | "
+                     f"{_ratio_cell(q['seconds'])} |")
+    lines += ["", "## Per stage (per scenario)", "",
+              "| Stage | Phase | Calls A | Calls B | Tokens A | Tokens B | Time A s | Time B s |",
+              "|:--|:--|--:|--:|--:|--:|--:|--:|"]
+    for st, r in doc["stages"].items():
+        ra, rb = r["a"], r["b"]
+        lines.append(f"| {st} | {r['phase']} | {_num(ra['calls'])} | {_num(rb['calls'])} | {_num(ra['tokens'], 0)} | "
+                     f"{_num(rb['tokens'], 0)} | {_num(ra['seconds'], 2)} | {_num(rb['seconds'], 2)} |")
+    lines += ["", "## Per scenario, one by one (per run)", "",
+              "| Scenario | Calls A | Calls B | B/A | Tokens A | Tokens B | B/A | Time A s | Time B s | B/A |",
+              "|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    for g, r in doc["scenarios"].items():
+        ra, rb, q = r["a"], r["b"], r["ratio"]
+        lines.append(f"| {g} | {_num(ra['calls'])} | {_num(rb['calls'])} | {_ratio_cell(q['calls'])} | "
+                     f"{_num(ra['tokens'], 0)} | {_num(rb['tokens'], 0)} | {_ratio_cell(q['tokens'])} | "
+                     f"{_num(ra['seconds'], 2)} | {_num(rb['seconds'], 2)} | {_ratio_cell(q['seconds'])} |")
+    lines += ["", *[f"- {n}" for n in doc["notes"]]]
+    return "\n".join(lines) + "\n"
+
+
+def plot(doc: dict[str, Any], path: Path) -> Path:
+    """Bar chart like the paper's cost figure: time, tokens and calls per scenario for A and B, each bar
+    stacked by phase, the ratio B/A written above B's bar."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 3.6))
+    FigureCanvasAgg(fig)
+    phases = doc["per_scenario"]["phases"]
+    colours = {"construction": "#4C72B0", "mapping": "#DD8452", "inference": "#55A868", "baseline": "#8172B3",
+               "other": "#937860"}
+    who = [doc["a"]["method"] + (f" ({doc['a']['stage']})" if doc["a"]["stage"] else ""),
+           doc["b"]["method"] + (f" ({doc['b']['stage']})" if doc["b"]["stage"] else "")]
+    for i, (key, title) in enumerate((("seconds", "Time per scenario (s)"), ("tokens", "Tokens per scenario"),
+                                      ("calls", "Calls per scenario"))):
+        ax = fig.add_subplot(1, 3, i + 1)
+        bottoms = [0.0, 0.0]
+        for ph, r in phases.items():
+            vals = [r["a"][key], r["b"][key]]
+            ax.bar([0, 1], vals, bottom=bottoms, color=colours.get(ph, "#999999"), label=ph, width=0.6)
+            bottoms = [bottoms[0] + vals[0], bottoms[1] + vals[1]]
+        ratio = doc["per_scenario"]["total"]["ratio"][key]
+        if ratio is not None:
+            ax.text(1, bottoms[1], f"{ratio:.2f}x", ha="center", va="bottom", fontsize=9)
+        ax.set_ylim(0, max(bottoms) * 1.15 or 1.0)
+        ax.set_xticks([0, 1], who, fontsize=8)
+        ax.set_title(title, fontsize=10)
+        if i == 0:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def to_json(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2)
