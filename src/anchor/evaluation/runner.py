@@ -692,7 +692,7 @@ class EvalRunner:
             notes.append(f"Scored on {what} of {rec.population} in the seeded order (seed {rec.seed}); the ids are in "
                          f"sample.json" + (f"; --limit kept the first {used}" if used < len(rec.ids) else "") + ".")
             if rec.note:
-                notes.append(rec.note[0].upper() + rec.note[1:] + ".")
+                notes.append(f"Sample: {rec.note}.")
         cut = [p for p in final if p.truncated]
         if cut:
             sides = [s.truncated for p in cut for s in p.sides if s.truncated is not None]
