@@ -278,3 +278,38 @@ def test_context_tokens_is_an_option_of_every_llm_command_and_part_of_the_run(tm
         other = invoke(eval_args(server, tmp_path, out, "--dataset", "covid", "--method", "vanilla", "--limit", "2",
                                  "--context-tokens", "2048"))
     assert other.exit_code == 2 and "llm.context_tokens was 4096, now 2048" in other.output
+
+
+def test_anchor_hands_the_mapping_truncation_to_the_runner() -> None:
+    """ANCHOR's estimate carries what its mapping cut, as the baselines' do (abstained answers too)."""
+    import asyncio
+
+    from anchor.evaluation.methods import AnchorMethod
+    from anchor.types import InferenceResult, MappingTrace, Scenario, TextTruncation
+
+    cut = TextTruncation(original_chars=20_000, kept_chars=1_031, context_tokens=1024, counted="estimate",
+                         stages=["mapping.select", "mapping.reflect"])
+
+    class Engine:
+        def __init__(self, unknown: bool, truncation: TextTruncation | None) -> None:
+            self.unknown, self.truncation = unknown, truncation
+
+        async def ainfer_one(self, space: object, condition: str) -> InferenceResult:
+            return InferenceResult(
+                condition=condition, p_outcome1=None if self.unknown else 0.93,
+                p_outcome2=None if self.unknown else 0.07, unknown=self.unknown,
+                unknown_reason="nothing mapped" if self.unknown else None,
+                mapping=MappingTrace(condition=condition, retrieval="hierarchical", condition_truncated=self.truncation))
+
+    async def prepare(scenario: Scenario) -> None:
+        return None
+
+    method = AnchorMethod.__new__(AnchorMethod)
+    method.per_run, method.seed = False, 0
+    method.prepare = prepare  # type: ignore[method-assign]
+    scenario = Scenario(text="", outcome1="A claim.", outcome2="It is not true that a claim.")
+    for unknown, truncation in ((False, cut), (True, cut), (False, None)):
+        method.engine = Engine(unknown, truncation)  # type: ignore[assignment]
+        estimate = asyncio.run(method.estimate(scenario, "A document.", None))
+        assert estimate.truncated == truncation
+        assert estimate.status == ("abstained" if unknown else "ok")
