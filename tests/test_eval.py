@@ -156,15 +156,16 @@ def test_unseen_factcheck_file_with_data(tmp_path):
     assert {p.label for p in read_predictions(out)} == {1, 2}
 
 
-# Until the runner records skipped rows itself, the list loader announces them with a warning.
-@pytest.mark.filterwarnings("ignore::anchor.evaluation.datasets.DatasetWarning")
+@pytest.mark.filterwarnings("error::anchor.evaluation.datasets.DatasetWarning")  # counted, not warned about
 def test_broken_data_rows_are_skipped_and_an_unusable_file_is_a_clear_error(tmp_path):
     data = tmp_path / "broken.jsonl"
     data.write_text('{"claim": "x", "label": "SUPPORTED", "evidence": ["e"]}\n{"claim": "y", "lab')
     with FakeOpenAIServer(deterministic=True) as server:
         result = run_eval(eval_args(server, tmp_path, tmp_path / "o", "--data", str(data), "--method", "vanilla"))
     assert result.exit_code == 0, result.output
-    assert MetricsReport.model_validate_json((tmp_path / "o" / "metrics.json").read_text()).n_instances == 1
+    m = MetricsReport.model_validate_json((tmp_path / "o" / "metrics.json").read_text())
+    assert m.n_instances == 1 and m.data is not None and (m.data["rows"], m.data["skipped"]) == (2, 1)
+    assert m.data["skipped_rows"][0]["line"] == 2
     data.write_text('{"claim": "", "label": "SUPPORTED", "evidence": ["e"]}\n{"claim": "y", "lab')
     result = run_eval(["eval", "--data", str(data), "--method", "vanilla", "--out", str(tmp_path / "o2")])
     assert result.exit_code == 2

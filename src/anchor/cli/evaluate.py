@@ -38,7 +38,20 @@ SIZES = ("auto", "paper", "quick")
 STAGES = tuple(dict.fromkeys(s for spec in METHODS.values() for s in spec.stages))
 
 EVAL_FLAGS = {**FLAG_NAMES, "limit": "--limit", "runs": "--runs", "decision_threshold": "--threshold",
-              "stage": "--stage"}
+              "stage": "--stage", "sample": "--sample", "sample_seed": "--sample-seed"}
+
+
+def _sample_size(value: str | None) -> str | None:
+    """--sample: a positive whole number or 'all', refused as a usage error naming the flag otherwise."""
+    from anchor.evaluation.sampling import SampleError, parse_sample_size
+
+    if value is None:
+        return None
+    try:
+        parse_sample_size(value)
+    except SampleError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--sample") from None
+    return value
 
 
 @expand_options
@@ -62,7 +75,15 @@ def eval_command(
         "Evaluate this file instead of the bundled copy (same format; any COVID-Fact style JSONL for "
         "factcheck)."))] = None,
     limit: Annotated[int | None, opt("--limit", panel=EVAL_PANEL, bound=(RunConfig, "limit"),
-                                     help="Only the first N instances (default: all).")] = None,
+                                     help="Only the first N instances (default: all); with a sample, the first "
+                                          "N of the sample.")] = None,
+    sample: Annotated[str | None, opt("--sample", panel=EVAL_PANEL, metavar="N|all", help=(
+        "Score a seeded random sample of N instances ('all': every instance, in the seeded order), drawn "
+        "before --limit and recorded in DIR/sample.json. Default: 100 for the fact-checking sets (cnn, xsum, "
+        "expertqa, covid, factcheck: the paper's protocol), the whole file in file order otherwise."))] = None,
+    sample_seed: Annotated[int | None, opt("--sample-seed", panel=EVAL_PANEL, help=(
+        "Seed of the sample; the same data, size and seed give the same ids for every method. "
+        "(default: 42)"))] = None,
     runs: Annotated[int, opt("--runs", panel=EVAL_PANEL, bound=(RunConfig, "runs"), default=1, help=(
         "Repetitions with seeds seed, seed+1, ...; the report gives mean ± std."))] = 1,
     out_dir: Annotated[Path | None, opt("--out", "-o", panel=EVAL_PANEL, help=(
@@ -101,6 +122,7 @@ def eval_command(
     """
     from anchor.evaluation.runner import EvalRunner, default_build_params, make_run_config
 
+    sample = _sample_size(sample)
     with friendly_errors(EVAL_FLAGS):
         if dataset is None:
             if data is not None and data.suffix == ".jsonl":
@@ -127,7 +149,8 @@ def eval_command(
         config = make_run_config(dataset=dataset, method=method, data_path=data, ablations=ablations, limit=limit,
                                  runs=runs, seed=settings.seed, settings=settings, anchor_config=anchor_config,
                                  negation=negation, decision_threshold=threshold, balance_outcomes=balance_outcomes,
-                                 spaces=spaces, spaces_from=spaces_from, stage=stage,
+                                 spaces=spaces, spaces_from=spaces_from, stage=stage, sample=sample,
+                                 sample_seed=sample_seed,
                                  command=shlex.join(redact_argv(invocation())))
         if out_dir is None:
             name = data.stem if data is not None else dataset

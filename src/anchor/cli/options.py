@@ -33,6 +33,7 @@ from anchor.llm.settings import (
     ENV_BASE_URL,
     ENV_CACHE_DIR,
     ENV_CONCURRENCY,
+    ENV_CONTEXT_TOKENS,
     ENV_MODEL,
     ENV_RETRIES,
     ENV_TIMEOUT,
@@ -182,10 +183,17 @@ class ConnectionOptions:
                                            bound=(LLMSettings, "max_concurrency"),
                                            help="Requests in flight at once (the embedded model runs one "
                                                 "at a time whatever this says).")] = None
+    context_tokens: Annotated[int | None, opt("--context-tokens", panel=LLM_PANEL, env=ENV_CONTEXT_TOKENS,
+                                              bound=(LLMSettings, "context_tokens"), help=(
+        "The model's context window in tokens. A prompt whose condition (a long document) would not fit "
+        "keeps the condition's beginning and a marked omission, recorded in the trace and the prediction. "
+        "Default: 8192 (a server; set it to the server's real window) or the embedded model's n_ctx 8192, "
+        "which this also sets."))] = None
 
     FIELDS: typing.ClassVar[dict[str, str]] = {
         "base_url": "base_url", "model": "model", "api_key": "api_key", "timeout": "timeout",
         "retries": "transport_retries", "parse_retries": "parse_retries", "concurrency": "max_concurrency",
+        "context_tokens": "context_tokens",
     }
 
 

@@ -14,6 +14,7 @@ was omitted, and the estimate's ``note`` says so.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -22,15 +23,17 @@ from typing import Any
 from anchor import prompts
 from anchor.llm.base import Message
 from anchor.llm.client import LLMClient
-from anchor.llm.context import FittedPrompt, fit_fields, fit_prompt
+from anchor.llm.context import FittedPrompt, fit_fields, fit_prompt, merge_truncations
 from anchor.llm.prompt import PromptSpec
-from anchor.types import Scenario
+from anchor.types import Scenario, TextTruncation
 
 
 @dataclass
 class Estimate:
     p_outcome1: float | None
     note: str | None = None
+    truncated: TextTruncation | None = None
+    """What was cut of the condition to fit the context (None: it went whole)."""
 
 
 def _values(scenario: Scenario, condition: str) -> dict[str, str]:
@@ -46,25 +49,27 @@ def _fit(client: LLMClient, prompt: PromptSpec[Any], scenario: Scenario, conditi
 async def vanilla(client: LLMClient, scenario: Scenario, condition: str, gold: int | None = None) -> Estimate:
     fitted = _fit(client, prompts.VANILLA, scenario, condition)
     answer = await client.ask(prompts.VANILLA, **fitted.values)
-    return Estimate(answer.probability, note=fitted.note())
+    return Estimate(answer.probability, note=fitted.note(), truncated=fitted.truncated.get("condition"))
 
 
 async def vanilla_direct(client: LLMClient, scenario: Scenario, condition: str, gold: int | None = None) -> Estimate:
     fitted = _fit(client, prompts.VANILLA_DIRECT, scenario, condition)
     answer = await client.ask(prompts.VANILLA_DIRECT, **fitted.values)
-    return Estimate(1.0 if answer.choice == "1" else 0.0, note=fitted.note())
+    return Estimate(1.0 if answer.choice == "1" else 0.0, note=fitted.note(),
+                    truncated=fitted.truncated.get("condition"))
 
 
 async def cot(client: LLMClient, scenario: Scenario, condition: str, gold: int | None = None) -> Estimate:
     fitted = _fit(client, prompts.COT, scenario, condition)
     answer = await client.ask(prompts.COT, **fitted.values)
-    return Estimate(answer.probability, note=fitted.note())
+    return Estimate(answer.probability, note=fitted.note(), truncated=fitted.truncated.get("condition"))
 
 
 async def cot_direct(client: LLMClient, scenario: Scenario, condition: str, gold: int | None = None) -> Estimate:
     fitted = _fit(client, prompts.COT_DIRECT, scenario, condition)
     answer = await client.ask(prompts.COT_DIRECT, **fitted.values)
-    return Estimate(1.0 if answer.choice == "1" else 0.0, note=fitted.note())
+    return Estimate(1.0 if answer.choice == "1" else 0.0, note=fitted.note(),
+                    truncated=fitted.truncated.get("condition"))
 
 
 LOGIT_TOP_K = 20
@@ -93,12 +98,13 @@ async def logits(client: LLMClient, scenario: Scenario, condition: str, gold: in
         if key in ("1", "2"):
             best[key] = max(lp, best.get(key, -math.inf))
     if not best:
-        return Estimate(None, note=_join(f"neither '1' nor '2' among the top {len(top)} first tokens", fitted.note()))
+        return Estimate(None, note=_join(f"neither '1' nor '2' among the top {len(top)} first tokens", fitted.note()),
+                        truncated=fitted.truncated.get("condition"))
     floor = min(top.values())
     lp1, lp2 = best.get("1", floor), best.get("2", floor)
     m = max(lp1, lp2)
     w1, w2 = math.exp(lp1 - m), math.exp(lp2 - m)
-    return Estimate(w1 / (w1 + w2), note=fitted.note())
+    return Estimate(w1 / (w1 + w2), note=fitted.note(), truncated=fitted.truncated.get("condition"))
 
 
 def _join(*notes: str | None) -> str | None:
@@ -122,7 +128,8 @@ async def factor_based(client: LLMClient, scenario: Scenario, condition: str, go
         return Estimate(None, note="no factors generated")
     fits = [_fit(client, prompts.ORACLE_FACTOR_PROB, scenario, condition, factor=f) for f in factors]
     answers = await asyncio.gather(*(client.ask(prompts.ORACLE_FACTOR_PROB, **fit.values) for fit in fits))
-    return Estimate(sum(a.probability for a in answers) / len(answers), note=_join(*(fit.note() for fit in fits)))
+    return Estimate(sum(a.probability for a in answers) / len(answers), note=_join(*(fit.note() for fit in fits)),
+                    truncated=functools.reduce(merge_truncations, (fit.truncated.get("condition") for fit in fits), None))
 
 
 async def compare_with_note(client: LLMClient, scenario: Scenario, outcome: str, condition1: str,

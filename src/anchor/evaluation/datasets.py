@@ -875,6 +875,24 @@ def load_factcheck_data(
     return FactcheckData(dataset=dataset, source=source, instances=out, skipped=skipped)
 
 
+def factcheck_ids_name(name: str) -> str | None:
+    """The ``dataset`` argument under which fact-checking set ``name`` is loaded.
+
+    The generic ``factcheck`` leaves it to :func:`load_factcheck_data` (``"factcheck"`` for the
+    bundled sample, the file's stem for a path); the named sets keep their name, with or without a
+    path, so ``cnn`` always has ids ``cnn:<k>``.
+    """
+    return None if name == "factcheck" else name
+
+
+def load_factcheck_set(name: str, path: str | Path | None = None) -> FactcheckData:
+    """Fact-checking set ``name`` (bundled, or the file at ``path``) with its skipped rows, named
+    as :func:`load_dataset` names it."""
+    if not is_factcheck_dataset(name):
+        raise ValueError(f"{name!r} is not a fact-checking dataset; known: {', '.join(FACTCHECK_FILES)}")
+    return load_factcheck_data(path, dataset=factcheck_ids_name(name))
+
+
 def load_factcheck(
     path: str | Path | None = None,
     *,
@@ -905,8 +923,6 @@ def load_dataset(
         return load_pairwise(path)
     if name in ("common2sense", "plasma", "today"):
         return load_decision(name, path)  # type: ignore[arg-type]
-    if name == "factcheck":
-        return load_factcheck(path)
-    if name in FACTCHECK_FILES:
-        return load_factcheck(path, dataset=name)
+    if is_factcheck_dataset(name):
+        return load_factcheck(path, dataset=factcheck_ids_name(name))
     raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASET_NAMES)}")

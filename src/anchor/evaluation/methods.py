@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from anchor.llm.errors import AnchorError, LLMOutputError, RequestRejected, RetryBudgetExhausted
 from anchor.llm.ledger import detached_context
 from anchor.secrets import scrub
-from anchor.types import Scenario
+from anchor.types import Scenario, TextTruncation
 
 if TYPE_CHECKING:
     from anchor.embed import Embedder
@@ -54,6 +54,9 @@ class Estimate(BaseModel):
     """Key of the per-scenario artefact used (file name in the run directory)."""
     fallback: str | None = None
     """Name of the method that answered instead when this one abstained (BIRD's CoT fallback)."""
+    truncated: TextTruncation | None = None
+    """Set when the condition was cut to fit a prompt into the model's context window; the runner
+    records it on the prediction whatever the status."""
 
     @classmethod
     def failed(cls, exc: BaseException) -> Estimate:
@@ -306,6 +309,7 @@ class AnchorMethod:
             n_factors=len(result.factors),
             trace=result.model_dump(mode="json"),
             artefact=self.key(scenario),
+            truncated=result.mapping.condition_truncated if result.mapping is not None else None,
         )
 
 
@@ -325,8 +329,8 @@ class BaselineMethod:
     async def estimate(self, scenario: Scenario, condition: str, gold: int | None) -> Estimate:
         result = await self.estimator(self.client, scenario, condition, gold)
         if result.p_outcome1 is None:
-            return Estimate(status="abstained", reason=result.note)
-        return Estimate(p_outcome1=result.p_outcome1, reason=result.note)
+            return Estimate(status="abstained", reason=result.note, truncated=result.truncated)
+        return Estimate(p_outcome1=result.p_outcome1, reason=result.note, truncated=result.truncated)
 
 
 class CompareMethod:

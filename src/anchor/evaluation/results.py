@@ -6,15 +6,19 @@
 ``DIR/traces.jsonl``      one ``TraceRecord`` per answered condition (methods with an audit trail).
 ``DIR/calls.jsonl``       one ``CallRecord`` per LLM request or cache hit, as it happens: the
                           exact cost of everything the run directory asked for, kills included.
+``DIR/sample.json``       ``SampleRecord`` (evaluation/sampling.py): the seeded sample of instance ids the
+                          run scores (with ``--limit N``, the first N of them), when the run samples.
 ``DIR/metrics.json``      ``MetricsReport``: per-run metrics, mean and std over runs, calibration, cost.
 ``DIR/spaces/*.json``     factor spaces (ANCHOR), built once per scenario (and run, or shared).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from anchor.types import TextTruncation
 
 Kind = Literal["pairwise", "decision", "factcheck"]
 Status = Literal["ok", "abstained", "failed"]
@@ -38,7 +42,12 @@ class RunConfig(_Model):
     kind: Kind
     method: str
     ablations: list[str] = Field(default_factory=list)
-    limit: int | None = Field(default=None, ge=1, description="Only the first N instances.")
+    limit: int | None = Field(default=None, ge=1, description="Only the first N instances (of the sample, "
+                                                                "when the run samples).")
+    sample: Annotated[int, Field(ge=1)] | Literal["all"] | None = Field(
+        default=None, description="Seeded sample of this many instances ('all': every one, in the seeded order); "
+                                  "None: the whole file in file order.")
+    sample_seed: int | None = Field(default=None, description="Seed of the sample (None when not sampling).")
     runs: int = Field(ge=1, description="Repetitions with seeds seed, seed + 1, ...")
     seed: int
     negation: Literal["template", "llm"] = "template"
@@ -66,6 +75,8 @@ class SideRecord(_Model):
     n_factors: int | None = None
     artefact: str | None = None
     fallback: str | None = None
+    truncated: TextTruncation | None = Field(
+        default=None, description="Set when the condition was cut to fit a prompt into the model's context.")
 
 
 class Prediction(_Model):
@@ -89,6 +100,8 @@ class Prediction(_Model):
     error: str | None = None
     sides: list[SideRecord] = Field(default_factory=list)
     n_factors: list[int] | None = None
+    truncated: bool = Field(default=False, description="A condition of this instance was cut to fit the "
+                                                       "model's context (details on its side record).")
     cost: list[dict[str, Any]] = Field(default_factory=list)
     seconds: float = 0.0
 
@@ -148,4 +161,12 @@ class MetricsReport(_Model):
                                                                                   "from another run directory "
                                                                                   "(not in 'cost').")
     cost_per_instance: CostSummary | None = None
+    data: dict[str, Any] | None = Field(default=None, description=(
+        "The data file as read: source, rows, usable, skipped (count) and skipped_rows (line and reason of "
+        "the first ones), for formats that skip bad rows instead of failing."))
+    sample: dict[str, Any] | None = Field(default=None, description=(
+        "How the instances were sampled (seed, requested, population, size, used, file); None when the run "
+        "scores the whole file."))
+    n_truncated: int = Field(default=0, description="Predictions (over all runs) whose condition was cut to fit "
+                                                    "the model's context window.")
     notes: list[str] = Field(default_factory=list)

@@ -36,11 +36,11 @@ from anchor.embed import MiniLMEmbedder
 from anchor.evaluation.datasets import (
     DATASET_NAMES,
     DecisionInstance,
+    FactcheckData,
     PairwiseInstance,
     balance_outcome_order,
     bundled_file,
-    load_dataset,
-    load_factcheck,
+    is_factcheck_dataset,
 )
 from anchor.evaluation.methods import (
     INSTANCE_FAILURES,
@@ -73,6 +73,14 @@ from anchor.evaluation.results import (
     SideRecord,
     TraceRecord,
 )
+from anchor.evaluation.sampling import DEFAULT_SAMPLE_SEED, SampleRecord, draw_sample
+from anchor.evaluation.selection import (
+    data_summary,
+    load_eval_data,
+    record_sample,
+    resolve_sample,
+    sample_summary,
+)
 from anchor.files import write_atomic
 from anchor.llm.client import LLMClient
 from anchor.llm.errors import AnchorError
@@ -96,7 +104,9 @@ BUILD_SIZES: dict[str, dict[str, int]] = {
 #: RunConfig fields that do not define a run: a rerun may change them and still resume.
 NOT_IDENTITY = {"command", "data_path", "anchor_version"}
 #: Of the LLM description, only these define a run (not where the server listens or how the key arrives).
-LLM_IDENTITY = ("backend", "model", "seed")
+LLM_IDENTITY = ("backend", "model", "seed", "context_tokens")
+#: RunConfig fields added later with a None default: a config.json written before them reads as None.
+LATER_FIELDS = ("sample", "sample_seed")
 MAX_LISTED_FAILURES = 50
 
 
@@ -117,7 +127,7 @@ def instance_slots(concurrency: int) -> int:
 def dataset_kind(name: str) -> Kind:
     if name == "common2sense-pairwise":
         return "pairwise"
-    if name == "factcheck":
+    if is_factcheck_dataset(name):
         return "factcheck"
     return "decision"
 
@@ -225,6 +235,8 @@ def _identity(config: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in config.items() if k not in NOT_IDENTITY and v is not None}
     llm = out.get("llm") or {}
     out["llm"] = {k: llm.get(k) for k in LLM_IDENTITY}
+    for key in LATER_FIELDS:
+        out.setdefault(key, None)
     return out
 
 
@@ -276,16 +288,22 @@ class EvalRunner:
         self._retry = ""
         self._last_tick = 0.0
         self._scenario_conditions: dict[str, list[str]] = {}
+        self.data: FactcheckData | None = None
+        """The data file as read, for formats that skip bad rows (set by load_instances)."""
+        self.sample_record: SampleRecord | None = None
+        """The seeded sample drawn by load_instances (None when the run scores the whole file)."""
 
     # ------------------------------------------------------------------ setup
 
     def load_instances(self) -> list[Instance]:
         c = self.config
         path = Path(c.data_path) if c.data_path else None
-        if c.dataset == "factcheck":
-            instances: list[Any] = load_factcheck(path)
-        else:
-            instances = load_dataset(c.dataset, path)
+        instances: list[Any]
+        instances, self.data = load_eval_data(c.dataset, path)
+        if c.sample is not None:
+            # Drawn before --limit, which then takes the first N of the sample (see evaluation/selection.py).
+            instances, self.sample_record = draw_sample(
+                instances, c.sample, DEFAULT_SAMPLE_SEED if c.sample_seed is None else c.sample_seed)
         if c.balance_outcomes:
             instances = balance_outcome_order(instances)
         if c.limit is not None:
@@ -335,6 +353,8 @@ class EvalRunner:
         self.config.llm["model"] = self.client.backend.model
         self.prepare_dir()
         with DirectoryLock(self.out_dir):
+            if self.sample_record is not None:
+                record_sample(self.out_dir, self.sample_record)
             return await self._run_locked(instances)
 
     async def _run_locked(self, instances: list[Instance]) -> MetricsReport:
@@ -478,7 +498,10 @@ class EvalRunner:
                 pred.label = inst.label
                 estimate = await self._side(method, inst.scenario, inst.condition, inst.label)
                 pred.p_outcome1 = estimate.p_outcome1
-                if estimate.p_outcome1 is not None:
+                if estimate.p_outcome1 is not None and c.kind == "factcheck":
+                    # The fact-check decision: 'support' (1) only above the decision threshold.
+                    pred.prediction = 1 if estimate.p_outcome1 > c.decision_threshold else 2
+                elif estimate.p_outcome1 is not None:
                     pred.prediction = 1 if estimate.p_outcome1 > 0.5 else 2 if estimate.p_outcome1 < 0.5 else None
                 self._fill(pred, [estimate])
                 traces = self._traces(run, inst.id, (inst.condition,), [estimate])
@@ -491,8 +514,10 @@ class EvalRunner:
     def _fill(pred: Prediction, estimates: Sequence[Estimate]) -> None:
         """Per-side records, the instance's status and its error line (which side, and why)."""
         pred.sides = [SideRecord(condition=k, p_outcome1=e.p_outcome1, status=e.status, reason=e.reason,
-                                 n_factors=e.n_factors, artefact=e.artefact, fallback=e.fallback)
+                                 n_factors=e.n_factors, artefact=e.artefact, fallback=e.fallback,
+                                 truncated=e.truncated)
                       for k, e in enumerate(estimates, 1)]
+        pred.truncated = any(e.truncated is not None for e in estimates)
         statuses = {e.status for e in estimates}
         pred.status = "failed" if "failed" in statuses else "abstained" if "abstained" in statuses else "ok"
         counts = [e.n_factors for e in estimates]
@@ -614,8 +639,12 @@ class EvalRunner:
             mean=mean, std=std, n_failed=len(failed), n_abstained=len(abstained),
             failures=[{"run": p.run, "id": p.id, "reason": p.error} for p in failed[:MAX_LISTED_FAILURES]],
             calibration=calibration, cost=cost, cost_scope=cost_scope, cost_reused=reused,
-            cost_per_instance=per_inst, notes=self._notes(failed, small) + self._fallback_notes(fallbacks, len(final)),
+            cost_per_instance=per_inst,
+            notes=self._notes(failed, small) + self._fallback_notes(fallbacks, len(final))
+            + self._data_notes(final, len(ids)),
             stage=c.stage, n_fallback=len(fallbacks), fallback=self._fallback_name(),
+            data=data_summary(self.data), sample=sample_summary(self.sample_record, len(ids)),
+            n_truncated=sum(p.truncated for p in final),
         )
 
     def _fallback_name(self) -> str | None:
@@ -671,6 +700,30 @@ class EvalRunner:
             notes.append(f"{len(failed)} prediction(s) failed (no usable answer from the LLM, or the server could not "
                          f"be reached); they count as unknown in these metrics and are retried when this command is "
                          f"run again. Most common reason ({n_top}x): {top}")
+        return notes
+
+    def _data_notes(self, final: Sequence[Prediction], used: int) -> list[str]:
+        """What the data, the sample and long conditions did to the instances scored."""
+        notes = []
+        if self.data is not None and self.data.skipped:
+            first = self.data.skipped[0]
+            notes.append(f"{len(self.data.skipped)} of {self.data.rows} rows of {self.data.source} were skipped as "
+                         f"unusable (listed under data.skipped_rows); first: line {first.line}: {first.problem}")
+        rec = self.sample_record
+        if rec is not None:
+            what = "every usable instance" if rec.requested == "all" else f"a sample of {len(rec.ids)}"
+            notes.append(f"Scored on {what} of {rec.population} in the seeded order (seed {rec.seed}); the ids are in "
+                         f"sample.json" + (f"; --limit kept the first {used}" if used < len(rec.ids) else "") + ".")
+            if rec.note:
+                notes.append(f"Sample: {rec.note}.")
+        cut = [p for p in final if p.truncated]
+        if cut:
+            sides = [s.truncated for p in cut for s in p.sides if s.truncated is not None]
+            kept = min(t.kept_chars for t in sides)
+            longest = max(t.original_chars for t in sides)
+            notes.append(f"{len(cut)} prediction(s) had a condition cut to fit the {sides[0].context_tokens:,}-token "
+                         f"context (it kept its beginning, at least {kept:,} characters; the longest was {longest:,}); "
+                         "see 'truncated' in predictions.jsonl.")
         return notes
 
     def _cost(self, final: Sequence[Prediction], calls: list[CallRecord]
@@ -729,7 +782,10 @@ def make_run_config(
     seed: int, settings: LLMSettings, anchor_config: AnchorConfig | None, negation: str = "template",
     decision_threshold: float = 0.9, balance_outcomes: bool = False, spaces: str = "per-run",
     spaces_from: Path | None = None, command: str = "", stage: str | None = None,
+    sample: str | int | None = None, sample_seed: int | None = None,
 ) -> RunConfig:
+    """The run's configuration, checked. ``sample``/``sample_seed`` are the options as given (None: not
+    given); the dataset's default protocol fills them in (a seeded 100 for the fact-checking sets)."""
     if data_path is not None and not Path(data_path).is_file():
         raise EvalError(f"--data {data_path}: no such file")
     if dataset not in DATASET_NAMES:
@@ -745,6 +801,7 @@ def make_run_config(
                         + (f" (got {stage!r})" if stage is not None else ""))
     if spaces_from is not None and not Path(spaces_from).is_dir():
         raise EvalError(f"--spaces-from {spaces_from}: no such run directory")
+    sample_size, sample_seed = resolve_sample(dataset, sample, sample_seed)
     llm = settings.describe()
     llm.pop("api_key", None)
     return RunConfig(
@@ -752,7 +809,7 @@ def make_run_config(
         data_sha256=file_sha256(dataset, Path(data_path) if data_path else None), kind=dataset_kind(dataset),
         method=method, ablations=list(ablations), limit=limit, runs=runs, seed=seed, negation=negation,  # type: ignore[arg-type]
         decision_threshold=decision_threshold, balance_outcomes=balance_outcomes, spaces=spaces,  # type: ignore[arg-type]
-        spaces_from=str(spaces_from) if spaces_from else None, llm=llm,
+        spaces_from=str(spaces_from) if spaces_from else None, llm=llm, sample=sample_size, sample_seed=sample_seed,
         anchor_config=anchor_config.model_dump(mode="json") if anchor_config else None, command=command,
         stage=stage, method_config=spec.method_config(dataset) if spec.method_config else None,
     )

@@ -1,0 +1,136 @@
+"""Which instances an evaluation run scores: the data file as read, and the paper's sampling protocol.
+
+* Fact-checking sets (:func:`anchor.evaluation.datasets.is_factcheck_dataset`) are read row by
+  row: a bad row is skipped, and the run records how many were skipped and why
+  (:func:`data_summary`, in ``metrics.json``). Other formats fail as a whole on a bad entry.
+* The paper scores every fact-checking method on a seeded sample of 100 instances (seed 42).
+  That is the default for the fact-checking sets; every other set is scored whole, in file
+  order, unless a sample is asked for (:func:`resolve_sample`).
+* The sample is drawn before ``--limit`` (which then takes the first N of the sample, itself a
+  fair sample since samples are nested) and recorded in the run directory as ``sample.json``
+  (:func:`record_sample`), so a resumed run, or another method given the same data and sample
+  settings, scores exactly the same ids.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from anchor.evaluation.datasets import (
+    DecisionInstance,
+    FactcheckData,
+    PairwiseInstance,
+    is_factcheck_dataset,
+    load_dataset,
+    load_factcheck_set,
+)
+from anchor.evaluation.sampling import (
+    DEFAULT_SAMPLE_SEED,
+    DEFAULT_SAMPLE_SIZE,
+    SampleError,
+    SampleRecord,
+    SampleSize,
+    parse_sample_size,
+)
+from anchor.files import write_atomic
+
+__all__ = [
+    "MAX_LISTED_SKIPPED",
+    "SAMPLE_FILE",
+    "data_summary",
+    "default_sample",
+    "load_eval_data",
+    "record_sample",
+    "resolve_sample",
+    "sample_summary",
+]
+
+Instance = DecisionInstance | PairwiseInstance
+
+#: The file in a run directory that lists the sampled ids.
+SAMPLE_FILE = "sample.json"
+#: Skipped rows listed (line and reason) in metrics.json; all of them are counted.
+MAX_LISTED_SKIPPED = 50
+
+
+def default_sample(dataset: str) -> tuple[SampleSize | None, int | None]:
+    """(size, seed) used when no ``--sample`` is given: the paper's 100 with seed 42 for the
+    fact-checking sets, no sample (the whole file) otherwise."""
+    if is_factcheck_dataset(dataset):
+        return DEFAULT_SAMPLE_SIZE, DEFAULT_SAMPLE_SEED
+    return None, None
+
+
+def resolve_sample(dataset: str, sample: str | int | None, seed: int | None
+                   ) -> tuple[SampleSize | None, int | None]:
+    """The run's (sample size, sample seed) from the options given (None: not given).
+
+    A size given without a seed uses seed 42; a seed without a size applies to the dataset's
+    default sample, and is an error for a dataset scored whole by default (there is nothing for it
+    to seed). Sizes are checked with :func:`parse_sample_size` (``SampleError`` names the problem).
+    """
+    size, default_seed = default_sample(dataset)
+    if sample is not None:
+        size = parse_sample_size(sample)
+        default_seed = DEFAULT_SAMPLE_SEED
+    if size is None:
+        if seed is not None:
+            raise SampleError(f"--sample-seed only applies to a sample: {dataset} is scored whole unless "
+                              "--sample N (or all) is given")
+        return None, None
+    return size, default_seed if seed is None else seed
+
+
+def load_eval_data(dataset: str, path: Path | None) -> tuple[list[Instance], FactcheckData | None]:
+    """The usable instances of ``dataset`` (bundled, or the file at ``path``), and for the
+    fact-checking sets the file as read (with its skipped rows)."""
+    if is_factcheck_dataset(dataset):
+        data = load_factcheck_set(dataset, path)
+        return list(data.instances), data
+    return list(load_dataset(dataset, path)), None
+
+
+def data_summary(data: FactcheckData | None) -> dict[str, Any] | None:
+    """What ``metrics.json`` says about the file: rows read, usable, skipped (and the first reasons)."""
+    if data is None:
+        return None
+    return {
+        "source": data.source,
+        "rows": data.rows,
+        "usable": len(data.instances),
+        "skipped": len(data.skipped),
+        "skipped_rows": [{"line": s.line, "problem": s.problem} for s in data.skipped[:MAX_LISTED_SKIPPED]],
+    }
+
+
+def sample_summary(record: SampleRecord | None, used: int) -> dict[str, Any] | None:
+    """What ``metrics.json`` says about the sample (the ids themselves are in sample.json)."""
+    if record is None:
+        return None
+    return {"seed": record.seed, "requested": record.requested, "population": record.population,
+            "size": len(record.ids), "used": used, "file": SAMPLE_FILE, "note": record.note}
+
+
+def record_sample(folder: Path, record: SampleRecord) -> Path:
+    """Write ``folder/sample.json``, or check that the one already there lists the same ids.
+
+    A run directory keeps one sample for its whole life: a resume that drew different ids (a
+    changed file would already have been refused by the run identity) is an error rather than a
+    silent mix of two samples.
+    """
+    path = folder / SAMPLE_FILE
+    if path.exists():
+        try:
+            old = SampleRecord.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise SampleError(f"{path} is not a sample record ({exc}); move it away to draw the sample "
+                              "again") from exc
+        if (old.seed, old.requested, old.ids) != (record.seed, record.requested, record.ids):
+            raise SampleError(f"{path} lists another sample than the one drawn now (seed {old.seed}, "
+                              f"{len(old.ids)} ids); use another --out, or move the file away")
+        return path
+    write_atomic(path, record.model_dump_json(indent=2))
+    return path
+
