@@ -219,11 +219,29 @@ class DirectoryLock:
 
 
 def _identity(config: dict[str, Any]) -> dict[str, Any]:
-    """The parts of a run configuration that must match to resume it."""
+    """The parts of a run configuration that must match to resume it.
+
+    The configuration is read through ``RunConfig`` and ``AnchorConfig`` first, so that a setting
+    added after a run was written counts as its default there (an older run directory stays
+    resumable as long as the new setting is left at its default).
+    """
+    config = _with_defaults(config)
     out = {k: v for k, v in config.items() if k not in NOT_IDENTITY}
     llm = out.get("llm") or {}
     out["llm"] = {k: llm.get(k) for k in LLM_IDENTITY}
+    if out.get("estimator"):
+        out["estimator"] = {k: out["estimator"].get(k) for k in LLM_IDENTITY}
     return out
+
+
+def _with_defaults(config: dict[str, Any]) -> dict[str, Any]:
+    try:
+        filled = RunConfig.model_validate(config).model_dump(mode="json")
+        if isinstance(filled.get("anchor_config"), dict):
+            filled["anchor_config"] = AnchorConfig.model_validate(filled["anchor_config"]).model_dump(mode="json")
+    except ValidationError:
+        return config  # compared as written; the difference is reported field by field
+    return filled
 
 
 def _first_difference(old: Any, new: Any, path: str = "") -> tuple[str, Any, Any] | None:
@@ -250,6 +268,7 @@ class EvalRunner:
         anchor_config: AnchorConfig | None = None,
         report: Reporter = silent,
         retry_failed: bool = True,
+        estimator_settings: LLMSettings | None = None,
     ) -> None:
         spec = METHODS.get(config.method)
         if spec is None:
@@ -261,6 +280,9 @@ class EvalRunner:
             raise EvalError(f"ablations apply to ANCHOR's methods only, not to {config.method!r}")
         if config.runs < 1:
             raise EvalError("--runs must be at least 1")
+        if (config.max_factors is not None or estimator_settings is not None) and not spec.uses_anchor_config:
+            raise EvalError(f"truncated factor spaces and a second estimator LLM apply to ANCHOR's methods only, "
+                            f"not to {config.method!r}")
         self.spec = spec
         self.config = config
         self.out_dir = Path(out_dir)
@@ -268,7 +290,9 @@ class EvalRunner:
         self.anchor_config = anchor_config
         self.report = report
         self.retry_failed = retry_failed
+        self.estimator_settings = estimator_settings
         self.client: LLMClient | None = None
+        self.estimator: LLMClient | None = None
         self._stores: dict[str, ArtefactStore[Any]] = {}
         self._counts: Counter[str] = Counter()
         self._retry = ""
@@ -330,6 +354,11 @@ class EvalRunner:
         self.client = make_client(self.settings)
         await self.client.ensure_ready()
         self.config.llm["model"] = self.client.backend.model
+        if self.estimator_settings is not None:
+            # The estimator's requests go to the same ledger, so calls.jsonl and the cost count them.
+            self.estimator = make_client(self.estimator_settings, ledger=self.client.ledger)
+            await self.estimator.ensure_ready()
+            self.config.estimator = {**(self.config.estimator or {}), "model": self.estimator.backend.model}
         self.prepare_dir()
         with DirectoryLock(self.out_dir):
             return await self._run_locked(instances)
@@ -383,6 +412,8 @@ class EvalRunner:
             traces.close()
             calls.close()
             await self.client.aclose()
+            if self.estimator is not None:
+                await self.estimator.aclose()
 
     def _method(self, run: int) -> Method | PairJudge:
         assert self.client is not None
@@ -390,6 +421,7 @@ class EvalRunner:
             client=self.client.with_seed(self.config.seed + run), base_client=self.client, run=run,
             config=self.config, anchor_config=self.anchor_config, embedder=lambda: self._embedder,
             store=self._store,
+            estimator=None if self.estimator is None else self.estimator.with_seed(self.estimator.seed + run),
         )
         return self.spec.factory(ctx)
 
@@ -640,6 +672,11 @@ class EvalRunner:
                 notes.append(f"Factor spaces built with n_target={b.n_target}, b={b.batch_size}, "
                              f"T_max={b.max_rounds} (the paper uses {paper.n_target}/{paper.batch_size}/"
                              f"{paper.max_rounds} here).")
+            if c.max_factors is not None:
+                notes.append(f"Every factor space truncated to its first {c.max_factors} factors by abduction order.")
+            if c.estimator:
+                notes.append(f"phi and the latent parameters elicited by {c.estimator.get('model')!r} "
+                             f"({c.estimator.get('backend')}); the space and the mapping by {c.llm.get('model')!r}.")
             notes.append("Factor spaces: " + ("built separately for every run (seed + run), so the std over runs "
                                               "includes stage 1." if c.spaces == "per-run" else
                                               "built once per scenario and shared by all runs, so the std over "
@@ -696,7 +733,8 @@ def make_run_config(
     *, dataset: str, method: str, data_path: Path | None, ablations: Sequence[str], limit: int | None, runs: int,
     seed: int, settings: LLMSettings, anchor_config: AnchorConfig | None, negation: str = "template",
     decision_threshold: float = 0.9, balance_outcomes: bool = False, spaces: str = "per-run",
-    spaces_from: Path | None = None, command: str = "",
+    spaces_from: Path | None = None, command: str = "", max_factors: int | None = None,
+    estimator: LLMSettings | None = None,
 ) -> RunConfig:
     if data_path is not None and not Path(data_path).is_file():
         raise EvalError(f"--data {data_path}: no such file")
@@ -708,6 +746,10 @@ def make_run_config(
         raise EvalError(f"--spaces-from {spaces_from}: no such run directory")
     llm = settings.describe()
     llm.pop("api_key", None)
+    estimator_llm = None
+    if estimator is not None:
+        estimator_llm = estimator.describe()
+        estimator_llm.pop("api_key", None)
     return RunConfig(
         anchor_version=__version__, dataset=dataset, data_path=str(data_path) if data_path else None,
         data_sha256=file_sha256(dataset, Path(data_path) if data_path else None), kind=dataset_kind(dataset),
@@ -715,4 +757,5 @@ def make_run_config(
         decision_threshold=decision_threshold, balance_outcomes=balance_outcomes, spaces=spaces,  # type: ignore[arg-type]
         spaces_from=str(spaces_from) if spaces_from else None, llm=llm,
         anchor_config=anchor_config.model_dump(mode="json") if anchor_config else None, command=command,
+        max_factors=max_factors, estimator=estimator_llm,
     )
