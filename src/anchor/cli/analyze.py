@@ -129,7 +129,7 @@ def _show(result: Any, files: Any, lines: list[str], json_out: bool) -> None:
     if json_out:
         emit_json({**result.model_dump(mode="json"), "files": paths})
         return
-    out.print("\n".join(lines), markup=False, highlight=False)
+    out.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
     err.print(f"[bold]wrote[/bold] {escape(paths['json'])}, {escape(Path(paths['markdown']).name)} and "
               f"{escape(Path(paths['png']).name)}", highlight=False)
 
