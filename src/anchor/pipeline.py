@@ -26,7 +26,7 @@ from anchor.llm.client import LLMClient, run_sync
 from anchor.llm.ledger import summarize
 from anchor.llm.settings import LLMSettings, make_client
 from anchor.mapping.mapper import ConditionMapper
-from anchor.mapping.retrievers import Retriever
+from anchor.mapping.retrievers import Retriever, make_retriever
 from anchor.progress import ProgressEvent, Reporter, silent
 from anchor.space.builder import FactorSpaceBuilder
 from anchor.space.structure import Clusterer, Reducer
@@ -60,9 +60,10 @@ class Anchor:
         self.config = config or AnchorConfig()
         self.reducer = reducer
         self.clusterer = clusterer
-        # Stage-2 candidate search (exact KNN when None) and, optionally, a second model that
-        # elicits phi and the latent parameters while ``client`` does everything else.
-        self.retriever = retriever
+        # Stage-2 candidate search (the one named by config.mapping.retriever unless an object is
+        # given) and, optionally, a second model that elicits phi and the latent parameters while
+        # ``client`` does everything else.
+        self.retriever = retriever if retriever is not None else make_retriever(self.config.mapping.retriever)
         self.estimator = estimator
         # Per-space stages (each holds the space's retrieval index), most recently used last.
         self._mappers: OrderedDict[int, tuple[FactorSpace, ConditionMapper, InferenceEngine]] = OrderedDict()

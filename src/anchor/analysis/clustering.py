@@ -65,6 +65,8 @@ from anchor.types import FactorSpace
 
 NAME = "clustering"
 ALGORITHMS: tuple[str, ...] = ("hdbscan", "dbscan", "kmeans", "agglomerative")
+#: Result files of `anchor analyze` (``<name>.json``), skipped when looking for spaces in a folder.
+ANALYSIS_RESULTS = ("factors", "retrieval", "clustering", "estimator")
 ALGORITHM_NAMES = {"hdbscan": "HDBSCAN", "dbscan": "DBSCAN", "kmeans": "KMeans", "agglomerative": "Agglomerative"}
 
 
@@ -148,7 +150,9 @@ def collect_spaces(paths: Sequence[Path | str]) -> list[NamedSpace]:
 
     Each path may be: an ``anchor eval`` run directory (``config.json`` names the dataset, the spaces
     are in ``spaces/``); a folder of space JSON files (the folder's name is the dataset); one space
-    file (its folder's name is the dataset); or a folder holding such run directories or folders.
+    file (its folder's name is the dataset); or a folder holding such run directories or folders, two
+    levels deep at most (so an ``anchor analyze`` output folder, with its run directories in
+    ``runs/``, works too).
     The same (dataset, space) reached twice is kept once. Raises ``ValueError`` when a path holds no
     space, and :class:`~anchor.space.io.SpaceFileError` for a file that is not a valid space.
     """
@@ -193,10 +197,13 @@ def _spaces_in(path: Path, depth: int) -> list[tuple[str, Path]]:
     dataset = _run_dataset(path)
     if dataset is not None:
         return [(dataset, f) for f in sorted((path / "spaces").glob("*.json"))]
-    files = sorted(f for f in path.glob("*.json") if f.name != "config.json")
+    if (path / "config.json").is_file():
+        return []  # a run directory without spaces of its own (it reused another run's)
+    # An `anchor analyze` folder holds its result files next to runs/: those are not spaces.
+    files = sorted(f for f in path.glob("*.json") if f.name != "config.json" and f.stem not in ANALYSIS_RESULTS)
     if files:
         return [(path.resolve().name, f) for f in files]
-    if depth >= 1:
+    if depth >= 2:
         return []
     out: list[tuple[str, Path]] = []
     for sub in sorted(p for p in path.iterdir() if p.is_dir()):

@@ -10,8 +10,6 @@ objects rendered by the Agg canvas directly, never through ``pyplot``, as in
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from anchor.evaluation.results import Kind, MetricsReport
+from anchor.files import write_atomic
 
 #: The headline score of each kind of task, as in the evaluation report.
 HEADLINE_METRIC: dict[str, str] = {"pairwise": "f1_micro", "decision": "accuracy", "factcheck": "balanced_accuracy"}
@@ -137,14 +136,7 @@ class AnalysisFiles(AnalysisModel):
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, text)  # via a temporary file; the mode follows the umask, as every anchor output
 
 
 def write_analysis(name: str, result: BaseModel, markdown_lines: Sequence[str], draw: Callable[[Path], None],

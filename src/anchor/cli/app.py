@@ -17,7 +17,7 @@ try:  # recent typer ships its own copy of click
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_errors  # type: ignore[no-redef]
 
-from anchor.cli import backend, build, cost, evaluate
+from anchor.cli import analyze, backend, build, cost, evaluate
 from anchor.cli.console import fail, set_invocation
 
 
@@ -68,6 +68,7 @@ llm_app = typer.Typer(help="Check the configured LLM backend.", no_args_is_help=
 cache_app = typer.Typer(help="Inspect or clear the response cache.", no_args_is_help=True)
 app.add_typer(llm_app, name="llm")
 app.add_typer(cache_app, name="cache")
+app.add_typer(analyze.app, name="analyze")
 
 app.command("build")(build.build)
 app.command("infer")(build.infer)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import os
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -39,7 +40,7 @@ from anchor.llm.settings import (
     ENV_TIMEOUT,
     LLMSettings,
 )
-from anchor.mapping.config import MappingConfig
+from anchor.mapping.config import RETRIEVER_NAMES, MappingConfig
 from anchor.types import AggregationMethod, BuildParams, Scenario
 
 LLM_PANEL = "LLM backend"
@@ -47,6 +48,10 @@ BUILD_PANEL = "Factor space (stage 1)"
 MAP_PANEL = "Mapping (stage 2)"
 INFER_PANEL = "Inference (stage 3) and ablations"
 SCENARIO_PANEL = "Scenario"
+ESTIMATOR_PANEL = "Probability-estimator LLM"
+ENV_ESTIMATOR_BASE_URL = "ANCHOR_ESTIMATOR_BASE_URL"
+ENV_ESTIMATOR_MODEL = "ANCHOR_ESTIMATOR_MODEL"
+ENV_ESTIMATOR_API_KEY = "ANCHOR_ESTIMATOR_API_KEY"
 
 
 # --------------------------------------------------------------------------- option construction
@@ -233,6 +238,52 @@ def llm_settings(conn: ConnectionOptions, cache: CacheOptions | None = None, see
 
 
 @dataclasses.dataclass
+class EstimatorOptions:
+    """A second LLM that elicits only phi and the latent parameters (``anchor analyze estimator``)."""
+
+    estimator_base_url: Annotated[str | None, opt("--estimator-base-url", panel=ESTIMATOR_PANEL,
+                                                  env=ENV_ESTIMATOR_BASE_URL, help=(
+        "OpenAI-compatible server of the probability-estimator LLM (the factor space and the mapping stay "
+        "with --base-url/--model)."))] = None
+    estimator_model: Annotated[str | None, opt("--estimator-model", panel=ESTIMATOR_PANEL, env=ENV_ESTIMATOR_MODEL,
+                                               help="Model name on that server; unset = its first listed "
+                                                    "model.")] = None
+    estimator_api_key: Annotated[str | None, opt("--estimator-api-key", panel=ESTIMATOR_PANEL,
+                                                 env=ENV_ESTIMATOR_API_KEY, help=(
+        "API key of the estimator's server, if it wants one; prefer the environment variable. Never written "
+        "to any file or log."))] = None
+    estimator_seed: Annotated[int | None, opt("--estimator-seed", panel=ESTIMATOR_PANEL,
+                                              bound=(LLMSettings, "seed"), show_default=False, help=(
+        "Sampling seed of the estimator (default: the main --seed; with the embedded model on both sides, "
+        "the main seed + 1, so that the two are not the same model answering the same requests)."))] = None
+
+    def _value(self, name: str, env: str) -> str | None:
+        value = getattr(self, name)
+        if value is None:
+            value = os.environ.get(env, "").strip() or None
+        return value
+
+    @property
+    def base_url(self) -> str | None:
+        """--estimator-base-url, or its environment variable."""
+        return self._value("estimator_base_url", ENV_ESTIMATOR_BASE_URL)
+
+    def settings(self, main: LLMSettings) -> LLMSettings:
+        """The estimator's settings: the main ones (time-outs, retries, cache, concurrency) with the
+        estimator's server, model, key and seed. No estimator server = the embedded model."""
+        url = self.base_url
+        seed = self.estimator_seed
+        if seed is None:
+            seed = main.seed + 1 if not (url or main.uses_server) else main.seed
+        values = main.model_dump()
+        values.update(base_url=url, model=self._value("estimator_model", ENV_ESTIMATOR_MODEL), seed=seed,
+                      api_key=self._value("estimator_api_key", ENV_ESTIMATOR_API_KEY))
+        if url is None:
+            values["context_tokens"] = None  # the embedded model's own window, not the server's
+        return LLMSettings.model_validate(values)
+
+
+@dataclasses.dataclass
 class ScenarioOptions:
     scenario: Annotated[str | None, opt("--scenario", panel=SCENARIO_PANEL, help=(
         "The scenario; may be empty (fact checking)."))] = None
@@ -319,6 +370,9 @@ class MappingOptions:
                                        help="Skip the reflection pass after the vote.")] = False
     no_hierarchy: Annotated[bool, opt("--no-hierarchy", panel=MAP_PANEL, show_default=False, help=(
         "'w/o hierarchy' ablation: one flat nearest-neighbour search with the same budget."))] = False
+    retriever: Annotated[str | None, opt("--retriever", panel=MAP_PANEL, choices=RETRIEVER_NAMES, help=(
+        "Candidate search: exact nearest neighbours (knn, the paper's; default), a FAISS flat (exact) or HNSW "
+        "(approximate) index, or BM25 over the factor and theme texts."))] = None
 
     FIELDS: typing.ClassVar[dict[str, str]] = {
         "k1": "k1", "k2": "k2", "alpha": "alpha", "rounds": "rounds", "vote_ratio": "vote_ratio",
@@ -330,6 +384,8 @@ class MappingOptions:
             values["reflection"] = False
         if self.no_hierarchy:
             values["hierarchical"] = False
+        if self.retriever is not None:
+            values["retriever"] = self.retriever
         return MappingConfig.model_validate(values)
 
 

@@ -167,6 +167,9 @@ class MethodContext:
     conditions: Callable[[Scenario], list[str]] = lambda scenario: []
     """The conditions of this run's instances that belong to ``scenario`` (for methods that train on
     a scenario's conditions before estimating any of them, like the BIRD-on-ANCHOR transplant)."""
+    estimator: LLMClient | None = None
+    """A second LLM for the probability estimates (``RunConfig.estimator``), seeded for the run;
+    None = ``client`` answers everything."""
 
 
 @runtime_checkable
@@ -266,7 +269,11 @@ class AnchorMethod:
         offload.warm_up(ctx.embedder())
         self.per_run = ctx.config.spaces == "per-run"
         self.seed = ctx.config.seed + ctx.run if self.per_run else ctx.config.seed
-        self.engine = Anchor(client=ctx.client, embedder=ctx.embedder(), config=config)
+        self.engine = Anchor(client=ctx.client, embedder=ctx.embedder(), config=config, estimator=ctx.estimator)
+        # RunConfig.max_factors: each space is used as it stood after its first N factors (a view
+        # made once per space; the stored space stays whole).
+        self.max_factors = ctx.config.max_factors
+        self._views: dict[str, tuple[Any, Any]] = {}
         # Shared spaces are built with the base seed whichever run asks first, so they do not
         # depend on scheduling.
         build_client = ctx.client if self.per_run else ctx.base_client
@@ -288,7 +295,17 @@ class AnchorMethod:
             with self.builder.client.ledger.scope(f"space:{key}"):
                 return await self.builder.abuild(scenario)
 
-        return await self.spaces.get(key, build, self._mismatch)
+        return self._view(key, await self.spaces.get(key, build, self._mismatch))
+
+    def _view(self, key: str, space: Any) -> Any:
+        if self.max_factors is None:
+            return space
+        from anchor.space.truncate import truncate_space
+
+        view = self._views.get(key)
+        if view is None or view[0] is not space:
+            view = self._views[key] = (space, truncate_space(space, self.max_factors))
+        return view[1]
 
     def _mismatch(self, space: Any) -> str | None:
         wanted = self.builder.config.build

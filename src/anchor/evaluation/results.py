@@ -62,6 +62,12 @@ class RunConfig(_Model):
     stage: str | None = Field(default=None, description="The variant of a method that has several (--stage).")
     method_config: dict[str, Any] | None = Field(
         default=None, description="The method's own settings (BIRD: its BirdConfig), from its MethodSpec.")
+    max_factors: int | None = Field(default=None, ge=1, description=(
+        "ANCHOR: every factor space truncated to its first N factors by abduction order after it is built "
+        "or loaded (anchor analyze factors); None = the spaces as built."))
+    estimator: dict[str, Any] | None = Field(default=None, description=(
+        "ANCHOR: the second LLM that elicits phi and the latent parameters (LLMSettings.describe(), no "
+        "secrets); None = the main LLM does (anchor analyze estimator)."))
     command: str = Field(default="", description="The command line, with secret values replaced by ***.")
 
 

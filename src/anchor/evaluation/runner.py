@@ -106,7 +106,6 @@ NOT_IDENTITY = {"command", "data_path", "anchor_version"}
 #: Of the LLM description, only these define a run (not where the server listens or how the key arrives).
 LLM_IDENTITY = ("backend", "model", "seed", "context_tokens")
 #: RunConfig fields added later with a None default: a config.json written before them reads as None.
-LATER_FIELDS = ("sample", "sample_seed")
 MAX_LISTED_FAILURES = 50
 
 
@@ -230,14 +229,29 @@ class DirectoryLock:
 
 
 def _identity(config: dict[str, Any]) -> dict[str, Any]:
-    """The parts of a run configuration that must match to resume it."""
-    # Unset (None) fields are left out, so a run directory written before a field existed still resumes.
-    out = {k: v for k, v in config.items() if k not in NOT_IDENTITY and v is not None}
+    """The parts of a run configuration that must match to resume it.
+
+    The configuration is read through ``RunConfig`` and ``AnchorConfig`` first, so that a setting
+    added after a run was written counts as its default there (an older run directory stays
+    resumable as long as the new setting is left at its default).
+    """
+    config = _with_defaults(config)
+    out = {k: v for k, v in config.items() if k not in NOT_IDENTITY}
     llm = out.get("llm") or {}
     out["llm"] = {k: llm.get(k) for k in LLM_IDENTITY}
-    for key in LATER_FIELDS:
-        out.setdefault(key, None)
+    if out.get("estimator"):
+        out["estimator"] = {k: out["estimator"].get(k) for k in LLM_IDENTITY}
     return out
+
+
+def _with_defaults(config: dict[str, Any]) -> dict[str, Any]:
+    try:
+        filled = RunConfig.model_validate(config).model_dump(mode="json")
+        if isinstance(filled.get("anchor_config"), dict):
+            filled["anchor_config"] = AnchorConfig.model_validate(filled["anchor_config"]).model_dump(mode="json")
+    except ValidationError:
+        return config  # compared as written; the difference is reported field by field
+    return filled
 
 
 def _first_difference(old: Any, new: Any, path: str = "") -> tuple[str, Any, Any] | None:
@@ -264,6 +278,7 @@ class EvalRunner:
         anchor_config: AnchorConfig | None = None,
         report: Reporter = silent,
         retry_failed: bool = True,
+        estimator_settings: LLMSettings | None = None,
     ) -> None:
         spec = METHODS.get(config.method)
         if spec is None:
@@ -275,6 +290,9 @@ class EvalRunner:
             raise EvalError(f"ablations apply to ANCHOR's methods only, not to {config.method!r}")
         if config.runs < 1:
             raise EvalError("--runs must be at least 1")
+        if (config.max_factors is not None or estimator_settings is not None) and not spec.uses_anchor_config:
+            raise EvalError(f"truncated factor spaces and a second estimator LLM apply to ANCHOR's methods only, "
+                            f"not to {config.method!r}")
         self.spec = spec
         self.config = config
         self.out_dir = Path(out_dir)
@@ -282,7 +300,9 @@ class EvalRunner:
         self.anchor_config = anchor_config
         self.report = report
         self.retry_failed = retry_failed
+        self.estimator_settings = estimator_settings
         self.client: LLMClient | None = None
+        self.estimator: LLMClient | None = None
         self._stores: dict[str, ArtefactStore[Any]] = {}
         self._counts: Counter[str] = Counter()
         self._retry = ""
@@ -351,6 +371,11 @@ class EvalRunner:
         self.client = make_client(self.settings)
         await self.client.ensure_ready()
         self.config.llm["model"] = self.client.backend.model
+        if self.estimator_settings is not None:
+            # The estimator's requests go to the same ledger, so calls.jsonl and the cost count them.
+            self.estimator = make_client(self.estimator_settings, ledger=self.client.ledger)
+            await self.estimator.ensure_ready()
+            self.config.estimator = {**(self.config.estimator or {}), "model": self.estimator.backend.model}
         self.prepare_dir()
         with DirectoryLock(self.out_dir):
             if self.sample_record is not None:
@@ -407,6 +432,8 @@ class EvalRunner:
             traces.close()
             calls.close()
             await self.client.aclose()
+            if self.estimator is not None:
+                await self.estimator.aclose()
 
     def _method(self, run: int) -> Method | PairJudge:
         assert self.client is not None
@@ -414,6 +441,7 @@ class EvalRunner:
             client=self.client.with_seed(self.config.seed + run), base_client=self.client, run=run,
             config=self.config, anchor_config=self.anchor_config, embedder=lambda: self._embedder,
             store=self._store, conditions=self._conditions_of,
+            estimator=None if self.estimator is None else self.estimator.with_seed(self.estimator.seed + run),
         )
         return build_method(self.spec, ctx)
 
@@ -690,6 +718,11 @@ class EvalRunner:
                 notes.append(f"Factor spaces built with n_target={b.n_target}, b={b.batch_size}, "
                              f"T_max={b.max_rounds} (the paper uses {paper.n_target}/{paper.batch_size}/"
                              f"{paper.max_rounds} here).")
+            if c.max_factors is not None:
+                notes.append(f"Every factor space truncated to its first {c.max_factors} factors by abduction order.")
+            if c.estimator:
+                notes.append(f"phi and the latent parameters elicited by {c.estimator.get('model')!r} "
+                             f"({c.estimator.get('backend')}); the space and the mapping by {c.llm.get('model')!r}.")
             notes.append("Factor spaces: " + ("built separately for every run (seed + run), so the std over runs "
                                               "includes stage 1." if c.spaces == "per-run" else
                                               "built once per scenario and shared by all runs, so the std over "
@@ -782,7 +815,8 @@ def make_run_config(
     seed: int, settings: LLMSettings, anchor_config: AnchorConfig | None, negation: str = "template",
     decision_threshold: float = 0.9, balance_outcomes: bool = False, spaces: str = "per-run",
     spaces_from: Path | None = None, command: str = "", stage: str | None = None,
-    sample: str | int | None = None, sample_seed: int | None = None,
+    sample: str | int | None = None, sample_seed: int | None = None, max_factors: int | None = None,
+    estimator: LLMSettings | None = None,
 ) -> RunConfig:
     """The run's configuration, checked. ``sample``/``sample_seed`` are the options as given (None: not
     given); the dataset's default protocol fills them in (a seeded 100 for the fact-checking sets)."""
@@ -804,6 +838,10 @@ def make_run_config(
     sample_size, sample_seed = resolve_sample(dataset, sample, sample_seed)
     llm = settings.describe()
     llm.pop("api_key", None)
+    estimator_llm = None
+    if estimator is not None:
+        estimator_llm = estimator.describe()
+        estimator_llm.pop("api_key", None)
     return RunConfig(
         anchor_version=__version__, dataset=dataset, data_path=str(data_path) if data_path else None,
         data_sha256=file_sha256(dataset, Path(data_path) if data_path else None), kind=dataset_kind(dataset),
@@ -812,4 +850,5 @@ def make_run_config(
         spaces_from=str(spaces_from) if spaces_from else None, llm=llm, sample=sample_size, sample_seed=sample_seed,
         anchor_config=anchor_config.model_dump(mode="json") if anchor_config else None, command=command,
         stage=stage, method_config=spec.method_config(dataset) if spec.method_config else None,
+        max_factors=max_factors, estimator=estimator_llm,
     )

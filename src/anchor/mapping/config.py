@@ -4,8 +4,13 @@ help and checks) does not import the retrieval stack."""
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 from pydantic import BaseModel, Field
+
+#: Candidate-search backends by name (built by :func:`anchor.mapping.retrievers.make_retriever`).
+RETRIEVER_NAMES = ("knn", "faiss-flat", "faiss-hnsw", "bm25")
+RetrieverName = Literal["knn", "faiss-flat", "faiss-hnsw", "bm25"]
 
 
 class MappingConfig(BaseModel):
@@ -19,6 +24,9 @@ class MappingConfig(BaseModel):
     reflection: bool = True
     hierarchical: bool = Field(default=True, description="False = the 'w/o hierarchy' ablation (flat KNN).")
     metric: str = Field(default="euclidean", pattern="^(euclidean|cosine)$")
+    retriever: RetrieverName = Field(default="knn", description=(
+        "Candidate search: exact KNN (the paper's), FAISS flat or HNSW, or BM25 over factor and theme texts. "
+        "Anchor builds it with make_retriever unless it is given a retriever object."))
 
     @property
     def vote_threshold(self) -> int:

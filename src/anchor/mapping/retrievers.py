@@ -30,6 +30,8 @@ from typing import Literal, Protocol, runtime_checkable
 import numpy as np
 from sklearn.neighbors import NearestNeighbors
 
+from anchor.mapping.config import RETRIEVER_NAMES
+
 Metric = Literal["euclidean", "cosine"]
 
 #: For each query, ``(item position within the group, distance)`` pairs, best first.
@@ -333,8 +335,8 @@ class _BM25Searcher:
 
 # --------------------------------------------------------------------------- by name
 
-#: The backends by the names the command line and analyses use.
-RETRIEVER_NAMES = ("knn", "faiss-flat", "faiss-hnsw", "bm25")
+# The backends by the names the command line and analyses use: RETRIEVER_NAMES (in mapping.config,
+# so that reading the settings does not import this module).
 
 
 def make_retriever(name: str) -> Retriever:
