@@ -17,6 +17,7 @@ try:  # recent typer ships its own copy of click
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_errors  # type: ignore[no-redef]
 
+from anchor.cli import audit as audit_cli
 from anchor.cli import backend, build, evaluate
 from anchor.cli.console import fail, set_invocation
 
@@ -72,6 +73,7 @@ app.add_typer(cache_app, name="cache")
 app.command("build")(build.build)
 app.command("infer")(build.infer)
 app.command("demo")(build.demo)
+app.command("explain")(audit_cli.explain)
 app.command("eval")(evaluate.eval_command)
 app.command("report")(evaluate.report_command)
 llm_app.command("ping")(backend.llm_ping)
