@@ -524,9 +524,9 @@ def run_dir(case, tmp_path) -> Path:
         Prediction(run=0, id="p2", seed=0, kind="pairwise", human=2, gold=1, p_gold_1=p_gold(hot),
                    p_gold_2=p_gold(cold), prediction=1),
         Prediction(run=0, id="p3", seed=0, kind="pairwise", human=3, gold=1, p_gold_1=None, p_gold_2=p_gold(cold),
-                   unknown=True, error=evil.unknown_reason),
+                   unknown=True, status="abstained", error=evil.unknown_reason),
         Prediction(run=0, id="p4 <odd>/id", seed=0, kind="pairwise", human=1, gold=1, unknown=True,
-                   error="the model answered out of schema: <b>oops</b>"),
+                   status="failed", error="the model answered out of schema: <b>oops</b>"),
     ]
     (d / "predictions.jsonl").write_text("".join(p.model_dump_json() + "\n" for p in preds), encoding="utf-8")
     lines = [trace_line(0, "p1", 0, evil, key),  # superseded by the next p1/side-0 line
@@ -540,7 +540,7 @@ def run_dir(case, tmp_path) -> Path:
 def rows_of(html_text: str) -> list[tuple[str, str]]:
     """(data-status, row text) of every row of the index table."""
     body = re.search(r'<table class="runs" id="rows">.*?</table>', html_text, re.S).group(0)
-    statuses = re.findall(r'<tr class="\w+" data-status="(\w+)">', body)
+    statuses = re.findall(r'<tr class="\w+" data-status="(\w+)" data-state="\w+">', body)
     return list(zip(statuses, texts(body, "data-status"), strict=True))
 
 
@@ -554,10 +554,13 @@ def test_run_index_rows_statuses_and_links(case, run_dir):
     assert p1 == (f"p1 u1: {HOT} u2: {COLD} context 1 (gold outcome O1) context 1 "
                   f"P(gold | u1) {hot.p_outcome1:.3f} P(gold | u2) {cold.p_outcome1:.3f} correct explain")
     assert p2.startswith("p2 ") and "context 2 (gold outcome O1) context 1" in p2 and p2.endswith("wrong explain")
-    assert p3.endswith(f"P(gold | u1) – P(gold | u2) {cold.p_outcome1:.3f} yes {evil.unknown_reason} unknown explain")
-    assert p4.endswith("yes the model answered out of schema: <b>oops</b> unknown –")
-    assert "(4) row(s)" not in html_text and "4 row(s): 1 correct 1 wrong 2 unknown" in one(html_text, "class",
-                                                                                              "counts")
+    assert p3.endswith(f"P(gold | u1) – P(gold | u2) {cold.p_outcome1:.3f} abstained {evil.unknown_reason} "
+                       "unknown explain")
+    assert p4.endswith("failed the model answered out of schema: <b>oops</b> unknown –")
+    assert re.findall(r'data-state="(\w+)"', html_text) == ["ok", "ok", "abstained", "failed"]
+    assert [r.state for r in result.rows] == ["ok", "ok", "abstained", "failed"]
+    assert one(html_text, "class", "counts") == ("4 row(s): 1 correct 1 wrong 2 unknown (of the unknown: 1 failed, "
+                                                 "1 abstained)")
     # Links: relative, one per instance with traces, each to a page that exists.
     links = re.findall(r'<a href="([^"]+)">explain</a>', html_text)
     assert links == [f"explain/{page_name(0, i)}" for i in ("p1", "p2", "p3")]
@@ -860,7 +863,7 @@ def test_run_index_filters_in_chromium_and_shows_everything_without_javascript(r
     url = result.index.as_uri()
 
     def visible(dom: str) -> list[str]:
-        return re.findall(r'<tr class="\w+" data-status="(\w+)">', dom)  # rows without `hidden`
+        return re.findall(r'<tr class="\w+" data-status="(\w+)" data-state="\w+">', dom)  # rows without `hidden`
 
     with_js = render(url, tmp_path, screenshot=Path(os.environ.get("ANCHOR_SCREENSHOT_DIR", tmp_path)) / "index.png")
     assert with_js.console == [] and with_js.page_requests == []
