@@ -654,6 +654,47 @@ def test_a_missing_space_file_costs_only_the_space_section(case, run_dir):
     assert "The factor space is not available." in p1_page and f"Condition u1: {HOT}" in p1_page
 
 
+def test_spaces_reused_from_another_run_directory_are_found_there(case, run_dir, tmp_path):
+    # A run made with --spaces-from OTHER keeps the spaces it reused in OTHER/spaces/.
+    space, _, _ = case
+    key = scenario_key(space.scenario)
+    other = tmp_path / "earlier"
+    (other / "spaces").mkdir(parents=True)
+    (run_dir / "spaces" / f"{key}.json").rename(other / "spaces" / f"{key}.json")
+    (run_dir / "config.json").write_text(run_config(spaces_from=str(other)).model_dump_json(), encoding="utf-8")
+    result = write_run_index(run_dir)
+    assert [p.name for p in result.space_pages] == [f"space-{key}.html"]
+    assert not any("not available" in n for n in result.notes)
+    assert f'<a href="space-{key}.html">' in result.pages[0].read_text(encoding="utf-8")
+
+
+def test_trace_lines_of_another_method_cost_only_their_pages(case, run_dir):
+    # A trace line in the runner's shape whose result is some other method's trail (BIRD's, say).
+    path = run_dir / "traces.jsonl"
+    lines = path.read_text(encoding="utf-8").split("\n")[:-1]  # drop the torn line
+    foreign = {"run": 0, "id": "p4 <odd>/id", "side": 0, "condition": "c", "space": None,
+               "result": {"method": "bird", "factors": {"a": 1}}}
+    path.write_text("\n".join([*lines, json.dumps(foreign)]) + "\n", encoding="utf-8")
+    assert sorted(read_traces(path)) == [(0, "p1"), (0, "p2"), (0, "p3")]
+    result = write_run_index(run_dir)
+    assert [r.page is not None for r in result.rows] == [True, True, True, False]
+    assert "1 trace line(s) hold another method's audit trail, not an ANCHOR result; their rows have no " \
+           "explanation page." in result.notes
+    # A line that breaks the shape itself (not only the result) is still an error.
+    path.write_text(json.dumps({**foreign, "side": -1}) + "\n", encoding="utf-8")
+    with pytest.raises(RunIndexError, match=r"line 1: not a trace record \(side: "):
+        write_run_index(run_dir)
+
+
+def test_rows_follow_run_then_instance_order_whatever_order_they_finished_in(run_dir):
+    ids = ["x:10", "x:2", "x:1"]
+    preds = [Prediction(run=r, id=i, seed=r, kind="pairwise", human=1, gold=1, unknown=True, status="failed",
+                        error="e") for r in (1, 0) for i in ids]
+    (run_dir / "predictions.jsonl").write_text("".join(p.model_dump_json() + "\n" for p in preds), encoding="utf-8")
+    result = write_run_index(run_dir)
+    assert [(r.run, r.id) for r in result.rows] == [(r, i) for r in (0, 1) for i in ("x:1", "x:2", "x:10")]
+
+
 @pytest.mark.parametrize(("kind", "pred", "status", "gold", "predicted"), [
     ("decision", dict(label=1, p_outcome1=0.8, prediction=1), "correct", "O1", "O1"),
     ("decision", dict(label=2, p_outcome1=0.8, prediction=1), "wrong", "O2", "O1"),
