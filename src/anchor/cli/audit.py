@@ -57,7 +57,8 @@ def write_page_or_rescue(html_text: str, path: Path) -> Path:
     except PageWriteError as exc:
         rescue = Path(tempfile.mkdtemp(prefix="anchor-rescued-")) / (path.name or "explain.html")
         write_text_atomic(rescue, html_text)
-        raise DestinationError(f"--out {path}: cannot write ({exc}); the page was saved to {rescue} "
+        reason = getattr(exc.__cause__, "strerror", None) or str(exc)
+        raise DestinationError(f"--out {path}: cannot write ({reason}); the page was saved to {rescue} "
                                "instead") from exc
 
 
