@@ -559,6 +559,8 @@ def test_run_index_rows_statuses_and_links(case, run_dir):
     assert p4.endswith("failed the model answered out of schema: <b>oops</b> unknown –")
     assert re.findall(r'data-state="(\w+)"', html_text) == ["ok", "ok", "abstained", "failed"]
     assert [r.state for r in result.rows] == ["ok", "ok", "abstained", "failed"]
+    p3_page = (run_dir / "explain" / page_name(0, "p3")).read_text(encoding="utf-8")
+    assert '<span class="status unknown">unknown</span> <span class="state abstained">abstained</span>' in p3_page
     assert one(html_text, "class", "counts") == ("4 row(s): 1 correct 1 wrong 2 unknown (of the unknown: 1 failed, "
                                                  "1 abstained)")
     # Links: relative, one per instance with traces, each to a page that exists.

@@ -429,7 +429,7 @@ def _instance_intro(row: IndexRow, index_href: str) -> str:
             f'<ul class="stats"><li>instance <b>{esc(row.id)}</b></li><li>run <b>{row.run}</b></li>'
             f"<li>gold: <b>{esc(row.gold)}</b></li><li>prediction: <b>{esc(row.prediction)}</b></li>"
             f"<li>{probs}</li>"
-            f'<li><span class="status {row.status}">{row.status}</span></li></ul>{err}')
+            f'<li><span class="status {row.status}">{row.status}</span> {_state_cell(row)}</li></ul>{err}')
 
 
 def write_run_index(run_dir: Path | str, out_dir: Path | str | None = None, *,
