@@ -524,9 +524,9 @@ def run_dir(case, tmp_path) -> Path:
         Prediction(run=0, id="p2", seed=0, kind="pairwise", human=2, gold=1, p_gold_1=p_gold(hot),
                    p_gold_2=p_gold(cold), prediction=1),
         Prediction(run=0, id="p3", seed=0, kind="pairwise", human=3, gold=1, p_gold_1=None, p_gold_2=p_gold(cold),
-                   unknown=True, error=evil.unknown_reason),
+                   unknown=True, status="abstained", error=evil.unknown_reason),
         Prediction(run=0, id="p4 <odd>/id", seed=0, kind="pairwise", human=1, gold=1, unknown=True,
-                   error="the model answered out of schema: <b>oops</b>"),
+                   status="failed", error="the model answered out of schema: <b>oops</b>"),
     ]
     (d / "predictions.jsonl").write_text("".join(p.model_dump_json() + "\n" for p in preds), encoding="utf-8")
     lines = [trace_line(0, "p1", 0, evil, key),  # superseded by the next p1/side-0 line
@@ -540,7 +540,7 @@ def run_dir(case, tmp_path) -> Path:
 def rows_of(html_text: str) -> list[tuple[str, str]]:
     """(data-status, row text) of every row of the index table."""
     body = re.search(r'<table class="runs" id="rows">.*?</table>', html_text, re.S).group(0)
-    statuses = re.findall(r'<tr class="\w+" data-status="(\w+)">', body)
+    statuses = re.findall(r'<tr class="\w+" data-status="(\w+)" data-state="\w+">', body)
     return list(zip(statuses, texts(body, "data-status"), strict=True))
 
 
@@ -554,10 +554,15 @@ def test_run_index_rows_statuses_and_links(case, run_dir):
     assert p1 == (f"p1 u1: {HOT} u2: {COLD} context 1 (gold outcome O1) context 1 "
                   f"P(gold | u1) {hot.p_outcome1:.3f} P(gold | u2) {cold.p_outcome1:.3f} correct explain")
     assert p2.startswith("p2 ") and "context 2 (gold outcome O1) context 1" in p2 and p2.endswith("wrong explain")
-    assert p3.endswith(f"P(gold | u1) – P(gold | u2) {cold.p_outcome1:.3f} yes {evil.unknown_reason} unknown explain")
-    assert p4.endswith("yes the model answered out of schema: <b>oops</b> unknown –")
-    assert "(4) row(s)" not in html_text and "4 row(s): 1 correct 1 wrong 2 unknown" in one(html_text, "class",
-                                                                                              "counts")
+    assert p3.endswith(f"P(gold | u1) – P(gold | u2) {cold.p_outcome1:.3f} abstained {evil.unknown_reason} "
+                       "unknown explain")
+    assert p4.endswith("failed the model answered out of schema: <b>oops</b> unknown –")
+    assert re.findall(r'data-state="(\w+)"', html_text) == ["ok", "ok", "abstained", "failed"]
+    assert [r.state for r in result.rows] == ["ok", "ok", "abstained", "failed"]
+    p3_page = (run_dir / "explain" / page_name(0, "p3")).read_text(encoding="utf-8")
+    assert '<span class="status unknown">unknown</span> <span class="state abstained">abstained</span>' in p3_page
+    assert one(html_text, "class", "counts") == ("4 row(s): 1 correct 1 wrong 2 unknown (of the unknown: 1 failed, "
+                                                 "1 abstained)")
     # Links: relative, one per instance with traces, each to a page that exists.
     links = re.findall(r'<a href="([^"]+)">explain</a>', html_text)
     assert links == [f"explain/{page_name(0, i)}" for i in ("p1", "p2", "p3")]
@@ -649,6 +654,47 @@ def test_a_missing_space_file_costs_only_the_space_section(case, run_dir):
     assert any("is not available" in n and "no such file" in n for n in result.notes)
     p1_page = result.pages[0].read_text(encoding="utf-8")
     assert "The factor space is not available." in p1_page and f"Condition u1: {HOT}" in p1_page
+
+
+def test_spaces_reused_from_another_run_directory_are_found_there(case, run_dir, tmp_path):
+    # A run made with --spaces-from OTHER keeps the spaces it reused in OTHER/spaces/.
+    space, _, _ = case
+    key = scenario_key(space.scenario)
+    other = tmp_path / "earlier"
+    (other / "spaces").mkdir(parents=True)
+    (run_dir / "spaces" / f"{key}.json").rename(other / "spaces" / f"{key}.json")
+    (run_dir / "config.json").write_text(run_config(spaces_from=str(other)).model_dump_json(), encoding="utf-8")
+    result = write_run_index(run_dir)
+    assert [p.name for p in result.space_pages] == [f"space-{key}.html"]
+    assert not any("not available" in n for n in result.notes)
+    assert f'<a href="space-{key}.html">' in result.pages[0].read_text(encoding="utf-8")
+
+
+def test_trace_lines_of_another_method_cost_only_their_pages(case, run_dir):
+    # A trace line in the runner's shape whose result is some other method's trail (BIRD's, say).
+    path = run_dir / "traces.jsonl"
+    lines = path.read_text(encoding="utf-8").split("\n")[:-1]  # drop the torn line
+    foreign = {"run": 0, "id": "p4 <odd>/id", "side": 0, "condition": "c", "space": None,
+               "result": {"method": "bird", "factors": {"a": 1}}}
+    path.write_text("\n".join([*lines, json.dumps(foreign)]) + "\n", encoding="utf-8")
+    assert sorted(read_traces(path)) == [(0, "p1"), (0, "p2"), (0, "p3")]
+    result = write_run_index(run_dir)
+    assert [r.page is not None for r in result.rows] == [True, True, True, False]
+    assert "1 trace line(s) hold another method's audit trail, not an ANCHOR result; their rows have no " \
+           "explanation page." in result.notes
+    # A line that breaks the shape itself (not only the result) is still an error.
+    path.write_text(json.dumps({**foreign, "side": -1}) + "\n", encoding="utf-8")
+    with pytest.raises(RunIndexError, match=r"line 1: not a trace record \(side: "):
+        write_run_index(run_dir)
+
+
+def test_rows_follow_run_then_instance_order_whatever_order_they_finished_in(run_dir):
+    ids = ["x:10", "x:2", "x:1"]
+    preds = [Prediction(run=r, id=i, seed=r, kind="pairwise", human=1, gold=1, unknown=True, status="failed",
+                        error="e") for r in (1, 0) for i in ids]
+    (run_dir / "predictions.jsonl").write_text("".join(p.model_dump_json() + "\n" for p in preds), encoding="utf-8")
+    result = write_run_index(run_dir)
+    assert [(r.run, r.id) for r in result.rows] == [(r, i) for r in (0, 1) for i in ("x:1", "x:2", "x:10")]
 
 
 @pytest.mark.parametrize(("kind", "pred", "status", "gold", "predicted"), [
@@ -860,7 +906,7 @@ def test_run_index_filters_in_chromium_and_shows_everything_without_javascript(r
     url = result.index.as_uri()
 
     def visible(dom: str) -> list[str]:
-        return re.findall(r'<tr class="\w+" data-status="(\w+)">', dom)  # rows without `hidden`
+        return re.findall(r'<tr class="\w+" data-status="(\w+)" data-state="\w+">', dom)  # rows without `hidden`
 
     with_js = render(url, tmp_path, screenshot=Path(os.environ.get("ANCHOR_SCREENSHOT_DIR", tmp_path)) / "index.png")
     assert with_js.console == [] and with_js.page_requests == []

@@ -11,8 +11,10 @@ Reads a run directory:
 
   ``side`` is 0 for decision and fact-check instances, 0 and 1 for the two conditions of a
   pairwise instance; ``space`` names ``DIR/spaces/<key>.json``. When the same (run, id, side)
-  appears twice (a resumed run), the later line wins. A torn last line is ignored.
-``DIR/spaces/<key>.json`` factor spaces.
+  appears twice (a resumed run), the later line wins. A torn last line is ignored. A line whose
+  ``result`` is some other method's trail (not an ANCHOR ``InferenceResult``) gives no page.
+``DIR/spaces/<key>.json`` factor spaces; a run made with ``--spaces-from OTHER`` finds the spaces
+  it reused in ``OTHER/spaces/``.
 
 and writes ``index.html`` (one row per instance and run, filterable by correct / wrong / unknown)
 plus ``explain/<run>-<id>.html`` for every instance with traces and ``explain/space-<key>.html``
@@ -71,6 +73,9 @@ class IndexRow(BaseModel):
     probabilities: list[tuple[str, float | None]] = Field(default_factory=list,
                                                            description="(what, value) pairs, for display.")
     unknown: bool = False
+    state: Literal["ok", "abstained", "failed"] = Field(
+        default="ok", description="The prediction's own status: abstained (the method said unknown) or failed "
+                                  "(no usable answer, e.g. the server was unreachable).")
     error: str | None = None
     status: Status
     page: str | None = Field(default=None, description="Relative link to the explanation page, if any.")
@@ -122,22 +127,47 @@ def _problem(exc: ValidationError) -> str:
     return f"{where}: {err['msg']}{more}"
 
 
-def read_traces(path: Path | str) -> dict[tuple[int, str], dict[int, TraceRecord]]:
-    """``{(run, id): {side: record}}`` from a ``traces.jsonl``; ``{}`` when the file does not exist.
+class _OtherTrace(BaseModel):
+    """A trace line in the runner's shape whose ``result`` is not an ANCHOR result."""
 
-    Raises :class:`RunIndexError` naming the line and field of a line that is not a trace record
-    (other than a torn last line, which is skipped)."""
-    path = Path(path)
+    model_config = ConfigDict(extra="ignore")
+
+    run: int = Field(ge=0)
+    id: str = Field(min_length=1)
+    side: int = Field(ge=0)
+    condition: str
+    result: dict[str, Any]
+
+
+def _read_traces(path: Path) -> tuple[dict[tuple[int, str], dict[int, TraceRecord]], int]:
+    """The ANCHOR trace records of ``path`` and the number of lines holding another method's trail."""
     if not path.exists():
-        return {}
+        return {}, 0
     out: dict[tuple[int, str], dict[int, TraceRecord]] = {}
+    other = 0
     for n, line in _complete_lines(path):
         try:
             rec = TraceRecord.model_validate_json(line)
         except ValidationError as exc:
+            try:
+                _OtherTrace.model_validate_json(line)
+            except ValidationError:
+                raise RunIndexError(f"{path}, line {n}: not a trace record ({_problem(exc)})") from exc
+            if all(err["loc"] and err["loc"][0] == "result" for err in exc.errors()):
+                other += 1
+                continue
             raise RunIndexError(f"{path}, line {n}: not a trace record ({_problem(exc)})") from exc
         out.setdefault((rec.run, rec.id), {})[rec.side] = rec
-    return out
+    return out, other
+
+
+def read_traces(path: Path | str) -> dict[tuple[int, str], dict[int, TraceRecord]]:
+    """``{(run, id): {side: record}}`` from a ``traces.jsonl``; ``{}`` when the file does not exist.
+
+    Lines in the same shape whose ``result`` is another method's trail (not an ANCHOR result) are
+    left out. Raises :class:`RunIndexError` naming the line and field of a line that is not a trace
+    record (other than a torn last line, which is skipped)."""
+    return _read_traces(Path(path))[0]
 
 
 def read_predictions(path: Path | str) -> list[Prediction]:
@@ -244,6 +274,19 @@ def _probabilities(pred: Prediction, config: RunConfig) -> list[tuple[str, float
     return [("P(O1)", pred.p_outcome1)]
 
 
+def _state(pred: Prediction) -> Literal["ok", "abstained", "failed"]:
+    if pred.status != "ok":
+        return pred.status
+    # Older predictions carry no status: an unknown with an error line is taken as abstained.
+    return "abstained" if pred.unknown else "ok"
+
+
+def natural_key(run: int, instance_id: str) -> tuple[int, list[tuple[int, int | str]]]:
+    """Sort key: by run, then by id with its digit runs compared as numbers (``x:2`` before ``x:10``)."""
+    parts = re.split(r"(\d+)", instance_id)
+    return run, [(0, int(p)) if p.isdigit() else (1, p) for p in parts if p]
+
+
 def page_name(run: int, instance_id: str) -> str:
     """A safe, unique file name for an instance's page (ids may hold any character)."""
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", instance_id).strip("._")[:60] or "instance"
@@ -274,7 +317,8 @@ def index_rows(
             conditions = list(texts.get(pred.id, (None, []))[1])
         rows.append(IndexRow(
             run=pred.run, id=pred.id, kind=pred.kind, conditions=conditions, gold=gold, prediction=predicted,
-            probabilities=_probabilities(pred, config), unknown=pred.unknown, error=pred.error, status=status,
+            probabilities=_probabilities(pred, config), unknown=pred.unknown, state=_state(pred), error=pred.error,
+            status=status,
             page=pages.get((pred.run, pred.id)),
         ))
     return rows
@@ -308,6 +352,22 @@ def _run_summary(config: RunConfig) -> str:
     return '<ul class="stats">' + "".join(f"<li>{esc(k)}: <b>{esc(v)}</b></li>" for k, v in items) + "</ul>"
 
 
+def _state_cell(row: IndexRow) -> str:
+    """The 'unknown' column: why there is no answer (abstained, failed), or 'yes' for an unknown
+    without a recorded status; a fallback answer after an abstention shows the state too."""
+    if row.state != "ok":
+        return f'<span class="state {row.state}">{row.state}</span>'
+    return "yes" if row.unknown else ""
+
+
+def _unknown_split(rows: Sequence[IndexRow]) -> str:
+    failed = sum(1 for r in rows if r.status == "unknown" and r.state == "failed")
+    abstained = sum(1 for r in rows if r.status == "unknown" and r.state != "failed")
+    if not failed:
+        return ""
+    return f' <span class="muted">(of the unknown: {failed} failed, {abstained} abstained)</span>'
+
+
 def run_index_html(
     rows: Sequence[IndexRow],
     *,
@@ -338,9 +398,10 @@ def run_index_html(
         cells = ([f'<td class="num">{r.run}</td>'] if multi_run else []) + [
             f"<td>{esc(r.id)}</td>", f'<td class="cond-text">{conds}</td>', f"<td>{esc(r.gold)}</td>",
             f"<td>{esc(r.prediction)}</td>", f'<td class="num">{probs}</td>',
-            f"<td>{'yes' if r.unknown else ''}</td>", f'<td class="err">{esc(r.error) if r.error else ""}</td>',
+            f"<td>{_state_cell(r)}</td>", f'<td class="err {r.state}">{esc(r.error) if r.error else ""}</td>',
             f'<td><span class="status {r.status}">{r.status}</span></td>', f"<td>{link}</td>"]
-        body_rows.append(f'<tr class="{r.status}" data-status="{r.status}">{"".join(cells)}</tr>')
+        body_rows.append(f'<tr class="{r.status}" data-status="{r.status}" data-state="{r.state}">'
+                         f'{"".join(cells)}</tr>')
     head = "".join(f'<th{" class=num" if h in ("run", "probabilities") else ""}>{esc(h)}</th>' for h in heads)
     filters = (
         '<div class="filters" id="filters" hidden>Show: '
@@ -348,7 +409,7 @@ def run_index_html(
         + ' <span id="shown" class="muted"></span></div>')
     summary = (f'<p class="counts"><b>{len(rows)}</b> row(s): <span class="status correct">{counts["correct"]} '
                f'correct</span> <span class="status wrong">{counts["wrong"]} wrong</span> '
-               f'<span class="status unknown">{counts["unknown"]} unknown</span></p>')
+               f'<span class="status unknown">{counts["unknown"]} unknown</span>{_unknown_split(rows)}</p>')
     note_html = ("".join(f'<p class="muted small note">{esc(n)}</p>' for n in notes)) if notes else ""
     table_html = (f'<table class="runs" id="rows"><thead><tr>{head}</tr></thead>'
                   f'<tbody>{"".join(body_rows)}</tbody></table>' if rows
@@ -368,7 +429,7 @@ def _instance_intro(row: IndexRow, index_href: str) -> str:
             f'<ul class="stats"><li>instance <b>{esc(row.id)}</b></li><li>run <b>{row.run}</b></li>'
             f"<li>gold: <b>{esc(row.gold)}</b></li><li>prediction: <b>{esc(row.prediction)}</b></li>"
             f"<li>{probs}</li>"
-            f'<li><span class="status {row.status}">{row.status}</span></li></ul>{err}')
+            f'<li><span class="status {row.status}">{row.status}</span> {_state_cell(row)}</li></ul>{err}')
 
 
 def write_run_index(run_dir: Path | str, out_dir: Path | str | None = None, *,
@@ -379,11 +440,14 @@ def write_run_index(run_dir: Path | str, out_dir: Path | str | None = None, *,
     run_dir = Path(run_dir)
     out = Path(out_dir) if out_dir is not None else run_dir
     config = read_config(run_dir)
-    predictions = read_predictions(run_dir / "predictions.jsonl")
-    traces = read_traces(run_dir / "traces.jsonl")
+    predictions = sorted(read_predictions(run_dir / "predictions.jsonl"), key=lambda p: natural_key(p.run, p.id))
+    traces, other_traces = _read_traces(run_dir / "traces.jsonl")
     notes: list[str] = []
     if not (run_dir / "traces.jsonl").exists():
         notes.append("This run has no traces.jsonl, so its rows have no explanation pages.")
+    if other_traces:
+        notes.append(f"{other_traces} trace line(s) hold another method's audit trail, not an ANCHOR result; "
+                     "their rows have no explanation page.")
 
     texts: dict[str, tuple[Scenario, list[str]]] = {}
     if any((p.run, p.id) not in traces for p in predictions):
@@ -396,6 +460,8 @@ def write_run_index(run_dir: Path | str, out_dir: Path | str | None = None, *,
     space_pages: dict[str, str] = {}
     for key in sorted({rec.space for sides in traces.values() for rec in sides.values() if rec.space}):
         path = run_dir / "spaces" / f"{key}.json"
+        if not path.exists() and config.spaces_from:
+            path = Path(config.spaces_from) / "spaces" / f"{key}.json"  # reused from an earlier run
         try:
             space = load_space(path)
         except SpaceFileError as exc:

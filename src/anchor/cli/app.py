@@ -18,6 +18,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_errors  # type: ignore[no-redef]
 
 from anchor.cli import analyze, backend, build, cost, evaluate
+from anchor.cli import audit as audit_cli
 from anchor.cli.console import fail, set_invocation
 
 
@@ -73,6 +74,7 @@ app.add_typer(analyze.app, name="analyze")
 app.command("build")(build.build)
 app.command("infer")(build.infer)
 app.command("demo")(build.demo)
+app.command("explain")(audit_cli.explain)
 app.command("eval")(evaluate.eval_command)
 app.command("report")(evaluate.report_command)
 app.command("cost")(cost.cost_command)

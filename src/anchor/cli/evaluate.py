@@ -196,8 +196,15 @@ def report_command(
     run_dirs: Annotated[list[Path], typer.Argument(help="One or more run directories written by `anchor eval`.")],
     out_dir: Annotated[Path | None, typer.Option("--out", "-o", help="Where to write report.md and the PNG plots "
                                                  "(default: the first run directory).")] = None,
+    no_html: Annotated[bool, typer.Option("--no-html", help="Do not write the HTML index of each run (DIR/index.html "
+                                          "and DIR/explain/).")] = False,
 ) -> None:
-    """Markdown tables laid out like the paper's Tables 1-3, plus cost and reliability plots (PNG)."""
+    """Markdown tables laid out like the paper's Tables 1-3, plus cost and reliability plots (PNG).
+
+    Also writes the HTML index of each run: DIR/index.html, one row per instance (filterable by
+    correct / wrong / unknown), each row opening its explanation page in DIR/explain/.
+    """
+    from anchor.cli.audit import index_summary, write_html_indexes
     from anchor.evaluation.report import build_report
 
     with friendly_errors():
@@ -205,3 +212,6 @@ def report_command(
         result = build_report(run_dirs, target)
         out.print(result.markdown, markup=False, highlight=False)
         err.print(f"wrote {result.path}" + (f" and {len(result.pngs)} plot(s)" if result.pngs else ""))
+        if not no_html:
+            for index in write_html_indexes(run_dirs):
+                err.print(index_summary(index), markup=False, highlight=False, soft_wrap=True)
