@@ -387,3 +387,27 @@ def test_infer_with_a_stored_space_never_imports_umap(tmp_path, space_file):
     assert result["condition"] == CONDITIONS[0]
     assert report["requests"] >= 1 and report["minilm_loaded"]
     assert report["umap"] == [], f"anchor infer imported {report['umap']}"
+
+
+def test_abort_is_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """An abort (Ctrl-C at a prompt, a closed pipe while help prints) ends with one line and exit 1:
+    the handler once named an exception typer's click copy does not have, so it crashed instead."""
+    import typer
+
+    from anchor.cli.app import _OneLineErrors
+
+    aborting = typer.Typer(cls=_OneLineErrors)
+
+    @aborting.command()
+    def stop() -> None:
+        raise typer.Abort()
+
+    @aborting.command()
+    def other() -> None:  # a second command, so the group dispatches by name
+        pass
+
+    with pytest.raises(SystemExit) as exit_info:
+        aborting(["stop"])
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert "aborted" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -16,6 +16,10 @@ try:  # recent typer ships its own copy of click
     from typer._click import exceptions as click_errors
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_errors  # type: ignore[no-redef]
+try:  # typer's copy keeps Abort beside its other exceptions, not in _click.exceptions
+    from typer.exceptions import Abort
+except ImportError:  # pragma: no cover - older typer uses click's
+    from click.exceptions import Abort  # type: ignore[no-redef,assignment]
 
 from anchor.cli import analyze, backend, build, cost, evaluate
 from anchor.cli import audit as audit_cli
@@ -44,7 +48,7 @@ class _OneLineErrors(TyperGroup):
         except click_errors.ClickException as exc:
             fail(exc.format_message())
             sys.exit(exc.exit_code)
-        except click_errors.Abort:
+        except Abort:
             fail("aborted", code=1)
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
