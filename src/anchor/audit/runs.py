@@ -218,11 +218,12 @@ def _dataset_texts(config: RunConfig) -> tuple[dict[str, tuple[Scenario, list[st
         return {}, f"Condition texts not shown: the dataset file cannot be read ({exc})"
     if hashlib.sha256(data).hexdigest() != config.data_sha256:
         return {}, "Condition texts not shown: the dataset file has changed since the run"
+    from anchor.evaluation.selection import load_eval_data
+
     try:
-        if config.dataset == "factcheck":
-            instances: list[Any] = datasets.load_factcheck(config.data_path)
-        else:
-            instances = list(datasets.load_dataset(config.dataset, config.data_path))
+        # Read as the runner read it: rows it skipped are already counted in metrics.json, so they
+        # are not warned about again here.
+        instances, _ = load_eval_data(config.dataset, Path(config.data_path) if config.data_path else None)
     except (OSError, ValueError) as exc:  # DatasetError is a ValueError
         return {}, f"Condition texts not shown: the dataset cannot be loaded ({exc})"
     if config.balance_outcomes:
