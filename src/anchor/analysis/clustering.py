@@ -46,13 +46,11 @@ from pydantic import Field, field_validator
 from anchor.analysis.common import (
     AnalysisFiles,
     AnalysisModel,
-    colours,
     fmt,
     markdown_table,
-    new_figure,
-    save_figure,
     write_analysis,
 )
+from anchor.plots import colours, new_figure, save_figure
 from anchor.progress import ProgressEvent, Reporter, silent
 from anchor.space.io import load_space
 from anchor.space.structure import (

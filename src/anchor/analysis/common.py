@@ -101,29 +101,6 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]], align:
 # --------------------------------------------------------------------------- figures
 
 
-def new_figure(width: float, height: float) -> Any:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=100)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def save_figure(fig: Any, path: Path) -> None:
-    try:
-        fig.savefig(path, format="png", bbox_inches="tight")
-    finally:
-        fig.clear()
-
-
-def colours(n: int) -> list[Any]:
-    from matplotlib import colormaps
-
-    cmap = colormaps["tab10" if n <= 10 else "tab20"]
-    return [cmap(i % cmap.N) for i in range(n)]
-
-
 # --------------------------------------------------------------------------- files
 
 

@@ -32,18 +32,16 @@ from anchor.analysis.common import (
     AnalysisFiles,
     AnalysisModel,
     TaskScores,
-    colours,
     fmt,
     markdown_table,
-    new_figure,
     pct,
-    save_figure,
     task_scores,
     write_analysis,
 )
 from anchor.evaluation.results import MetricsReport
 from anchor.inference.engine import InferenceConfig, InferenceEngine
 from anchor.llm.client import LLMClient
+from anchor.plots import colours, new_figure, save_figure
 from anchor.types import FactorSpace, InferenceResult
 
 NAME = "estimator"

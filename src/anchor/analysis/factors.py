@@ -21,15 +21,13 @@ from anchor.analysis.common import (
     AnalysisFiles,
     AnalysisModel,
     TaskScores,
-    colours,
     fmt,
     markdown_table,
-    new_figure,
     pct,
-    save_figure,
     write_analysis,
 )
 from anchor.evaluation.results import MetricsReport
+from anchor.plots import colours, new_figure, save_figure
 from anchor.space.truncate import abduction_order, truncate_space  # noqa: F401 - re-exported
 from anchor.types import FactorSpace
 

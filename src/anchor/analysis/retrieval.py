@@ -18,17 +18,15 @@ from anchor.analysis.common import (
     AnalysisFiles,
     AnalysisModel,
     TaskScores,
-    colours,
     fmt,
     markdown_table,
-    new_figure,
     pct,
-    save_figure,
     task_scores,
     write_analysis,
 )
 from anchor.evaluation.results import MetricsReport
 from anchor.mapping.retrievers import RETRIEVER_NAMES
+from anchor.plots import colours, new_figure, save_figure
 
 NAME = "retrieval"
 #: The paper's (K1, K2) settings; (3, 5) is the default the main results use.

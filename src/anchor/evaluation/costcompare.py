@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field, ValidationError
 from anchor.evaluation.results import Prediction, RunConfig
 from anchor.llm.errors import AnchorError
 from anchor.llm.ledger import CallRecord, busy_seconds, collapse_sent
+from anchor.plots import new_figure
 
 #: Run settings that define a dataset slice: two runs compare only when all of them agree.
 SLICE_FIELDS = ("dataset", "data_sha256", "kind", "limit", "balance_outcomes", "runs")
@@ -345,13 +346,9 @@ def markdown(doc: dict[str, Any]) -> str:
 def plot(doc: dict[str, Any], path: Path) -> Path:
     """Bar chart like the paper's cost figure: time, tokens and calls per scenario for A and B, each bar
     stacked by phase, the ratio B/A written above B's bar."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(10, 3.6))
-    FigureCanvasAgg(fig)
+    fig = new_figure(10, 3.6)
     phases = doc["per_scenario"]["phases"]
-    colours = {"construction": "#4C72B0", "mapping": "#DD8452", "inference": "#55A868", "baseline": "#8172B3",
+    phase_colours = {"construction": "#4C72B0", "mapping": "#DD8452", "inference": "#55A868", "baseline": "#8172B3",
                "other": "#937860"}
     who = [doc["a"]["method"] + (f" ({doc['a']['stage']})" if doc["a"]["stage"] else ""),
            doc["b"]["method"] + (f" ({doc['b']['stage']})" if doc["b"]["stage"] else "")]
@@ -361,7 +358,7 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
         bottoms = [0.0, 0.0]
         for ph, r in phases.items():
             vals = [r["a"][key], r["b"][key]]
-            ax.bar([0, 1], vals, bottom=bottoms, color=colours.get(ph, "#999999"), label=ph, width=0.6)
+            ax.bar([0, 1], vals, bottom=bottoms, color=phase_colours.get(ph, "#999999"), label=ph, width=0.6)
             bottoms = [bottoms[0] + vals[0], bottoms[1] + vals[1]]
         ratio = doc["per_scenario"]["total"]["ratio"][key]
         if ratio is not None:

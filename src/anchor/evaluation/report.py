@@ -43,6 +43,7 @@ from anchor.evaluation.results import (
     RunConfig,
 )
 from anchor.evaluation.transplant_report import transplant_section
+from anchor.plots import colours, new_figure, save_figure
 
 __all__ = [
     "COST_PLOT",
@@ -788,29 +789,6 @@ def _calibration_section(runs: Sequence[_Run], glabels: dict[int, str]) -> list[
 # --------------------------------------------------------------------------- plots
 
 
-def _new_figure(width: float, height: float) -> Any:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=100)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _save(fig: Any, path: Path) -> None:
-    try:
-        fig.savefig(path, format="png", bbox_inches="tight")
-    finally:
-        fig.clear()
-
-
-def _colours(n: int) -> list[Any]:
-    from matplotlib import colormaps
-
-    cmap = colormaps["tab10" if n <= 10 else "tab20"]
-    return [cmap(i % cmap.N) for i in range(n)]
-
-
 def _plot_cost(runs: Sequence[_Run], glabels: dict[int, str], path: Path) -> str | None:
     """Grouped bars per stage (calls, tokens, seconds), one colour per run. Returns a skip reason or None."""
     data = [(r, dict(_stages(r))) for r in runs if _stages(r)]
@@ -824,16 +802,16 @@ def _plot_cost(runs: Sequence[_Run], glabels: dict[int, str], path: Path) -> str
     ]
     n = len(data)
     width = 0.8 / n
-    fig = _new_figure(max(7.0, 0.9 * len(stages) + 2.5), 8.5)
+    fig = new_figure(max(7.0, 0.9 * len(stages) + 2.5), 8.5)
     axes = fig.subplots(3, 1, sharex=True)
-    colours = _colours(n)
+    palette = colours(n)
     xs = list(range(len(stages)))
     for ax, (title, get) in zip(axes, metrics, strict=True):
         for i, (r, st) in enumerate(data):
             heights = [float(get(st[s])) if s in st else 0.0 for s in stages]
             offset = (i - (n - 1) / 2) * width
             label = glabels[id(r)] + (" (135M embedded)" if r.small else "")
-            ax.bar([x + offset for x in xs], heights, width=width, color=colours[i], label=label)
+            ax.bar([x + offset for x in xs], heights, width=width, color=palette[i], label=label)
         ax.set_ylabel(title)
         ax.grid(axis="y", alpha=0.3)
         ax.set_axisbelow(True)
@@ -844,7 +822,7 @@ def _plot_cost(runs: Sequence[_Run], glabels: dict[int, str], path: Path) -> str
         title += f"\n({SMALL_MARK} embedded 135M-model runs: pipeline check only)"
     axes[0].set_title(title)
     axes[0].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
-    _save(fig, path)
+    save_figure(fig, path)
     return None
 
 
@@ -865,10 +843,10 @@ def _plot_reliability(runs: Sequence[_Run], glabels: dict[int, str], path: Path)
     data = [(r, b) for r, b in data if b]
     if not data:
         return "no run has reliability bins with data (no calibration recorded, or every prediction unknown)"
-    fig = _new_figure(7.5, 6.0)
+    fig = new_figure(7.5, 6.0)
     ax = fig.subplots()
     ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
-    colours = _colours(len(data))
+    palette = colours(len(data))
     biggest = max(c for _, b in data for _, _, c in b)
     for i, (r, bins) in enumerate(data):
         conf, obs, counts = zip(*sorted(bins), strict=True)
@@ -877,9 +855,9 @@ def _plot_reliability(runs: Sequence[_Run], glabels: dict[int, str], path: Path)
         label = glabels[id(r)] + (f" (ECE {ece:.3f})" if ece is not None else "")
         if r.small:
             label += " (135M embedded)"
-        ax.plot(conf, obs, color=colours[i], linewidth=1.2, alpha=0.8)
+        ax.plot(conf, obs, color=palette[i], linewidth=1.2, alpha=0.8)
         sizes = [20 + 180 * c / biggest for c in counts]
-        ax.scatter(conf, obs, s=sizes, color=colours[i], alpha=0.8, edgecolors="black", linewidths=0.4,
+        ax.scatter(conf, obs, s=sizes, color=palette[i], alpha=0.8, edgecolors="black", linewidths=0.4,
                    label=label)
     ax.set_xlim(-0.03, 1.03)
     ax.set_ylim(-0.03, 1.03)
@@ -892,7 +870,7 @@ def _plot_reliability(runs: Sequence[_Run], glabels: dict[int, str], path: Path)
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
-    _save(fig, path)
+    save_figure(fig, path)
     return None
 
 
