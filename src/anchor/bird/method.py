@@ -93,7 +93,11 @@ class BirdMethod:
         notes = list(model.warnings)
         if not model.factors:
             why = "; ".join(model.notes) or "BIRD found no usable factor for this scenario"
-            return BirdEstimate(condition=condition, status="failed", reason=why, notes=notes)
+            # Factors that were found and then all pruned are the method's own answer (BIRD has no
+            # variable to reason with: unknown, which the CoT fallback may answer); no factor in the
+            # model's reply at all is a failed call, retried on resume.
+            status = "abstained" if model.pruned else "failed"
+            return BirdEstimate(condition=condition, status=status, reason=why, notes=notes)
         if not model.usable:
             why = next((n for n in model.notes if "could not be trained" in n), "the CPT was not trained")
             return BirdEstimate(condition=condition, status="failed", reason=why, notes=notes)
