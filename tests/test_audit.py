@@ -37,7 +37,7 @@ from anchor.audit import (
 from anchor.audit.figures import MAP_LABEL_LIMIT, project_2d
 from anchor.audit.runs import page_name, read_predictions
 from anchor.evaluation.datasets import bundled_file, load_dataset, scenario_key
-from anchor.evaluation.results import Prediction, RunConfig
+from anchor.evaluation.results import Prediction, RunConfig, SideRecord
 from anchor.inference.bayes import cbn_posterior, naive_bayes_posterior
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import CostLedger
@@ -711,6 +711,19 @@ def test_rows_follow_run_then_instance_order_whatever_order_they_finished_in(run
 def test_rows_are_scored_like_the_metrics(kind, pred, status, gold, predicted):
     (row,) = index_rows([Prediction(run=0, id="x", seed=0, kind=kind, **pred)], run_config(kind))
     assert (row.status, row.gold, row.prediction) == (status, gold, predicted)
+
+
+def test_a_fallback_answer_is_marked_in_its_row():
+    """BIRD said unknown and CoT answered: the row is scored on CoT's answer and says so."""
+    side = SideRecord(condition=1, p_outcome1=0.7, status="ok", fallback="cot",
+                      reason="nothing mapped; answered by the fallback cot")
+    pred = Prediction(run=0, id="x", seed=0, kind="decision", label=1, p_outcome1=0.7, prediction=1, sides=[side])
+    (row,) = index_rows([pred], run_config("decision"))
+    assert (row.status, row.fallback) == ("correct", "cot")
+    (cells,) = [text for _, text in rows_of(run_index_html([row], title="t"))]
+    assert "abstained answered by cot" in cells
+    (plain,) = index_rows([pred.model_copy(update={"sides": []})], run_config("decision"))
+    assert plain.fallback is None and "answered by" not in run_index_html([plain], title="t")
 
 
 def test_index_html_from_rows_and_the_empty_case():

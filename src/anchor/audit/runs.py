@@ -77,6 +77,8 @@ class IndexRow(BaseModel):
         default="ok", description="The prediction's own status: abstained (the method said unknown) or failed "
                                   "(no usable answer, e.g. the server was unreachable).")
     error: str | None = None
+    fallback: str | None = Field(default=None, description=(
+        "The method that answered instead after this one said unknown (BIRD's CoT fallback), if any."))
     status: Status
     page: str | None = Field(default=None, description="Relative link to the explanation page, if any.")
 
@@ -319,6 +321,7 @@ def index_rows(
         rows.append(IndexRow(
             run=pred.run, id=pred.id, kind=pred.kind, conditions=conditions, gold=gold, prediction=predicted,
             probabilities=_probabilities(pred, config), unknown=pred.unknown, state=_state(pred), error=pred.error,
+            fallback=next((side.fallback for side in pred.sides if side.fallback and side.status == "ok"), None),
             status=status,
             page=pages.get((pred.run, pred.id)),
         ))
@@ -358,6 +361,8 @@ def _state_cell(row: IndexRow) -> str:
     without a recorded status; a fallback answer after an abstention shows the state too."""
     if row.state != "ok":
         return f'<span class="state {row.state}">{row.state}</span>'
+    if row.fallback:
+        return f'<span class="state abstained">abstained</span> <span class="muted">answered by {esc(row.fallback)}</span>'
     return "yes" if row.unknown else ""
 
 
