@@ -154,6 +154,9 @@ def test_decision_unknown_falls_back_to_cot(tmp_path):
     assert json.loads(result.stdout)["n_fallback"] == 1
     report = invoke(["report", str(out)])
     assert "1 of 2 prediction(s) answered by cot" in report.stdout
+    # BIRD keeps one model per scenario and run, as ANCHOR keeps its spaces: the Runs table says so.
+    (runs_row,) = [line for line in report.stdout.splitlines() if line.startswith("| plasma |")]
+    assert "| per-run |" in runs_row
 
 
 def test_stage_is_checked_before_anything_runs(tmp_path):

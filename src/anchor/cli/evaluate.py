@@ -96,8 +96,8 @@ def eval_command(
     balance_outcomes: Annotated[bool, opt("--balance-outcomes", panel=EVAL_PANEL, show_default=False, help=(
         "Swap O1/O2 for about half the scenarios (the bundled Plasma and Today label every condition O1)."))] = False,
     spaces: Annotated[str, opt("--spaces", panel=EVAL_PANEL, choices=("per-run", "shared"), default="per-run", help=(
-        "ANCHOR: build a factor space per scenario for every run (so the std over runs includes stage 1, "
-        "our reading of the paper's '5 runs'), or once per scenario for all runs."))] = "per-run",
+        "ANCHOR and BIRD: build a factor space (BIRD model) per scenario for every run (so the std over runs "
+        "includes stage 1, our reading of the paper's '5 runs'), or once per scenario for all runs."))] = "per-run",
     spaces_from: Annotated[Path | None, opt("--spaces-from", panel=EVAL_PANEL, help=(
         "Reuse the factor spaces stored in this earlier run directory (e.g. for ablations of a finished run); "
         "their build cost is reported apart."))] = None,

@@ -204,6 +204,9 @@ class MethodSpec:
     pairwise_only: bool = False
     """Only meaningful for pairwise data (it judges two conditions together)."""
     uses_anchor_config: bool = False
+    per_scenario_artefact: bool = False
+    """Builds an artefact once per scenario (a factor space, a BIRD model), stored in the run
+    directory and kept per run or shared according to ``--spaces``."""
     fallback: str | None = None
     """A method (by name) that answers instead when this one abstains, on the data kinds listed in
     ``fallback_kinds`` (BIRD falls back to CoT on decision data, as the paper does)."""
@@ -387,7 +390,8 @@ def _bird_config(dataset: str) -> dict[str, Any]:
 
 
 METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
-    MethodSpec("anchor", AnchorMethod, "ANCHOR (factor space, mapping, NB + latent CBN)", uses_anchor_config=True),
+    MethodSpec("anchor", AnchorMethod, "ANCHOR (factor space, mapping, NB + latent CBN)", uses_anchor_config=True,
+               per_scenario_artefact=True),
     MethodSpec("vanilla", _baseline("vanilla"), "the LLM states P(O1) directly"),
     MethodSpec("vanilla-direct", _baseline("vanilla-direct"), "the LLM chooses O1 or O2", direct=True),
     MethodSpec("cot", _baseline("cot"), "reasons step by step, then states P(O1)"),
@@ -398,13 +402,13 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
                "outcome (an oracle)", oracle=True),
     MethodSpec("bird", _bird("strict"), "BIRD, strict mapping (the paper's BIRD-dagger): nothing mapped -> unknown; "
                "CoT answers instead on decision data", fallback="cot", fallback_kinds=("decision", "factcheck"),
-               method_config=_bird_config),
+               method_config=_bird_config, per_scenario_artefact=True),
     MethodSpec("bird-relaxed", _bird("relaxed"), "BIRD with the relaxed mapping (BIRD-double-dagger): the closest "
                "value when nothing maps", fallback="cot", fallback_kinds=("decision", "factcheck"),
-               method_config=_bird_config),
+               method_config=_bird_config, per_scenario_artefact=True),
     MethodSpec("bird-on-anchor", _bird("on-anchor"), "BIRD-double-dagger's CPT on ANCHOR's factor space (the "
                "paper's Table 4; --stage factors|mapping|pool)", uses_anchor_config=True,
-               stages=("factors", "mapping", "pool"), method_config=_bird_config),
+               stages=("factors", "mapping", "pool"), method_config=_bird_config, per_scenario_artefact=True),
 )}
 
 DIRECT_METHODS = tuple(name for name, spec in METHODS.items() if spec.direct)

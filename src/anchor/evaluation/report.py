@@ -36,7 +36,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from anchor.evaluation.datasets import PAPER_FACTCHECK_SETS
-from anchor.evaluation.methods import DIRECT_METHODS, ORACLE_METHODS
+from anchor.evaluation.methods import DIRECT_METHODS, METHODS, ORACLE_METHODS
 from anchor.evaluation.results import (
     CostSummary,
     MetricsReport,
@@ -455,7 +455,8 @@ def _runs_section(runs: Sequence[_Run]) -> list[str]:
     lines = ["## Runs", ""]
     rows = []
     for r in runs:
-        spaces = str(r.loaded.config.spaces) if r.method == "anchor" else DASH
+        spec = METHODS.get(r.loaded.config.method)
+        spaces = str(r.loaded.config.spaces) if spec is not None and spec.per_scenario_artefact else DASH
         rows.append([r.tag, r.kind, r.dataset_label, r.name, r.model_cell, str(r.m.n_instances), str(r.m.n_runs), spaces,
                      str(r.m.n_abstained), str(r.m.n_failed)])
     lines += _table(["Directory", "Kind", "Dataset", "Method", "Model", "Instances", "Runs", "Spaces", "Unknown",
