@@ -701,6 +701,8 @@ def test_rows_follow_run_then_instance_order_whatever_order_they_finished_in(run
     ("decision", dict(label=1, p_outcome1=0.8, prediction=1), "correct", "O1", "O1"),
     ("decision", dict(label=2, p_outcome1=0.8, prediction=1), "wrong", "O2", "O1"),
     ("decision", dict(label=1, p_outcome1=0.5, prediction=None), "wrong", "O1", "tie (0.5)"),
+    # The runner marks a tie unknown (no decision); the metrics count it covered and not correct.
+    ("decision", dict(label=1, p_outcome1=0.5, prediction=None, unknown=True), "wrong", "O1", "tie (0.5)"),
     ("decision", dict(label=1, unknown=True, error="tau"), "unknown", "O1", "unknown"),
     ("factcheck", dict(label=1, p_outcome1=0.95, prediction=1), "correct", "supported", "supported (P > 0.9)"),
     ("factcheck", dict(label=1, p_outcome1=0.8, prediction=1), "wrong", "supported", "not supported"),

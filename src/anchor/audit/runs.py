@@ -263,7 +263,9 @@ def _status_and_labels(pred: Prediction, config: RunConfig) -> tuple[Status, str
         predicted = f"supported (P > {config.decision_threshold:g})" if support else "not supported"
         return ("correct" if support == (pred.label == 1) else "wrong"), gold, predicted
     gold = f"O{pred.label}" if pred.label in (1, 2) else "?"
-    if pred.unknown:
+    # As decision_accuracy scores it: only a missing probability is unknown; an exact 0.5 is a tie,
+    # covered but not correct (the runner marks it unknown because it makes no decision).
+    if pred.p_outcome1 is None:
         return "unknown", gold, "unknown"
     predicted = f"O{pred.prediction}" if pred.prediction in (1, 2) else "tie (0.5)"
     return ("correct" if pred.prediction == pred.label else "wrong"), gold, predicted
@@ -280,6 +282,8 @@ def _probabilities(pred: Prediction, config: RunConfig) -> list[tuple[str, float
 def _state(pred: Prediction) -> Literal["ok", "abstained", "failed"]:
     if pred.status != "ok":
         return pred.status
+    if pred.kind == "decision" and pred.p_outcome1 is not None:
+        return "ok"  # a tie at 0.5 is an answer, scored as not correct
     # Older predictions carry no status: an unknown with an error line is taken as abstained.
     return "abstained" if pred.unknown else "ok"
 
@@ -359,11 +363,11 @@ def _run_summary(config: RunConfig) -> str:
 def _state_cell(row: IndexRow) -> str:
     """The 'unknown' column: why there is no answer (abstained, failed), or 'yes' for an unknown
     without a recorded status; a fallback answer after an abstention shows the state too."""
-    if row.state != "ok":
-        return f'<span class="state {row.state}">{row.state}</span>'
     if row.fallback:
         return f'<span class="state abstained">abstained</span> <span class="muted">answered by {esc(row.fallback)}</span>'
-    return "yes" if row.unknown else ""
+    if row.state != "ok":
+        return f'<span class="state {row.state}">{row.state}</span>'
+    return "yes" if row.unknown and row.status == "unknown" else ""
 
 
 def _unknown_split(rows: Sequence[IndexRow]) -> str:
