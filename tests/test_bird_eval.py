@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -157,6 +158,9 @@ def test_decision_unknown_falls_back_to_cot(tmp_path):
     # BIRD keeps one model per scenario and run, as ANCHOR keeps its spaces: the Runs table says so.
     (runs_row,) = [line for line in report.stdout.splitlines() if line.startswith("| plasma |")]
     assert "| per-run |" in runs_row
+    # BIRD's stages fall in the same phases as in `anchor cost`, not in "other".
+    assert re.search(r"\| factor space \| bird\.sentences \|", report.stdout)
+    assert re.search(r"\| mapping \| bird\.mapping \|", report.stdout)
 
 
 def test_stage_is_checked_before_anything_runs(tmp_path):

@@ -35,6 +35,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from anchor.evaluation.costcompare import phase_of
 from anchor.evaluation.datasets import PAPER_FACTCHECK_SETS
 from anchor.evaluation.methods import DIRECT_METHODS, METHODS, ORACLE_METHODS
 from anchor.evaluation.results import (
@@ -654,15 +655,10 @@ def _stage_sort(stage: str) -> tuple[int, str]:
 
 
 def _phase(stage: str) -> str:
-    if stage.startswith("abduction.") or stage in ("voting", "themes"):
-        return "factor space"
-    if stage.startswith("mapping."):
-        return "mapping"
-    if stage.startswith("inference."):
-        return "inference"
-    if stage.startswith("baseline."):
-        return "baseline"
-    return "other"
+    """The stage's phase as ``anchor cost`` classifies it (BIRD's stages included), with the
+    construction phase called by what it builds."""
+    phase = phase_of(stage)
+    return "factor space" if phase == "construction" else phase
 
 
 def _stages(r: _Run) -> list[tuple[str, CostSummary]]:
