@@ -26,6 +26,7 @@ from anchor.pipeline import Anchor
 from anchor.types import FactorEvidence, FactorLabel, InferenceResult
 from tests.analysis_support import decision, metrics
 from tests.helpers import ScriptedLLM, kind
+from tests.run_helpers import server_responder
 
 # --------------------------------------------------------------------------- statistics
 
@@ -199,21 +200,6 @@ def test_comparison_needs_the_same_kind_of_task(tmp_path):
 # --------------------------------------------------------------------------- two real servers
 
 
-def scripted_server_answers(script: ScriptedLLM):
-    """A FakeOpenAIServer responder that answers like ``script`` (the wire request turned back into
-    the scripted-request shape the helpers read)."""
-    from anchor.llm.scripted import ScriptedRequest
-
-    def respond(body: dict) -> str:
-        fmt = body.get("response_format") or {}
-        name = (fmt.get("json_schema") or {}).get("name", "")
-        request = ScriptedRequest(body["messages"], name, None, body.get("temperature", 0.0),
-                                  body.get("max_tokens", 0), body.get("seed"), None)
-        return json.dumps(script(request))
-
-    return respond
-
-
 def test_two_servers_main_maps_estimator_elicits(tmp_path, embedder, make_space):
     from anchor.llm.settings import LLMSettings, make_client
     from tests.fakeserver import FakeOpenAIServer
@@ -224,8 +210,8 @@ def test_two_servers_main_maps_estimator_elicits(tmp_path, embedder, make_space)
     main_script = ScriptedLLM(select=pick, phi=lambda t: 0.9, latent_params=lambda line: (0.9, 0.1))
     est_script = ScriptedLLM(phi={"water temperature": 0.35, "gas price": 0.6}.get,
                              latent_params=lambda line: (0.25, 0.5))
-    with FakeOpenAIServer(model="main-model", responder=scripted_server_answers(main_script)) as main_server, \
-            FakeOpenAIServer(model="small-model", responder=scripted_server_answers(est_script)) as est_server:
+    with FakeOpenAIServer(model="main-model", responder=server_responder(main_script)) as main_server, \
+            FakeOpenAIServer(model="small-model", responder=server_responder(est_script)) as est_server:
         main_settings = LLMSettings(base_url=main_server.base_url, use_cache=False)
         main_only = Anchor(client=make_client(main_settings), embedder=embedder).infer(space, conditions)
         client = make_client(main_settings)

@@ -16,10 +16,11 @@ from typer.testing import CliRunner
 from anchor.bird import BirdMethod, load_model
 from anchor.cli import app
 from anchor.evaluation.datasets import load_dataset, load_pairwise, scenario_key
-from anchor.evaluation.results import MetricsReport, Prediction, RunConfig
+from anchor.evaluation.results import RunConfig
 from anchor.llm.scripted import ScriptedRequest
 from tests.bird_script import BirdScript
 from tests.fakeserver import FakeOpenAIServer
+from tests.run_helpers import eval_args, metrics_of, predictions_of
 
 runner = CliRunner()
 PAIR = load_pairwise()[0]
@@ -66,18 +67,6 @@ def responder(script: BirdScript):
         return json.dumps(script(req))
 
     return respond
-
-
-def eval_args(server: FakeOpenAIServer, cache: Path, out: Path, *extra: str) -> list[str]:
-    return ["eval", "--base-url", server.base_url, "--cache-dir", str(cache), "--out", str(out), "--json", *extra]
-
-
-def metrics_of(out: Path) -> MetricsReport:
-    return MetricsReport.model_validate_json((out / "metrics.json").read_text())
-
-
-def predictions_of(out: Path) -> list[Prediction]:
-    return [Prediction.model_validate_json(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
 
 
 def invoke(args: list[str]):

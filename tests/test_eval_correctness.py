@@ -15,9 +15,10 @@ import pytest
 from typer.testing import CliRunner
 
 from anchor.cli import app
-from anchor.evaluation.results import MetricsReport, Prediction, RunConfig, TraceRecord
+from anchor.evaluation.results import MetricsReport, RunConfig, TraceRecord
 from anchor.space.io import load_space
 from tests.fakeserver import FakeOpenAIServer
+from tests.run_helpers import eval_args, metrics_of, predictions_of
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
@@ -29,18 +30,6 @@ def _clean_env(monkeypatch):
     for name in list(os.environ):
         if name.startswith("ANCHOR_"):
             monkeypatch.delenv(name)
-
-
-def eval_args(server: FakeOpenAIServer, cache: Path, out: Path, *extra: str) -> list[str]:
-    return ["eval", "--base-url", server.base_url, "--cache-dir", str(cache), "--out", str(out), "--json", *extra]
-
-
-def metrics_of(out: Path) -> MetricsReport:
-    return MetricsReport.model_validate_json((out / "metrics.json").read_text())
-
-
-def predictions_of(out: Path) -> list[Prediction]:
-    return [Prediction.model_validate_json(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
 
 
 def assert_cost_matches_server(metrics: MetricsReport, server: FakeOpenAIServer, *, before: tuple[int, int, int]):

@@ -22,10 +22,9 @@ from anchor.audit.runs import page_name
 from anchor.cli import app
 from anchor.evaluation.datasets import load_dataset
 from anchor.evaluation.results import Prediction
-from anchor.llm.scripted import ScriptedRequest
 from anchor.space.io import load_space, save_space
 from tests.fakeserver import FakeOpenAIServer, random_from_schema
-from tests.helpers import ScriptedLLM
+from tests.run_helpers import server_responder
 from tests.test_audit import (
     COLD,
     EB,
@@ -53,20 +52,6 @@ def _clean_env(monkeypatch):
     for name in list(os.environ):
         if name.startswith("ANCHOR_") and name != "ANCHOR_SCREENSHOT_DIR":
             monkeypatch.delenv(name)
-
-
-def scripted(script: ScriptedLLM):
-    """A fake-server responder answering like ``script`` (the wire request read back into the
-    scripted-request shape the helpers parse)."""
-
-    def respond(body: dict) -> str:
-        fmt = body.get("response_format") or {}
-        name = (fmt.get("json_schema") or {}).get("name", "")
-        request = ScriptedRequest(body["messages"], name, None, body.get("temperature", 0.0),
-                                  body.get("max_tokens", 0), body.get("seed"), None)
-        return json.dumps(script(request))
-
-    return respond
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +82,7 @@ def explained(space_file, tmp_path_factory):
     then the same with --json (answered from the cache)."""
     work = tmp_path_factory.mktemp("explain")
     pages = work / "pages"
-    with FakeOpenAIServer(model="served-model", responder=scripted(make_script())) as server:
+    with FakeOpenAIServer(model="served-model", responder=server_responder(make_script())) as server:
         args = ["explain", "--space", str(space_file), "-c", HOT, "-c", COLD, *server_args(server, work / "cache")]
         human = runner.invoke(app, [*args, "--out", str(pages / "e.html")])
         requests = server.stats()["requests"]

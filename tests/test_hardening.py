@@ -21,6 +21,7 @@ from anchor.files import write_atomic
 from anchor.progress import ProgressEvent
 from anchor.space.io import load_space, save_space
 from tests.fakeserver import FakeOpenAIServer
+from tests.run_helpers import predictions_of
 
 runner = CliRunner()
 KEY = "sk-test-0123456789abcdefSECRET"
@@ -45,10 +46,6 @@ def one_line_error(result, *needles: str) -> str:
     for needle in needles:
         assert needle in errors[0], (needle, errors[0])
     return errors[0]
-
-
-def predictions_of(out: Path) -> list[Prediction]:
-    return [Prediction.model_validate_json(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
 
 
 def final(out: Path) -> dict[tuple[int, str], Prediction]:
