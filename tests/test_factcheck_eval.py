@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from anchor.cli import app
-from anchor.evaluation.datasets import DatasetWarning, load_factcheck_set
+from anchor.evaluation.datasets import DatasetWarning, load_factcheck_set, scenario_key
 from anchor.evaluation.results import MetricsReport, Prediction, RunConfig
 from anchor.evaluation.sampling import SampleRecord, draw_sample
 from tests.fakeserver import FakeOpenAIServer
@@ -309,7 +309,7 @@ def test_anchor_hands_the_mapping_truncation_to_the_runner() -> None:
         return None
 
     method = AnchorMethod.__new__(AnchorMethod)
-    method.per_run, method.seed = False, 0
+    method.seed, method.key = 0, scenario_key  # shared spaces: the key is the scenario's
     method.prepare = prepare  # type: ignore[method-assign]
     scenario = Scenario(text="", outcome1="A claim.", outcome2="It is not true that a claim.")
     for unknown, truncation in ((False, cut), (True, cut), (False, None)):

@@ -73,13 +73,11 @@ def make(variant: str, ctx: MethodContext) -> Method:
     return BirdEvalMethod(ctx, relaxed=variant == "relaxed")
 
 
-def _run_config(ctx: MethodContext) -> tuple[BirdConfig, bool, int]:
-    """(BirdConfig with this run's seed, per-run artefacts?, seed)."""
-    per_run = ctx.config.spaces == "per-run"
-    seed = ctx.config.seed + ctx.run if per_run else ctx.config.seed
+def _run_config(ctx: MethodContext) -> BirdConfig:
+    """The run's BirdConfig, seeded like the run's artefacts (``MethodContext.artefact_seed``)."""
     base = (BirdConfig.model_validate(ctx.config.method_config) if ctx.config.method_config
             else bird_config_for(ctx.config.dataset))
-    return base.model_copy(update={"seed": seed}), per_run, seed
+    return base.model_copy(update={"seed": ctx.artefact_seed})
 
 
 # --------------------------------------------------------------------------- BIRD (strict / relaxed)
@@ -89,17 +87,12 @@ class BirdEvalMethod:
     """BIRD with strict (``relaxed=False``) or relaxed mapping, one stored model per scenario."""
 
     def __init__(self, ctx: MethodContext, *, relaxed: bool) -> None:
-        self.config, self.per_run, self.seed = _run_config(ctx)
+        self.config = _run_config(ctx)
         self.relaxed = relaxed
-        self.build_client = ctx.client if self.per_run else ctx.base_client
+        self.build_client = ctx.artefact_client
+        self.key = ctx.artefact_key
         self.estimator = BirdMethod(ctx.client, self.config, relaxed=relaxed)
         self.models = ctx.store("bird", load_model, save_model)
-
-    def key(self, scenario: Scenario) -> str:
-        from anchor.evaluation.datasets import scenario_key
-
-        base = scenario_key(scenario)
-        return f"{base}-s{self.seed}" if self.per_run else base
 
     async def prepare(self, scenario: Scenario) -> BirdModel:
         key = self.key(scenario)
@@ -178,8 +171,7 @@ class BirdOnAnchorMethod:
             raise AnchorError(f"--method bird-on-anchor needs --stage factors, mapping or pool (got {stage!r})")
         self.stage = stage
         self.anchor = AnchorMethod(ctx)  # the factor-space store, keys and reuse checks are ANCHOR's
-        self.config, _, _ = _run_config(ctx)
-        self.config = self.config.model_copy(update={"seed": self.anchor.seed})
+        self.config = _run_config(ctx)
         self.client = ctx.client
         self.embedder = ctx.embedder
         self.anchor_config = self.anchor.engine.config

@@ -171,6 +171,30 @@ class MethodContext:
     """A second LLM for the probability estimates (``RunConfig.estimator``), seeded for the run;
     None = ``client`` answers everything."""
 
+    # The --spaces rule for per-scenario artefacts (factor spaces, BIRD models), one place for every
+    # method that builds them: per run, each run builds its own with seed + run under its own key;
+    # shared, every run uses one artefact per scenario built with the base seed, whichever run asks
+    # first, so it does not depend on scheduling.
+
+    @property
+    def artefacts_per_run(self) -> bool:
+        return self.config.spaces == "per-run"
+
+    @property
+    def artefact_seed(self) -> int:
+        return self.config.seed + self.run if self.artefacts_per_run else self.config.seed
+
+    @property
+    def artefact_client(self) -> LLMClient:
+        """The client that builds artefacts (seeded with ``artefact_seed``)."""
+        return self.client if self.artefacts_per_run else self.base_client
+
+    def artefact_key(self, scenario: Scenario) -> str:
+        from anchor.evaluation.datasets import scenario_key
+
+        base = scenario_key(scenario)
+        return f"{base}-s{self.artefact_seed}" if self.artefacts_per_run else base
+
 
 @runtime_checkable
 class Method(Protocol):
@@ -270,26 +294,17 @@ class AnchorMethod:
         # Start loading MiniLM (in its helper process) now, not when the first condition or space
         # needs it; a space build also starts UMAP's compilation, which loaded spaces never need.
         offload.warm_up(ctx.embedder())
-        self.per_run = ctx.config.spaces == "per-run"
-        self.seed = ctx.config.seed + ctx.run if self.per_run else ctx.config.seed
+        self.seed = ctx.artefact_seed
+        self.key = ctx.artefact_key
         self.engine = Anchor(client=ctx.client, embedder=ctx.embedder(), config=config, estimator=ctx.estimator)
         # RunConfig.max_factors: each space is used as it stood after its first N factors (a view
         # made once per space; the stored space stays whole).
         self.max_factors = ctx.config.max_factors
         self._views: dict[str, tuple[Any, Any]] = {}
-        # Shared spaces are built with the base seed whichever run asks first, so they do not
-        # depend on scheduling.
-        build_client = ctx.client if self.per_run else ctx.base_client
-        self.builder = Anchor(client=build_client, embedder=ctx.embedder(),
+        self.builder = Anchor(client=ctx.artefact_client, embedder=ctx.embedder(),
                               config=config.model_copy(update={"build": config.build.model_copy(
                                   update={"seed": self.seed})}))
         self.spaces = ctx.store("spaces", load_space, save_space)
-
-    def key(self, scenario: Scenario) -> str:
-        from anchor.evaluation.datasets import scenario_key
-
-        base = scenario_key(scenario)
-        return f"{base}-s{self.seed}" if self.per_run else base
 
     async def prepare(self, scenario: Scenario) -> Any:
         key = self.key(scenario)
