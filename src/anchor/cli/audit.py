@@ -17,8 +17,8 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from anchor.cli.build import JsonOut, read_conditions, save_or_rescue
-from anchor.cli.console import RichReporter, emit_json, fail, friendly_errors, llm_activity, out
+from anchor.cli.build import JsonOut, build_and_infer, read_conditions, save_or_rescue, space_source
+from anchor.cli.console import emit_json, fail, friendly_errors, out
 from anchor.cli.options import (
     FLAG_NAMES,
     BuildOptions,
@@ -29,11 +29,9 @@ from anchor.cli.options import (
     ScenarioOptions,
     SeedOption,
     expand_options,
-    llm_settings,
 )
 from anchor.files import DestinationError, check_destination
-from anchor.llm.client import run_sync
-from anchor.types import FactorSpace, InferenceResult
+from anchor.types import InferenceResult
 
 PAGE_PANEL = "Page"
 
@@ -103,19 +101,12 @@ def explain(
     Example: anchor explain --space noodles.json -c "You are at a high altitude." --out noodles.html
     """
     from anchor.audit.pages import explain_html, space_html
-    from anchor.pipeline import Anchor, AnchorConfig
-    from anchor.space.io import load_space
 
     with friendly_errors(FLAG_NAMES):
         conds = read_conditions(condition or [], conditions_file) if condition or conditions_file else []
-        if space_path is not None and scen.given():
-            raise fail("give either --space or --scenario/--outcome1/--outcome2, not both")
         if space_path is None and not scen.given():
             raise fail("give --space FILE, or --scenario/--outcome1/--outcome2 to build the factor space first")
-        if space_path is not None and save_space_to is not None:
-            raise fail("--save-space only applies when building first (--scenario/--outcome1/--outcome2)")
-        space = load_space(space_path) if space_path is not None else None
-        scenario = None if space is not None else scen.build()
+        space, scenario = space_source(space_path, scen, save_space_to)
         # Every destination is checked before the first request.
         if out_path.is_dir():
             raise fail(f"--out {out_path}: is a directory; give a file name such as {out_path / 'explain.html'}")
@@ -127,19 +118,9 @@ def explain(
 
         results: list[InferenceResult] = []
         if space is None or conds:
-            settings = llm_settings(conn, cache, seed)
-            config = AnchorConfig(build=sizes.params(seed=settings.seed), mapping=mapping.config(),
-                                  inference=inference.config())
-            engine = Anchor(settings=settings, config=config)
-
-            async def work() -> tuple[FactorSpace, list[InferenceResult]]:
-                built = space
-                with RichReporter(enabled=not json_out) as report, llm_activity(engine.client.ledger, report):
-                    if built is None:
-                        built = await engine.abuild(scenario, report)
-                    return built, (await engine.ainfer(built, conds, report) if conds else [])
-
-            space, results = run_sync(work(), engine.client)
+            space, results = build_and_infer(space, scenario, conds, sizes=sizes, mapping=mapping,
+                                             inference=inference, conn=conn, cache=cache, seed=seed,
+                                             progress=not json_out)
         assert space is not None
 
         if results:

@@ -118,6 +118,44 @@ def read_conditions(conditions: list[str], path: Path | None) -> list[str]:
     return found
 
 
+def space_source(space_path: Path | None, scen: ScenarioOptions,
+                 save_space_to: Path | None) -> tuple[FactorSpace | None, Any]:
+    """(the stored space, None) for --space, or (None, the scenario) to build one first; the two
+    forms and --save-space checked against each other."""
+    from anchor.space.io import load_space
+
+    if space_path is not None and scen.given():
+        raise fail("give either --space or --scenario/--outcome1/--outcome2, not both")
+    if space_path is not None and save_space_to is not None:
+        raise fail("--save-space only applies when building first (--scenario/--outcome1/--outcome2)")
+    space = load_space(space_path) if space_path is not None else None
+    return space, (None if space is not None else scen.build())
+
+
+def build_and_infer(
+    space: FactorSpace | None, scenario: Any, conds: list[str], *, sizes: BuildOptions, mapping: MappingOptions,
+    inference: InferenceOptions, conn: ConnectionOptions, cache: CacheOptions, seed: int | None,
+    progress: bool = True,
+) -> tuple[FactorSpace, list[InferenceResult]]:
+    """Build the space for ``scenario`` when none is given, then answer ``conds`` on it (with the
+    live progress panel unless ``progress`` is False)."""
+    from anchor.pipeline import Anchor, AnchorConfig
+
+    settings = llm_settings(conn, cache, seed)
+    config = AnchorConfig(build=sizes.params(seed=settings.seed), mapping=mapping.config(),
+                          inference=inference.config())
+    engine = Anchor(settings=settings, config=config)
+
+    async def work() -> tuple[FactorSpace, list[InferenceResult]]:
+        built = space
+        with RichReporter(enabled=progress) as report, llm_activity(engine.client.ledger, report):
+            if built is None:
+                built = await engine.abuild(scenario, report)
+            return built, (await engine.ainfer(built, conds, report) if conds else [])
+
+    return run_sync(work(), engine.client)
+
+
 @expand_options
 def infer(
     space_path: Annotated[Path | None, typer.Option("--space", help="A factor space built by `anchor build`.")] = None,
@@ -141,32 +179,14 @@ def infer(
     Example: anchor infer --space noodles.json -c "You are at a high altitude." --json
     """
     from anchor.cli.render import result_view, space_view
-    from anchor.pipeline import Anchor, AnchorConfig
-    from anchor.space.io import load_space
 
     with friendly_errors(FLAG_NAMES):
         conds = read_conditions(condition or [], conditions_file)
-        if space_path is not None and scen.given():
-            raise fail("give either --space or --scenario/--outcome1/--outcome2, not both")
-        if space_path is not None and save_space_to is not None:
-            raise fail("--save-space only applies when building first (--scenario/--outcome1/--outcome2)")
-        space = load_space(space_path) if space_path is not None else None
-        scenario = None if space is not None else scen.build()
+        space, scenario = space_source(space_path, scen, save_space_to)
         if save_space_to is not None:
             check_destination(save_space_to, "--save-space")
-        settings = llm_settings(conn, cache, seed)
-        config = AnchorConfig(build=sizes.params(seed=settings.seed), mapping=mapping.config(),
-                              inference=inference.config())
-        engine = Anchor(settings=settings, config=config)
-
-        async def work() -> tuple[FactorSpace, list[InferenceResult]]:
-            built = space
-            with RichReporter() as report, llm_activity(engine.client.ledger, report):
-                if built is None:
-                    built = await engine.abuild(scenario, report)
-                return built, await engine.ainfer(built, conds, report)
-
-        space, results = run_sync(work(), engine.client)
+        space, results = build_and_infer(space, scenario, conds, sizes=sizes, mapping=mapping, inference=inference,
+                                         conn=conn, cache=cache, seed=seed)
         # Print first: a bad --save-space must not cost the answers that were paid for.
         if json_out:
             for res in results:
