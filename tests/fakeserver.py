@@ -13,7 +13,12 @@ the connection without answering), ``echo_auth`` (HTTP 500 whose message quotes 
 header, to check that secrets are scrubbed).
 
 Like a served model it can take its time: ``latency`` seconds per request (each request waits on
-its own thread, so concurrent requests overlap as on a batching server). A request for ``n``
+its own thread, so concurrent requests overlap as on a batching server). A fixed latency hides
+what a GPU server shows, where a request's time grows with its tokens: ``per_prompt_token`` and
+``per_completion_token`` add seconds per token of the request's prompt and of its longest answer
+(the ``n`` answers of one request are decoded side by side), and ``slots`` serves at most that
+many requests at once, the rest waiting in line as on vLLM (``--max-num-seqs``) or llama.cpp
+(``--parallel``). The latency is paid after the answer is known, before it is sent. A request for ``n``
 choices gets ``n`` of them, choice ``j`` answered as a lone request with seed ``seed + j`` would be
 (what vLLM does); ``honour_n=False`` answers one choice whatever ``n`` says, as llama.cpp's server
 does, and ``refuse_n=True`` answers HTTP 400 to it, as some hosted APIs do. Arrival and finish
@@ -21,7 +26,9 @@ times are kept, so ``stats()`` can say how many requests were in flight on avera
 /_stats`` returns the same figures (``?spans=1`` adds every request's arrival and finish) and
 ``POST /_reset`` forgets them (for a server in another process).
 
-Run it by hand: ``python tests/fakeserver.py --port 8011 --latency 0.2 --rate 500=0.2 --rate 429=0.1``.
+Run it by hand: ``python tests/fakeserver.py --port 8011 --latency 0.2 --rate 500=0.2 --rate 429=0.1``,
+or as a rough model of a GPU server:
+``python tests/fakeserver.py --latency 0.05 --per-prompt-token 0.0003 --per-completion-token 0.03 --slots 16``.
 """
 
 from __future__ import annotations
@@ -118,6 +125,9 @@ class FakeOpenAIServer:
         deterministic: bool = False,
         formats: tuple[str, ...] = ("json_schema", "json_object"),
         latency: float = 0.0,
+        per_prompt_token: float = 0.0,
+        per_completion_token: float = 0.0,
+        slots: int | None = None,
         honour_n: bool = True,
         refuse_n: bool = False,
         context_tokens: int | None = None,
@@ -138,6 +148,10 @@ class FakeOpenAIServer:
         # llama-cpp-python's server answers to "json_schema".
         self.formats = formats
         self.latency = latency
+        self.per_prompt_token = per_prompt_token
+        self.per_completion_token = per_completion_token
+        self.slots = slots
+        self._slot_gate = threading.BoundedSemaphore(slots) if slots else None
         self.honour_n = honour_n
         # Answer n > 1 with HTTP 400, as some hosted APIs do.
         self.refuse_n = refuse_n
@@ -311,9 +325,15 @@ class FakeOpenAIServer:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
-                    if server.latency > 0:
-                        time.sleep(server.latency)
-                    self._answer(body)
+                    if server._slot_gate is not None:
+                        server._slot_gate.acquire()
+                    try:
+                        if server.latency > 0:
+                            time.sleep(server.latency)
+                        self._answer(body)
+                    finally:
+                        if server._slot_gate is not None:
+                            server._slot_gate.release()
                 finally:
                     with server.lock:
                         server.in_flight -= 1
@@ -363,6 +383,7 @@ class FakeOpenAIServer:
                     time.sleep(server.slow_seconds)
                 choices: list[dict[str, Any]] = []
                 completion_tokens = 0
+                longest_answer = 0
                 for j, one in enumerate(server.choice_bodies(body)):
                     content = server._content(one)
                     finish = "stop"
@@ -385,12 +406,16 @@ class FakeOpenAIServer:
                             for ch in toks]}
                     choices.append(choice)
                     completion_tokens += max(1, len(content) // 4)
+                    longest_answer = max(longest_answer, max(1, len(content) // 4))
                 with server.lock:
                     server.choices_sent += len(choices)
                 prompt_tokens = sum(len(str(m.get("content", ""))) for m in body.get("messages", [])) // 4
                 with server.lock:
                     server.prompt_tokens_served += prompt_tokens
                     server.completion_tokens_served += completion_tokens
+                decode = server.per_prompt_token * prompt_tokens + server.per_completion_token * longest_answer
+                if decode > 0:
+                    time.sleep(decode)
                 response = {
                     "id": f"chatcmpl-{len(server.requests)}",
                     "object": "chat.completion",
@@ -413,14 +438,23 @@ def main() -> None:
     parser.add_argument("--rate", action="append", default=[], help="fault=rate, e.g. 500=0.2")
     parser.add_argument("--deterministic", action="store_true", help="answer depends only on the request")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds every request takes")
+    parser.add_argument("--per-prompt-token", type=float, default=0.0, help="extra seconds per prompt token")
+    parser.add_argument("--per-completion-token", type=float, default=0.0,
+                        help="extra seconds per token of the longest answer")
+    parser.add_argument("--slots", type=int, default=None, help="requests served at once (the rest queue)")
     parser.add_argument("--ignore-n", action="store_true", help="answer one choice whatever n asks (llama.cpp)")
     args = parser.parse_args()
     rates = {k: float(v) for k, v in (item.split("=", 1) for item in args.rate)}
     with FakeOpenAIServer(port=args.port, seed=args.seed, model=args.model, fault_rates=rates,
                           deterministic=args.deterministic, latency=args.latency,
-                          honour_n=not args.ignore_n) as server:
-        print(f"serving {server.base_url} (latency {args.latency}s, faults {rates or 'none'}); Ctrl-C to stop",
-              flush=True)
+                          per_prompt_token=args.per_prompt_token, per_completion_token=args.per_completion_token,
+                          slots=args.slots, honour_n=not args.ignore_n) as server:
+        timing = f"latency {args.latency}s"
+        if args.per_prompt_token or args.per_completion_token:
+            timing += f" + {args.per_prompt_token}s/prompt token + {args.per_completion_token}s/completion token"
+        if args.slots:
+            timing += f", {args.slots} slots"
+        print(f"serving {server.base_url} ({timing}, faults {rates or 'none'}); Ctrl-C to stop", flush=True)
         try:
             while True:
                 time.sleep(3600)
