@@ -17,6 +17,7 @@ asked for again on its own, exactly as it would have been without ``n``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import random
 import time
@@ -231,17 +232,13 @@ class LLMClient:
         """One logical call: cached, retried and validated. ``schema=None`` asks for free text."""
         await self.ensure_ready()
         json_schema = inline_schema(schema) if schema is not None else None
-        key = cache_key(
-            backend=self.backend.name,
-            model=self.backend.model,
-            messages=messages,
-            schema=json_schema,
-            params={"temperature": temperature, "max_tokens": max_tokens, "seed": self.seed,
-                    "top_logprobs": top_logprobs},
-            sample_index=sample_index,
-        )
+        request = {"model": self.backend.model, "messages": messages, "schema": json_schema,
+                   "params": {"temperature": temperature, "max_tokens": max_tokens, "seed": self.seed,
+                              "top_logprobs": top_logprobs},
+                   "sample_index": sample_index}
+        key = cache_key(backend=self.backend.kind, **request)
         if self.cache is not None:
-            hit = self.cache.get(key)
+            hit = self.cache.get(key, legacy=functools.partial(self._legacy_keys, request))
             if hit is not None:
                 parsed, problem = self._validate(hit.text, schema, check) if schema is not None else (None, None)
                 if problem is None:
@@ -292,12 +289,13 @@ class LLMClient:
         indices = list(dict.fromkeys(sample_indices))
         json_schema = inline_schema(schema)
         params = {"temperature": temperature, "max_tokens": max_tokens, "seed": self.seed, "top_logprobs": None}
-        keys = {i: cache_key(backend=self.backend.name, model=self.backend.model, messages=messages,
-                             schema=json_schema, params=params, sample_index=i) for i in indices}
+        requests = {i: {"model": self.backend.model, "messages": messages, "schema": json_schema, "params": params,
+                        "sample_index": i} for i in indices}
+        keys = {i: cache_key(backend=self.backend.kind, **requests[i]) for i in indices}
         done: dict[int, Answer[T]] = {}
         if self.cache is not None:
             for i in indices:
-                hit = self.cache.get(keys[i])
+                hit = self.cache.get(keys[i], legacy=functools.partial(self._legacy_keys, requests[i]))
                 if hit is None:
                     continue
                 parsed, problem = self._validate(hit.text, schema, check)
@@ -342,6 +340,10 @@ class LLMClient:
             done[i] = Answer(parsed=answer.parsed, text=answer.text, cached=True, prompt_tokens=answer.prompt_tokens,
                              completion_tokens=answer.completion_tokens)
         return [done[i] for i in indices]
+
+    def _legacy_keys(self, request: dict[str, Any]) -> list[str]:
+        """The keys older versions cached this request under (with the server's address in them)."""
+        return [cache_key(backend=alias, **request) for alias in getattr(self.backend, "cache_aliases", ())]
 
     def _batches_samples(self) -> bool:
         return (self.samples_per_request > 1 and isinstance(self.backend, SamplingBackend)

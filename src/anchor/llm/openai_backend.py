@@ -94,6 +94,17 @@ class OpenAICompatibleBackend:
         return f"openai-compatible:{self.base_url}"
 
     @property
+    def kind(self) -> str:
+        """What answers are cached under: not the address, which may change between runs."""
+        return "openai-compatible"
+
+    @property
+    def cache_aliases(self) -> tuple[str, ...]:
+        """Backend names earlier versions keyed cached answers by (the kind and the full base URL),
+        looked up when the current key misses so that existing caches keep working."""
+        return (f"{self.kind}:{self.base_url}",)
+
+    @property
     def _client(self) -> openai.AsyncOpenAI:
         # The SDK's connection pool belongs to the event loop that created it; keep one per loop
         # so callers may use several ``asyncio.run`` calls in one process.
