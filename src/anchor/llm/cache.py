@@ -77,6 +77,12 @@ def cache_key(
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def legacy_keys(backend: object, request: dict[str, Any]) -> list[str]:
+    """The keys older versions cached ``request`` under: ``cache_key`` with each of the backend's
+    ``cache_aliases`` (the server's full address) in place of its kind."""
+    return [cache_key(backend=alias, **request) for alias in getattr(backend, "cache_aliases", ())]
+
+
 class ResponseCache:
     """Key-value store of validated LLM answers, safe for threads and for several processes."""
 

@@ -29,7 +29,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from anchor.llm.base import Backend, Message, MultiCompletion, RawCompletion, SamplingBackend, TokenLogprob
-from anchor.llm.cache import CachedResponse, ResponseCache, cache_key
+from anchor.llm.cache import CachedResponse, ResponseCache, cache_key, legacy_keys
 from anchor.llm.errors import (
     FatalBackendError,
     LLMOutputError,
@@ -238,7 +238,7 @@ class LLMClient:
                    "sample_index": sample_index}
         key = cache_key(backend=self.backend.kind, **request)
         if self.cache is not None:
-            hit = self.cache.get(key, legacy=functools.partial(self._legacy_keys, request))
+            hit = self.cache.get(key, legacy=functools.partial(legacy_keys, self.backend, request))
             if hit is not None:
                 parsed, problem = self._validate(hit.text, schema, check) if schema is not None else (None, None)
                 if problem is None:
@@ -295,7 +295,7 @@ class LLMClient:
         done: dict[int, Answer[T]] = {}
         if self.cache is not None:
             for i in indices:
-                hit = self.cache.get(keys[i], legacy=functools.partial(self._legacy_keys, requests[i]))
+                hit = self.cache.get(keys[i], legacy=functools.partial(legacy_keys, self.backend, requests[i]))
                 if hit is None:
                     continue
                 parsed, problem = self._validate(hit.text, schema, check)
@@ -340,10 +340,6 @@ class LLMClient:
             done[i] = Answer(parsed=answer.parsed, text=answer.text, cached=True, prompt_tokens=answer.prompt_tokens,
                              completion_tokens=answer.completion_tokens)
         return [done[i] for i in indices]
-
-    def _legacy_keys(self, request: dict[str, Any]) -> list[str]:
-        """The keys older versions cached this request under (with the server's address in them)."""
-        return [cache_key(backend=alias, **request) for alias in getattr(self.backend, "cache_aliases", ())]
 
     def _batches_samples(self) -> bool:
         return (self.samples_per_request > 1 and isinstance(self.backend, SamplingBackend)
