@@ -10,7 +10,8 @@ Faults are drawn per request from ``faults`` (a queue consumed first) and ``faul
 ``garbage`` (content that is not JSON), ``truncated`` (cut content, ``finish_reason=length``),
 ``violation`` (JSON that breaks the schema), ``slow`` (sleeps ``slow_seconds``), ``drop`` (closes
 the connection without answering), ``echo_auth`` (HTTP 500 whose message quotes the Authorization
-header, to check that secrets are scrubbed).
+header, to check that secrets are scrubbed), ``reject_auth`` (HTTP 401 quoting it, as hosted APIs
+quote a wrong key).
 
 Like a served model it can take its time: ``latency`` seconds per request (each request waits on
 its own thread, so concurrent requests overlap as on a batching server). A fixed latency hides
@@ -363,10 +364,11 @@ class FakeOpenAIServer:
                 if fault == "500":
                     self._send(500, b'{"error": {"message": "injected server error"}}')
                     return
-                if fault == "echo_auth":
+                if fault in ("echo_auth", "reject_auth"):
                     # A careless server that quotes the credentials it was sent in its error message.
                     auth = self.headers.get("Authorization", "")
-                    self._send(500, json.dumps({"error": {"message": f"bad gateway for {auth}"}}).encode())
+                    status, message = (500, "bad gateway for") if fault == "echo_auth" else (401, "invalid key in")
+                    self._send(status, json.dumps({"error": {"message": f"{message} {auth}"}}).encode())
                     return
                 if fault == "429":
                     self._send(429, b'{"error": {"message": "injected rate limit"}}',

@@ -162,6 +162,11 @@ class BuildParams(_Model):
     check_relevance: bool = True
     vote_samples: int = Field(default=3, ge=1, description="m: self-consistency samples per factor label.")
     vote_batch_size: int = Field(default=8, ge=1, description="Factors labelled per LLM call.")
+    # Sampling temperatures (not given in the paper): abduction high enough that successive rounds
+    # keep finding new factors, votes moderate so that the m samples can disagree.
+    abduction_temperature: float = Field(default=0.9, ge=0, le=2,
+                                         description="Temperature of the sentence generation in each abduction round.")
+    vote_temperature: float = Field(default=0.7, ge=0, le=2, description="Temperature of the m label votes.")
     cluster: bool = True
     prune: bool = True
     seed: int = 0

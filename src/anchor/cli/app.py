@@ -7,6 +7,7 @@ command modules never import this one.
 from __future__ import annotations
 
 import sys
+import traceback
 from typing import Any
 
 import typer
@@ -24,6 +25,7 @@ except ImportError:  # pragma: no cover - older typer uses click's
 from anchor.cli import analyze, backend, build, cost, evaluate
 from anchor.cli import audit as audit_cli
 from anchor.cli.console import fail, set_invocation
+from anchor.secrets import scrub
 
 
 class _OneLineErrors(TyperGroup):
@@ -50,6 +52,11 @@ class _OneLineErrors(TyperGroup):
             sys.exit(exc.exit_code)
         except Abort:
             fail("aborted", code=1)
+            sys.exit(1)
+        except Exception as exc:
+            # A bug, or any error under ANCHOR_DEBUG: the traceback as Python prints it, but scrubbed,
+            # since chained exceptions quote what a server sent back (an API key, a URL's password).
+            sys.stderr.write(scrub("".join(traceback.format_exception(exc))))
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
 

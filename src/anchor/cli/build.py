@@ -262,7 +262,7 @@ def demo(
         engine = Anchor(settings=settings, config=AnchorConfig(build=params))
         if not json_out:
             err.print(Rule("ANCHOR demo: cooking noodles in hot vs warm water"))
-            err.print(f"LLM: {'server ' + str(settings.base_url) if settings.uses_server else 'embedded SmolLM2-135M'}"
+            err.print(f"LLM: {'server ' + str(settings.shown_base_url) if settings.uses_server else 'embedded SmolLM2-135M'}"
                       f"; build sizes: n_target={params.n_target}, b={params.batch_size}, "
                       f"max_rounds={params.max_rounds}")
 

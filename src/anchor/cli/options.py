@@ -328,6 +328,10 @@ class BuildOptions:
                                                  bound=(BuildParams, "dedup_threshold"),
                                                  help="Cosine similarity from which a new factor is a "
                                                       "duplicate.")] = None
+    abduction_temperature: Annotated[float | None, opt("--abduction-temperature", panel=BUILD_PANEL, help=(
+        "Sampling temperature of each abduction round's sentences."), bound=(BuildParams, "abduction_temperature"))] = None
+    vote_temperature: Annotated[float | None, opt("--vote-temperature", panel=BUILD_PANEL, help=(
+        "Sampling temperature of the m label votes."), bound=(BuildParams, "vote_temperature"))] = None
     no_cluster: Annotated[bool, opt("--no-cluster", panel=BUILD_PANEL, show_default=False, help=(
         "'w/o cluster' ablation: one flat factor group, no UMAP/HDBSCAN."))] = False
     no_prune: Annotated[bool, opt("--no-prune", panel=BUILD_PANEL, show_default=False,
@@ -336,6 +340,7 @@ class BuildOptions:
     FIELDS: typing.ClassVar[dict[str, str]] = {
         "n_target": "n_target", "batch_size": "batch_size", "max_rounds": "max_rounds", "patience": "patience",
         "vote_samples": "vote_samples", "vote_batch": "vote_batch_size", "dedup_threshold": "dedup_threshold",
+        "abduction_temperature": "abduction_temperature", "vote_temperature": "vote_temperature",
     }
 
     def params(self, base: BuildParams | None = None, *, seed: int = 0) -> BuildParams:
@@ -366,6 +371,8 @@ class MappingOptions:
                                       help="R: independent LLM selections that vote.")] = None
     vote_ratio: Annotated[float | None, opt("--vote-ratio", panel=MAP_PANEL, bound=(MappingConfig, "vote_ratio"),
                                             help="Keep factors with at least ceil(ratio x R) votes.")] = None
+    selection_temperature: Annotated[float | None, opt("--selection-temperature", panel=MAP_PANEL, help=(
+        "Sampling temperature of the R selections."), bound=(MappingConfig, "selection_temperature"))] = None
     no_reflection: Annotated[bool, opt("--no-reflection", panel=MAP_PANEL, show_default=False,
                                        help="Skip the reflection pass after the vote.")] = False
     no_hierarchy: Annotated[bool, opt("--no-hierarchy", panel=MAP_PANEL, show_default=False, help=(
@@ -376,6 +383,7 @@ class MappingOptions:
 
     FIELDS: typing.ClassVar[dict[str, str]] = {
         "k1": "k1", "k2": "k2", "alpha": "alpha", "rounds": "rounds", "vote_ratio": "vote_ratio",
+        "selection_temperature": "selection_temperature",
     }
 
     def config(self) -> MappingConfig:
@@ -409,6 +417,8 @@ class InferenceOptions:
     max_latents: Annotated[int | None, opt("--max-latents", panel=INFER_PANEL,
                                            bound=(InferenceConfig, "max_latents"),
                                            help="Most latent concepts the LLM may form per condition.")] = None
+    elicit_temperature: Annotated[float | None, opt("--elicit-temperature", panel=INFER_PANEL, help=(
+        "Sampling temperature of the phi and latent-parameter elicitation."), bound=(InferenceConfig, "temperature"))] = None
     no_cbn: Annotated[bool, opt("--no-cbn", panel=INFER_PANEL, show_default=False,
                                 help="'w/o cbn' ablation: Naive Bayes only.")] = False
     no_nb: Annotated[bool, opt("--no-nb", panel=INFER_PANEL, show_default=False,
@@ -420,7 +430,7 @@ class InferenceOptions:
 
     FIELDS: typing.ClassVar[dict[str, str]] = {
         "w_nb": "w_nb", "w_cbn": "w_cbn", "tau": "tau", "eps": "eps", "smoothing": "smoothing",
-        "max_latents": "max_latents",
+        "max_latents": "max_latents", "elicit_temperature": "temperature",
     }
 
     def config(self) -> InferenceConfig:

@@ -46,7 +46,8 @@ class InferenceConfig(BaseModel):
     w_cbn: float = Field(default=0.5, ge=0)
     eps: float = Field(default=0.01, ge=0, lt=0.5, description="Elicited probabilities are clipped to [eps, 1-eps].")
     smoothing: float = Field(default=0.5, ge=0, description="Laplace smoothing for label-count latent CPTs.")
-    temperature: float = Field(default=0.5, ge=0, le=2)
+    temperature: float = Field(default=0.5, ge=0, le=2, description="Temperature of the phi and latent-parameter "
+                                                                     "elicitation (the paper's 0.5).")
     max_latents: int = Field(default=5, ge=1)
     tau: float = Field(default=0.0, ge=0, le=1, description="Unknown when max(P(O1), P(O2)) < tau.")
 

@@ -41,7 +41,11 @@ class Backend(Protocol):
     ``FatalBackendError`` for the rest; the client owns retries, caching and validation.
     """
 
+    #: Shown in messages and recorded with artefacts; never carries credentials.
     name: str
+    #: The kind of backend (not its address): part of every cache key, so that a server and the
+    #: embedded model never share answers while a server that moved to another port still does.
+    kind: str
     model: str
     #: Most requests worth running at once against this backend.
     max_parallel: int

@@ -14,6 +14,7 @@ import sqlite3
 import threading
 import time
 import warnings
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,8 @@ CREATE TABLE IF NOT EXISTS responses (
     created REAL NOT NULL
 )
 """
+
+_SELECT = "SELECT text, prompt_tokens, completion_tokens, logprobs FROM responses WHERE key = ?"
 
 
 def default_cache_dir() -> Path:
@@ -57,7 +60,10 @@ def cache_key(
     params: dict[str, Any],
     sample_index: int,
 ) -> str:
-    """Stable hash of everything that determines an answer. Never includes credentials."""
+    """Stable hash of everything that determines an answer. ``backend`` is the backend's kind, not
+    its address: the same model answers the same way wherever it listens (the client keeps looking
+    under the keys that older versions made with the full base URL, see ``ResponseCache.get``).
+    Never includes credentials."""
     payload = {
         "v": 1,
         "backend": backend,
@@ -69,6 +75,12 @@ def cache_key(
     }
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def legacy_keys(backend: object, request: dict[str, Any]) -> list[str]:
+    """The keys older versions cached ``request`` under: ``cache_key`` with each of the backend's
+    ``cache_aliases`` (the server's full address) in place of its kind."""
+    return [cache_key(backend=alias, **request) for alias in getattr(backend, "cache_aliases", ())]
 
 
 class ResponseCache:
@@ -102,11 +114,17 @@ class ResponseCache:
         conn.execute("SELECT count(*) FROM responses LIMIT 1").fetchone()
         return conn
 
-    def get(self, key: str) -> CachedResponse | None:
+    def get(self, key: str, *, legacy: Callable[[], Iterable[str]] | None = None) -> CachedResponse | None:
+        """The answer stored under ``key``. On a miss, the first found under one of the ``legacy``
+        keys (how an earlier version keyed the same request), which is then copied under ``key``."""
         with self._lock:
-            row = self._conn.execute(
-                "SELECT text, prompt_tokens, completion_tokens, logprobs FROM responses WHERE key = ?", (key,)
-            ).fetchone()
+            row = self._conn.execute(_SELECT, (key,)).fetchone()
+            for old in legacy() if row is None and legacy is not None else ():
+                row = self._conn.execute(_SELECT, (old,)).fetchone()
+                if row is not None:
+                    self._conn.execute("INSERT OR IGNORE INTO responses SELECT ?, stage, text, prompt_tokens, "
+                                       "completion_tokens, logprobs, created FROM responses WHERE key = ?", (key, old))
+                    break
         if row is None:
             return None
         logprobs = None

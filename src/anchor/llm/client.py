@@ -17,6 +17,7 @@ asked for again on its own, exactly as it would have been without ``n``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import random
 import time
@@ -28,7 +29,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from anchor.llm.base import Backend, Message, MultiCompletion, RawCompletion, SamplingBackend, TokenLogprob
-from anchor.llm.cache import CachedResponse, ResponseCache, cache_key
+from anchor.llm.cache import CachedResponse, ResponseCache, cache_key, legacy_keys
 from anchor.llm.errors import (
     FatalBackendError,
     LLMOutputError,
@@ -231,17 +232,13 @@ class LLMClient:
         """One logical call: cached, retried and validated. ``schema=None`` asks for free text."""
         await self.ensure_ready()
         json_schema = inline_schema(schema) if schema is not None else None
-        key = cache_key(
-            backend=self.backend.name,
-            model=self.backend.model,
-            messages=messages,
-            schema=json_schema,
-            params={"temperature": temperature, "max_tokens": max_tokens, "seed": self.seed,
-                    "top_logprobs": top_logprobs},
-            sample_index=sample_index,
-        )
+        request = {"model": self.backend.model, "messages": messages, "schema": json_schema,
+                   "params": {"temperature": temperature, "max_tokens": max_tokens, "seed": self.seed,
+                              "top_logprobs": top_logprobs},
+                   "sample_index": sample_index}
+        key = cache_key(backend=self.backend.kind, **request)
         if self.cache is not None:
-            hit = self.cache.get(key)
+            hit = self.cache.get(key, legacy=functools.partial(legacy_keys, self.backend, request))
             if hit is not None:
                 parsed, problem = self._validate(hit.text, schema, check) if schema is not None else (None, None)
                 if problem is None:
@@ -292,12 +289,13 @@ class LLMClient:
         indices = list(dict.fromkeys(sample_indices))
         json_schema = inline_schema(schema)
         params = {"temperature": temperature, "max_tokens": max_tokens, "seed": self.seed, "top_logprobs": None}
-        keys = {i: cache_key(backend=self.backend.name, model=self.backend.model, messages=messages,
-                             schema=json_schema, params=params, sample_index=i) for i in indices}
+        requests = {i: {"model": self.backend.model, "messages": messages, "schema": json_schema, "params": params,
+                        "sample_index": i} for i in indices}
+        keys = {i: cache_key(backend=self.backend.kind, **requests[i]) for i in indices}
         done: dict[int, Answer[T]] = {}
         if self.cache is not None:
             for i in indices:
-                hit = self.cache.get(keys[i])
+                hit = self.cache.get(keys[i], legacy=functools.partial(legacy_keys, self.backend, requests[i]))
                 if hit is None:
                     continue
                 parsed, problem = self._validate(hit.text, schema, check)

@@ -110,6 +110,10 @@ class LocalLlamaBackend:
 
     @property
     def name(self) -> str:
+        return self.kind
+
+    @property
+    def kind(self) -> str:
         return "embedded-llama.cpp"
 
     @property

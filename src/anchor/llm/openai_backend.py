@@ -23,7 +23,7 @@ from anchor.llm.errors import (
     RequestRejected,
     TransientBackendError,
 )
-from anchor.secrets import register, scrub
+from anchor.secrets import display_url, register, register_url, scrub
 
 log = logging.getLogger("anchor.llm")
 
@@ -73,7 +73,11 @@ class OpenAICompatibleBackend:
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ConfigurationError(f"base URL must start with http:// or https://, got {base_url!r}")
-        self.base_url = base_url.rstrip("/")
+        # The URL as given goes to the SDK only; everything shown or stored uses ``url``, which
+        # carries no credentials (user:password@, ?key=...).
+        self._base_url = base_url.rstrip("/")
+        register_url(self._base_url)
+        self.url = display_url(self._base_url)
         self._model = model
         self.max_parallel = max_parallel
         self.strict_schema = strict_schema
@@ -91,7 +95,18 @@ class OpenAICompatibleBackend:
 
     @property
     def name(self) -> str:
-        return f"openai-compatible:{self.base_url}"
+        return f"{self.kind}:{self.url}"
+
+    @property
+    def kind(self) -> str:
+        """What answers are cached under: not the address, which may change between runs."""
+        return "openai-compatible"
+
+    @property
+    def cache_aliases(self) -> tuple[str, ...]:
+        """Backend names earlier versions keyed cached answers by (the kind and the full base URL),
+        looked up when the current key misses so that existing caches keep working."""
+        return (f"{self.kind}:{self._base_url}",)
 
     @property
     def _client(self) -> openai.AsyncOpenAI:
@@ -103,7 +118,7 @@ class OpenAICompatibleBackend:
         client = self._clients.get(loop_id)
         if client is None:
             # Local servers ignore the key, but the SDK insists on having one.
-            client = openai.AsyncOpenAI(base_url=self.base_url, api_key=self._api_key or "not-needed",
+            client = openai.AsyncOpenAI(base_url=self._base_url, api_key=self._api_key or "not-needed",
                                         timeout=self._timeout, max_retries=0)
             self._clients[loop_id] = client
         return client
@@ -127,14 +142,14 @@ class OpenAICompatibleBackend:
         try:
             page = await self._client.models.list()
         except openai.APIConnectionError as exc:
-            raise ConfigurationError(f"cannot reach {self.base_url}: {exc}") from exc
+            raise ConfigurationError(f"cannot reach {self.url}: {scrub(str(exc))}") from exc
         except openai.APIStatusError as exc:
             raise ConfigurationError(
-                f"{self.base_url} did not list its models (HTTP {exc.status_code}); pass --model"
+                f"{self.url} did not list its models (HTTP {exc.status_code}); pass --model"
             ) from exc
         ids = [m.id for m in page.data]
         if not ids:
-            raise ConfigurationError(f"{self.base_url} lists no models; pass --model")
+            raise ConfigurationError(f"{self.url} lists no models; pass --model")
         self._model = ids[0]
         return self._model
 
@@ -195,7 +210,7 @@ class OpenAICompatibleBackend:
     def _learn_n(self, honoured: bool, how: str) -> None:
         if self.honours_n is None and not honoured:
             log.warning("%s does not honour n (%s); asking for self-consistency samples one request at a time",
-                        self.base_url, how)
+                        self.url, how)
         if self.honours_n is None or not honoured:
             self.honours_n = honoured
 
@@ -304,7 +319,7 @@ class OpenAICompatibleBackend:
             return False
         self.format_mode = FORMAT_MODES[i + 1]
         log.warning("%s rejected the structured-output request; falling back to response_format mode %r",
-                    self.base_url, self.format_mode)
+                    self.url, self.format_mode)
         return True
 
     def _raise(self, exc: openai.APIStatusError) -> None:
@@ -315,13 +330,13 @@ class OpenAICompatibleBackend:
                 f"HTTP {status}: {detail}", retry_after=_retry_after_seconds(exc.response.headers), kind=f"http_{status}"
             ) from exc
         if status in (401, 403):
-            raise FatalBackendError(f"HTTP {status} from {self.base_url}: check the API key ({detail})") from exc
+            raise FatalBackendError(f"HTTP {status} from {self.url}: check the API key ({detail})") from exc
         if status == 404:
             raise FatalBackendError(
-                f"HTTP 404 from {self.base_url}: wrong base URL (it usually ends in /v1) or unknown "
+                f"HTTP 404 from {self.url}: wrong base URL (it usually ends in /v1) or unknown "
                 f"model {self.model!r} ({detail})"
             ) from exc
-        raise RequestRejected(f"HTTP {status} from {self.base_url}: {detail}") from exc
+        raise RequestRejected(f"HTTP {status} from {self.url}: {detail}") from exc
 
     async def aclose(self) -> None:
         import asyncio

@@ -43,6 +43,7 @@ class ScriptedBackend:
 
     responder: Responder
     name: str = "scripted"
+    kind: str = "scripted"
     model: str = "scripted-model"
     max_parallel: int = 4
     requests: list[ScriptedRequest] = field(default_factory=list)

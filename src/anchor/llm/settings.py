@@ -13,7 +13,7 @@ from anchor.llm.client import LLMClient
 from anchor.llm.context import DEFAULT_SERVER_CONTEXT_TOKENS
 from anchor.llm.errors import ConfigurationError
 from anchor.llm.ledger import CostLedger
-from anchor.secrets import scrub
+from anchor.secrets import display_url
 
 ENV_BASE_URL = "ANCHOR_LLM_BASE_URL"
 ENV_MODEL = "ANCHOR_LLM_MODEL"
@@ -88,6 +88,11 @@ class LLMSettings(BaseModel):
         return bool(self.base_url)
 
     @property
+    def shown_base_url(self) -> str | None:
+        """The base URL as it may be printed or stored: without credentials or secret query values."""
+        return display_url(self.base_url) if self.base_url else None
+
+    @property
     def effective_context_tokens(self) -> int:
         """The context window prompts are fitted to: the setting, or the backend's default."""
         if self.context_tokens is not None:
@@ -110,7 +115,7 @@ class LLMSettings(BaseModel):
         """Safe to print or store: no secrets."""
         return {
             "backend": "openai-compatible" if self.uses_server else "embedded",
-            "base_url": scrub(self.base_url) if self.base_url else None,
+            "base_url": self.shown_base_url,
             "model": self.model,
             "api_key": "set" if self.api_key else None,
             "cache": str(self.resolved_cache_dir()) if self.use_cache else None,

@@ -21,6 +21,8 @@ class MappingConfig(BaseModel):
     alpha: float = Field(default=0.5, ge=0, le=1, description="Theme weight in a cluster prototype.")
     rounds: int = Field(default=3, ge=1, description="R: independent LLM selections.")
     vote_ratio: float = Field(default=0.5, gt=0, le=1)
+    selection_temperature: float = Field(default=0.7, ge=0, le=2, description=(
+        "Temperature of the R selections (not given in the paper): high enough that they can disagree."))
     reflection: bool = True
     hierarchical: bool = Field(default=True, description="False = the 'w/o hierarchy' ablation (flat KNN).")
     metric: str = Field(default="euclidean", pattern="^(euclidean|cosine)$")

@@ -100,7 +100,7 @@ class ConditionMapper:
         # The R selections are samples of one prompt: one request for all of them where the
         # server honours n, each cached under its own sample index either way.
         answers = await self.client.ask_samples(prompts.SELECT_FACTORS, schema=schema, samples=c.rounds,
-                                                **fitted.values)
+                                                temperature=c.selection_temperature, **fitted.values)
         selections = [answer.selected for answer in answers]  # type: ignore[attr-defined]
         votes = {cand.factor_id: 0 for cand in candidates}
         invalid = 0

@@ -97,6 +97,7 @@ class Abductor:
             prompts.GENERATE_SENTENCES,
             schema=prompts.text_list_schema("Sentences", "sentences", b, 240),
             sample_index=t,
+            temperature=self.params.abduction_temperature,
             scenario=scenario.text or "(none)", outcome1=scenario.outcome1, outcome2=scenario.outcome2,
             known="; ".join(shown) if shown else "none yet", n=b,
         )

@@ -58,7 +58,7 @@ class FactorSpaceBuilder:
             texts = abduced.factors
 
             votes = await vote_labels(self.client, scenario, texts, samples=p.vote_samples,
-                                      batch_size=p.vote_batch_size, report=report)
+                                      batch_size=p.vote_batch_size, temperature=p.vote_temperature, report=report)
             factors = [
                 Factor(id=f"f{i + 1:03d}", text=text, label=v.majority(), votes=v, round=r)
                 for i, (text, v, r) in enumerate(zip(texts, votes, abduced.found_in_round, strict=True))

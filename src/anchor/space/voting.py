@@ -23,9 +23,10 @@ async def vote_labels(
     *,
     samples: int = 3,
     batch_size: int = 8,
+    temperature: float | None = None,
     report: Reporter = silent,
 ) -> list[LabelVotes]:
-    """Vote counts per factor, in input order."""
+    """Vote counts per factor, in input order; ``temperature`` None keeps the prompt's."""
     if samples < 1 or batch_size < 1:
         raise ValueError("samples and batch_size must be >= 1")
     batches = [list(range(i, min(i + batch_size, len(factors)))) for i in range(0, len(factors), batch_size)]
@@ -37,7 +38,7 @@ async def vote_labels(
         nonlocal done
         schema = prompts.keyed_schema("Votes", len(batch), "label")
         answers = await client.ask_samples(
-            prompts.VOTE_LABELS, schema=schema, samples=samples,
+            prompts.VOTE_LABELS, schema=schema, samples=samples, temperature=temperature,
             scenario=scenario.text or "(none)", outcome1=scenario.outcome1, outcome2=scenario.outcome2,
             factors=prompts.numbered([factors[i] for i in batch], keys=True),
         )

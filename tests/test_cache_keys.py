@@ -1,0 +1,114 @@
+"""Cached answers are keyed by what determines them (backend kind, model, request, sample, seed),
+not by where the server listens: another port or host name reuses them, caches written by earlier
+versions (whose keys held the full base URL) keep working, and a server never shares answers with
+the embedded model."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from anchor.cli import app
+from anchor.llm.cache import CachedResponse, ResponseCache
+from anchor.llm.client import LLMClient, run_sync
+from anchor.llm.ledger import CostLedger
+from anchor.llm.openai_backend import OpenAICompatibleBackend
+from anchor.llm.prompt import PromptSpec
+from anchor.llm.scripted import ScriptedBackend
+from anchor.llm.structured import inline_schema
+from anchor.prompts import VerbalProbability
+from tests.fakeserver import FakeOpenAIServer
+from tests.run_helpers import eval_args, predictions_of
+
+runner = CliRunner()
+QUESTION = PromptSpec(stage="test.question", system="Answer in JSON.", schema=VerbalProbability, max_tokens=24,
+                      user="How likely is {what}?")
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    for name in list(os.environ):
+        if name.startswith("ANCHOR_"):
+            monkeypatch.delenv(name)
+
+
+def old_cache_key(base_url: str, messages: list, schema: dict | None, params: dict, sample: int) -> str:
+    """The key as anchor computed it before keys left the address out (a copy of that code)."""
+    payload = {"v": 1, "backend": f"openai-compatible:{base_url}", "model": "fake-model", "messages": messages,
+               "schema": schema, "params": params, "sample": sample}
+    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def server_client(url: str, cache: ResponseCache) -> LLMClient:
+    return LLMClient(OpenAICompatibleBackend(url, "fake-model"), cache=cache, ledger=CostLedger())
+
+
+def test_cache_written_with_the_old_keys_is_read_without_requests(tmp_path):
+    cache = ResponseCache(tmp_path / "responses.sqlite")
+    schema = inline_schema(VerbalProbability)
+    with FakeOpenAIServer(deterministic=True) as first, FakeOpenAIServer(deterministic=True) as second:
+        url = first.base_url.replace("http://", "http://user:pw-1234@")  # old keys held the URL as given
+        one = QUESTION.render(what="rain")
+        cache.put(old_cache_key(url, one, schema, {"temperature": 0.0, "max_tokens": 24, "seed": 0,
+                                                   "top_logprobs": None}, 0),
+                  "test.question", CachedResponse(text='{"probability": 0.125}', prompt_tokens=9, completion_tokens=3))
+        three = QUESTION.render(what="snow")
+        for i in range(3):
+            cache.put(old_cache_key(url, three, schema, {"temperature": 0.7, "max_tokens": 24, "seed": 0,
+                                                         "top_logprobs": None}, i),
+                      "test.question", CachedResponse(text=json.dumps({"probability": i / 10}), prompt_tokens=9,
+                                                      completion_tokens=3))
+
+        client = server_client(url, cache)
+        assert run_sync(client.ask(QUESTION, what="rain"), client).probability == 0.125
+        samples = run_sync(client.ask_samples(QUESTION, samples=3, temperature=0.7, what="snow"), client)
+        assert [s.probability for s in samples] == [0.0, 0.1, 0.2]
+        assert first.completions == 0 and client.ledger.total().cache_hits == 4
+
+        # Found under the old key, the answers were stored under the new one: a server at another
+        # port, reached by another host name, gets no request either.
+        moved = server_client(second.base_url.replace("127.0.0.1", "localhost"), cache)
+        assert run_sync(moved.ask(QUESTION, what="rain"), moved).probability == 0.125
+        samples = run_sync(moved.ask_samples(QUESTION, samples=3, temperature=0.7, what="snow"), moved)
+        assert [s.probability for s in samples] == [0.0, 0.1, 0.2]
+        assert second.completions == 0
+
+        # A request that was never cached still goes to the server.
+        run_sync(moved.ask(QUESTION, what="hail"), moved)
+        assert second.completions == 1
+
+
+def test_the_embedded_model_and_a_server_do_not_share_answers(tmp_path):
+    cache = ResponseCache(tmp_path / "responses.sqlite")
+    with FakeOpenAIServer(deterministic=True) as server:
+        client = server_client(server.base_url, cache)
+        run_sync(client.ask(QUESTION, what="rain"), client)
+    embedded = ScriptedBackend(lambda request: {"probability": 0.5}, name="embedded-llama.cpp",
+                               kind="embedded-llama.cpp", model="fake-model")
+    local = LLMClient(embedded, cache=cache, ledger=CostLedger())
+    assert run_sync(local.ask(QUESTION, what="rain"), local).probability == 0.5
+    assert len(embedded.requests) == 1
+
+
+def test_eval_into_a_new_run_after_a_port_change_makes_no_request(tmp_path):
+    cache = tmp_path / "cache"
+    common = ["--dataset", "today", "--method", "vanilla", "--limit", "2"]
+    with FakeOpenAIServer(deterministic=True) as first:
+        result = runner.invoke(app, eval_args(first, cache, tmp_path / "a", *common))
+        assert result.exit_code == 0, (result.stderr, result.exception)
+        assert first.completions > 0
+    for out, host in (("b", "127.0.0.1"), ("c", "localhost")):
+        with FakeOpenAIServer(deterministic=True) as other:
+            args = eval_args(other, cache, tmp_path / out, *common)
+            args[args.index("--base-url") + 1] = other.base_url.replace("127.0.0.1", host)
+            result = runner.invoke(app, args)
+            assert result.exit_code == 0, (result.stderr, result.exception)
+            assert other.completions == 0, host
+    answers = [{p.id: p.p_outcome1 for p in predictions_of(tmp_path / out)} for out in "abc"]
+    assert len(answers[0]) == 2 and None not in answers[0].values()
+    assert answers[0] == answers[1] == answers[2]
