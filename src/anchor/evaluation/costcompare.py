@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field, ValidationError
 
-from anchor.evaluation.attribution import RUN_LEVEL, by_scenario, critical_paths, scenario_of, scope_scenarios
+from anchor.evaluation.attribution import RUN_LEVEL, by_scenario, critical_paths, scope_scenarios
 from anchor.evaluation.datasets import DatasetError
 from anchor.evaluation.results import Prediction, RunConfig
 from anchor.evaluation.sampling import SampleError
@@ -133,10 +133,6 @@ class RunCost:
     def name(self) -> str:
         return self.config.method + (f" --stage {self.config.stage}" if self.config.stage else "")
 
-    def group(self, record: CallRecord) -> str:
-        """The scenario a request served ("(run)" for run-level requests of older run directories)."""
-        return scenario_of(record.scope, self.scopes)
-
 
 def _load_records(path: Path) -> list[CallRecord]:
     out = []
@@ -225,11 +221,10 @@ def _side(run: RunCost) -> dict[str, Any]:
         for ph in PHASES}
     total = figures(recs)
     wall_per_scenario = sum(f.seconds for f in scen.values()) / per
-    own = [paths[g] for g in run.scenarios]
+    own = [p for g in run.scenarios if (p := paths[g]) is not None]
     mean = None
-    if own and all(p is not None for p in own):
-        mean = MeanPath(requests=sum(p.requests for p in own) / len(own),  # type: ignore[union-attr]
-                     seconds=sum(p.seconds for p in own) / len(own))  # type: ignore[union-attr]
+    if own and len(own) == len(run.scenarios):  # a mean only when every scenario's path was recorded
+        mean = MeanPath(requests=sum(p.requests for p in own) / len(own), seconds=sum(p.seconds for p in own) / len(own))
     return {"total": total, "phases": by_phase, "stages": by_stage, "scenarios": scen, "per": per,
             "phase_seconds": phase_seconds, "wall_per_scenario": wall_per_scenario, "paths": paths,
             "mean_path": mean}
