@@ -33,6 +33,7 @@ def main() -> None:
         ("bench_throughput.py", []),  # its own local test server: the point is a known 200 ms latency
         ("bench_bird.py", llm),
         ("bench_cost_compare.py", []),  # ANCHOR vs BIRD against the local test server with a fixed latency
+        ("bench_speed.py", []),  # the same per scenario with the critical path, fixed and token-proportional latency
         ("bench_long_condition.py", llm),
     ]
     failed = []

@@ -154,6 +154,11 @@ def test_costs_per_stage(built):
     assert sum(c.llm_calls for c in space.cost) == len(client.backend.requests)
     assert space.llm.backend == "scripted" and space.llm.model == "scripted-model"
     assert {"embedding", "clustering", "total_wall"} <= set(space.compute_seconds)
+    # The build's critical path is the longest chain stamped on its requests: voting batches and
+    # themes go out side by side, so it is much shorter than the number of requests.
+    longest = max((r.chain_requests, r.chain_seconds) for r in client.ledger.records if r.outcome != "cache_hit")
+    assert (space.critical_path.requests, space.critical_path.seconds) == longest
+    assert space.critical_path.requests < sum(c.llm_calls for c in space.cost)
 
 
 def test_clustering_stats(built):

@@ -95,3 +95,18 @@ def test_a_task_hands_its_chain_back_with_traced_and_merge():
 def test_longer_prefers_seconds_then_requests():
     assert Chain(1, 5.0).longer(Chain(9, 4.0)) == Chain(1, 5.0)
     assert Chain(2, 1.0).longer(Chain(3, 1.0)) == Chain(3, 1.0)
+
+
+def test_since_is_the_chain_added_after_a_point():
+    async def two_in_a_row() -> None:
+        await _request(0.5)
+        await _request(0.5)
+
+    async def work() -> Chain:
+        chain.reset()
+        await _request(1.0)
+        start = chain.current()
+        await chain.gather(_request(2.0), two_in_a_row())
+        return chain.since(start)
+
+    assert asyncio.run(work()) == Chain(1, 2.0)

@@ -106,8 +106,9 @@ def test_reuse_of_spaces_built_otherwise_is_refused(tmp_path):
 
 
 def test_cost_is_exact_after_a_kill_and_resume(tmp_path):
-    """Killed while a request is being answered, then resumed: the run directory still counts every
-    request the server received exactly once (calls.jsonl records each request when it is sent)."""
+    """Killed while a request is being answered, then resumed: every request is counted once, and the
+    one cut off by the kill is counted apart as interrupted (not as a failed attempt): the server did
+    receive it, but the run cannot know its answer or tokens, only its prompt's estimated size."""
     with FakeOpenAIServer(deterministic=True, fault_rates={"slow": 1.0}, slow_seconds=0.3) as server:
         out = tmp_path / "run"
         cmd = [sys.executable, "-c", "from anchor.cli import main; main()", *eval_args(
@@ -128,8 +129,22 @@ def test_cost_is_exact_after_a_kill_and_resume(tmp_path):
         assert resumed.returncode == 0, resumed.stderr[-2000:]
         time.sleep(0.4)  # let the killed request finish on the server side
         metrics = metrics_of(out)
-        assert metrics.cost["total"].llm_calls == server.completions
+        total = metrics.cost["total"]
+        assert (total.interrupted, total.failed_attempts) == (1, 0)
+        assert total.llm_calls + total.interrupted == server.completions
+        # The server counted the interrupted request's tokens; the client knows only its prompt's estimate
+        # (an upper one), and that of the answer nothing.
+        extra = server.prompt_tokens_served - total.prompt_tokens
+        assert 0 < extra <= total.interrupted_prompt_tokens
+        assert total.completion_tokens < server.completion_tokens_served
+        assert "1 interrupted by a kill" in metrics.cost_scope
         assert len({(p.run, p.id) for p in predictions_of(out)}) == 3
+    doc = json.loads(runner.invoke(app, ["cost", str(out), str(out), "--json"]).stdout)
+    assert (doc["a"]["requests"], doc["a"]["interrupted"], doc["a"]["failed_attempts"]) == (total.llm_calls, 1, 0)
+    assert "and 1 request(s) interrupted by a kill" in runner.invoke(app, ["cost", str(out), str(out)]).stdout
+    assert runner.invoke(app, ["report", str(out), "--no-html"]).exit_code == 0
+    table = (out / "report.md").read_text()
+    assert "| Calls | Failed | Interrupted |" in table and f"| **{total.llm_calls}** | 0 | 1 |" in table
 
 
 # --------------------------------------------------------------------------- one failed side

@@ -423,6 +423,9 @@ async def test_per_condition_cost_under_concurrency(scripted_client, embedder, s
     assert calls[2] == {"mapping.select": 3, "mapping.reflect": 1, "inference.phi": 1,
                         "inference.latent_params": 1}  # one factor: no partition call
     assert sum(sum(c.values()) for c in calls) == len(client.backend.requests) == client.ledger.total().llm_calls
+    # The chain of requests that waited for one another, per condition: the three selection rounds go
+    # out together, then the reflection, then phi beside the latent layer (partition, then parameters).
+    assert [r.critical_path.requests for r in results] == [4, 1, 3]
     # The conditions really ran concurrently: their selection/reflection calls interleave.
     order = [field_line(r.user, "Condition") for r in client.backend.requests if "Condition: " in r.user]
     runs = sum(1 for i, c in enumerate(order) if i == 0 or c != order[i - 1])

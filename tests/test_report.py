@@ -230,11 +230,11 @@ def test_full_report_mixed_kinds(tmp_path: Path) -> None:
 
     # Cost: per stage rows, a total, per-instance averages: 102 calls / (20 instances × 2 runs) = 2.55, shown
     # as 2.5 (2.55 is stored just below 2.55); 13,900 tokens / 40 = 347.5 -> 348; 29.5 request-s / 40 = 0.74 s.
-    assert ("| Run | Phase | Stage | Calls | Failed | Cache hits | Tokens (prompt + completion) | Wall s "
-            "| Request s |") in md
-    assert ("| ANCHOR · common2sense | factor space | abduction.generate | 12 | 0 | 0 "
+    assert ("| Run | Phase | Stage | Calls | Failed | Interrupted | Cache hits | Tokens (prompt + completion) "
+            "| Wall s | Request s |") in md
+    assert ("| ANCHOR · common2sense | factor space | abduction.generate | 12 | 0 | 0 | 0 "
             "| 4,500 (3,000 + 1,500) | 9.50 | 12.0 |") in md
-    assert ("| **ANCHOR · common2sense** |  | **total** | **102** | 1 | 4 | **13,900** | **22.0** "
+    assert ("| **ANCHOR · common2sense** |  | **total** | **102** | 1 | 0 | 4 | **13,900** | **22.0** "
             "| **29.5** |") in md
     assert "| ANCHOR · common2sense | 20 | 2.5 | 348 | 0.74 | total ÷ (20 instances × 2 runs) |" in md
     # The notes say what the table counts: failed attempts are included in Calls.
@@ -340,7 +340,7 @@ def test_all_null_metrics_and_zero_cost(tmp_path: Path) -> None:
     assert "| ANCHOR | Qwen2.5-72B | – | – | – | – | 0.00 ± 0.00% | 2 |" in md
     assert "| ANCHOR | Qwen2.5-72B | – | – | – | – | 0.00 ± 0.00% |" in md  # covered-only table
     assert "No LLM calls were made by: ANCHOR · common2sense" in md
-    assert "| voting | 0 | 0 | 12 | 0 (0 + 0) | 0.00 |" in md
+    assert "| voting | 0 | 0 | 0 | 12 | 0 (0 + 0) | 0.00 |" in md
     assert "Brier –, ECE – (no probabilities binned, 20 unknown skipped)" in md
     # Neither plot has data: both are skipped, and the Markdown says why.
     assert result.pngs == []

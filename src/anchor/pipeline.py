@@ -11,7 +11,6 @@ Every method has an ``a``-prefixed coroutine twin for use inside an event loop.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -22,15 +21,17 @@ from anchor.audit.pages import explain_html
 from anchor.config import ABLATIONS, AnchorConfig
 from anchor.embed import Embedder, MiniLMEmbedder
 from anchor.inference.engine import InferenceEngine
-from anchor.llm.client import LLMClient, run_sync
+from anchor.llm import chain
+from anchor.llm.client import LLMClient
 from anchor.llm.ledger import summarize
 from anchor.llm.settings import LLMSettings, make_client
+from anchor.llm.sync import run_sync
 from anchor.mapping.mapper import ConditionMapper
 from anchor.mapping.retrievers import Retriever, make_retriever
 from anchor.progress import ProgressEvent, Reporter, silent
 from anchor.space.builder import FactorSpaceBuilder
 from anchor.space.structure import Clusterer, Reducer
-from anchor.types import Condition, FactorSpace, InferenceResult, Scenario
+from anchor.types import Condition, CriticalPath, FactorSpace, InferenceResult, Scenario
 
 MAX_CACHED_SPACES = 64
 
@@ -99,6 +100,7 @@ class Anchor:
         mapper, engine = self._stages(space)
         started = time.perf_counter()
         timings: dict[str, float] = {}
+        before = chain.current()
         with self.client.ledger.scope() as records:
             trace = await mapper.map(text, timings)
             result = InferenceResult(condition=text, p_outcome1=None, p_outcome2=None, unknown=False,
@@ -109,6 +111,7 @@ class Anchor:
             result.compute_seconds["index_build"] = round(mapper.index_seconds, 6)
         result.compute_seconds["total_wall"] = round(time.perf_counter() - started, 6)
         result.cost = summarize(records)
+        result.critical_path = CriticalPath(**chain.since(before)._asdict())
         return result
 
     async def ainfer(self, space: FactorSpace, conditions: Sequence[str | Condition],
@@ -124,7 +127,7 @@ class Anchor:
             report(ProgressEvent("conditions", done, total, res.condition[:60]))
             return res
 
-        return list(await asyncio.gather(*(one(c) for c in conditions)))
+        return list(await chain.gather(*(one(c) for c in conditions)))
 
     def infer(self, space: FactorSpace, conditions: Sequence[str | Condition] | str,
               report: Reporter = silent) -> list[InferenceResult]:

@@ -195,8 +195,14 @@ class StageCost(_Model):
     """LLM cost of one stage, summed over its calls."""
 
     stage: str
-    llm_calls: int = Field(default=0, description="Requests that reached the backend, failed ones included.")
+    llm_calls: int = Field(default=0, description="Requests sent whose outcome is known (answered, or failed), "
+                                                 "failed ones included; interrupted requests are counted apart.")
     failed_attempts: int = Field(default=0, description="Of those, how many failed (HTTP error, bad answer, ...).")
+    interrupted: int = Field(default=0, description=(
+        "Requests sent when the process was killed, before an answer came: the server may or may not have "
+        "received (and answered) them; not in llm_calls, and their tokens are unknown."))
+    interrupted_prompt_tokens: int = Field(default=0, description=(
+        "The client's estimate of the prompt tokens of the interrupted requests (not in prompt_tokens)."))
     samples: int = Field(default=0, description="Answers the backend returned to those requests; more than the "
                                                 "requests when one request asked for several samples (n).")
     cache_hits: int = Field(default=0, description="Answers served from the cache (no request made).")
@@ -206,6 +212,14 @@ class StageCost(_Model):
                                                         "at once overlap, so this can exceed the elapsed time).")
     wall_seconds: float = Field(default=0.0, description="Elapsed time during which at least one request of "
                                                          "this stage was in flight.")
+
+
+class CriticalPath(_Model):
+    """The longest chain of requests that had to wait for one another: however many requests the
+    server takes at once, the work takes at least these seconds."""
+
+    requests: int = Field(default=0, description="Requests in the chain, each sent after the one before answered.")
+    seconds: float = Field(default=0.0, description="Their request times added up.")
 
 
 class LLMIdentity(_Model):
@@ -257,6 +271,8 @@ class FactorSpace(_Model):
     params: BuildParams
     clustering: ClusteringStats
     cost: list[StageCost] = Field(default_factory=list)
+    critical_path: CriticalPath | None = Field(default=None, description=(
+        "The build's longest chain of dependent requests (None in spaces built before it was recorded)."))
     compute_seconds: dict[str, float] = Field(default_factory=dict)
     llm: LLMIdentity
     embedding_model: str
@@ -431,5 +447,7 @@ class InferenceResult(_Model):
     weights: dict[str, float] = Field(default_factory=dict)
     mapping: MappingTrace | None = None
     cost: list[StageCost] = Field(default_factory=list)
+    critical_path: CriticalPath | None = Field(default=None, description=(
+        "The longest chain of dependent requests made to answer this condition (mapping and inference)."))
     compute_seconds: dict[str, float] = Field(default_factory=dict)
     variant: list[str] = Field(default_factory=list, description="Ablations that were active.")

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 from dataclasses import dataclass, field
 
@@ -26,6 +25,7 @@ from anchor.bird.types import (
     PruneRecord,
     ValueVotes,
 )
+from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.llm.errors import LLMOutputError
 from anchor.progress import ProgressEvent, Reporter, silent
@@ -113,7 +113,7 @@ class BirdAbductor:
         record = AbductionRecord()
         notes: list[str] = []
         pruned: list[PruneRecord] = []
-        record.sentences_outcome1, record.sentences_outcome2 = await asyncio.gather(
+        record.sentences_outcome1, record.sentences_outcome2 = await chain.gather(
             self._sentences(scenario, scenario.outcome1, record), self._sentences(scenario, scenario.outcome2, record))
         drafts = await self._structure(scenario, record)
         if not drafts:
@@ -142,7 +142,7 @@ class BirdAbductor:
                 return []
             return list(answer.sentences)[: c.sentences_per_call]  # type: ignore[attr-defined]
 
-        batches = await asyncio.gather(*(one(k) for k in range(c.sentence_calls_per_side)))
+        batches = await chain.gather(*(one(k) for k in range(c.sentence_calls_per_side)))
         out: list[str] = []
         seen: set[str] = set()
         for batch in batches:
@@ -233,7 +233,7 @@ class BirdAbductor:
             labels = answer.labels.model_dump()  # type: ignore[attr-defined]
             return [read_vote(str(labels[k])) for k in keys]
 
-        rounds = await asyncio.gather(*(one(d, r) for d in drafts for r in range(c.label_rounds)))
+        rounds = await chain.gather(*(one(d, r) for d in drafts for r in range(c.label_rounds)))
         factors: list[BirdFactor] = []
         for i, draft in enumerate(drafts):
             answers = rounds[i * c.label_rounds:(i + 1) * c.label_rounds]

@@ -13,7 +13,6 @@ a boolean row saying which parameters are active.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import math
 import random
@@ -25,6 +24,7 @@ import numpy as np
 from anchor import prompts
 from anchor.bird.types import BirdConfig
 from anchor.bird.verbal import VerbalLevel, VerbalParseError, parse_level, reconcile
+from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.llm.errors import LLMOutputError
 from anchor.progress import ProgressEvent, Reporter, silent
@@ -148,7 +148,7 @@ async def judge_all(client: LLMClient, scenario: Scenario, assignments: Sequence
         report(ProgressEvent("bird.cpt_data", done, len(assignments)))
         return j
 
-    return list(await asyncio.gather(*(one(a, i) for a, i in zip(assignments, indices, strict=True))))
+    return list(await chain.gather(*(one(a, i) for a, i in zip(assignments, indices, strict=True))))
 
 
 def copy_indices(assignments: Sequence[Sequence[object]]) -> list[int]:

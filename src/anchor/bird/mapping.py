@@ -12,7 +12,6 @@ model that never gives a listed value leaves the condition unmapped.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import random
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from anchor import prompts
 from anchor.bird.abduction import key
 from anchor.bird.types import BirdConfig, BirdMappingTrace, MappedValue, MappingRound
+from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.llm.errors import LLMOutputError
 from anchor.types import Scenario
@@ -95,7 +95,7 @@ async def map_condition(
         return raw, match_value(raw, slot.values), True
 
     jobs = [(r, slot) for r in range(c.mapping_rounds) for slot in slots]
-    answers = await asyncio.gather(*(ask(slot, r) for r, slot in jobs))
+    answers = await chain.gather(*(ask(slot, r) for r, slot in jobs))
     trace.votes = {slot.key: {v: 0 for v in slot.values} for slot in slots}
     rounds = {r: MappingRound(round=r) for r in range(c.mapping_rounds)}
     for (r, slot), (raw, value, ok) in zip(jobs, answers, strict=True):

@@ -10,8 +10,8 @@ import typer
 from anchor.cli.build import JsonOut
 from anchor.cli.console import emit_json, friendly_errors, out
 from anchor.cli.options import FLAG_NAMES, CacheDirOption, ConnectionOptions, expand_options, llm_settings
-from anchor.llm.client import run_sync
 from anchor.llm.settings import LLMSettings
+from anchor.llm.sync import run_sync
 
 PING_PARSE_RETRIES = 3
 

@@ -25,7 +25,7 @@ from anchor.cli.options import (
     llm_settings,
 )
 from anchor.files import DestinationError, check_destination
-from anchor.llm.client import run_sync
+from anchor.llm.sync import run_sync
 from anchor.types import FactorSpace, InferenceResult
 
 JsonOut = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout instead of the readable view.")]

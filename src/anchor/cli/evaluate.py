@@ -178,7 +178,8 @@ def eval_command(
         if t is not None:
             out.print(f"cost: {t.llm_calls} LLM requests ({t.failed_attempts} failed, {t.cache_hits} answered from "
                       f"the cache), {t.prompt_tokens}+{t.completion_tokens} tokens; requests were in flight for "
-                      f"{t.wall_seconds:.1f} s ({t.request_seconds:.1f} s summed over requests)")
+                      f"{t.wall_seconds:.1f} s ({t.request_seconds:.1f} s summed over requests)"
+                      + (f"; {t.interrupted} more interrupted by a kill (outcome unknown)" if t.interrupted else ""))
         n_pred = metrics.n_instances * metrics.n_runs
         if metrics.n_abstained or metrics.fallback:
             out.print(f"unknown: {metrics.n_abstained} of {n_pred} prediction(s)" + (

@@ -13,7 +13,6 @@ was omitted, and the estimate's ``note`` says so.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import math
 from collections.abc import Awaitable, Callable, Mapping
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from anchor import prompts
+from anchor.llm import chain
 from anchor.llm.base import Message
 from anchor.llm.client import LLMClient
 from anchor.llm.context import FittedPrompt, fit_fields, fit_prompt, merge_truncations
@@ -127,7 +127,7 @@ async def factor_based(client: LLMClient, scenario: Scenario, condition: str, go
     if not factors:
         return Estimate(None, note="no factors generated")
     fits = [_fit(client, prompts.ORACLE_FACTOR_PROB, scenario, condition, factor=f) for f in factors]
-    answers = await asyncio.gather(*(client.ask(prompts.ORACLE_FACTOR_PROB, **fit.values) for fit in fits))
+    answers = await chain.gather(*(client.ask(prompts.ORACLE_FACTOR_PROB, **fit.values) for fit in fits))
     return Estimate(sum(a.probability for a in answers) / len(answers), note=_join(*(fit.note() for fit in fits)),
                     truncated=functools.reduce(merge_truncations, (fit.truncated.get("condition") for fit in fits), None))
 

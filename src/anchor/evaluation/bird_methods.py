@@ -20,7 +20,6 @@ config.json as ``method_config`` and read back from there, so a resumed run uses
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from pathlib import Path
@@ -47,6 +46,7 @@ from anchor.bird.types import (
 )
 from anchor.evaluation.methods import Estimate, Method, MethodContext
 from anchor.files import write_atomic
+from anchor.llm import chain
 from anchor.llm.errors import AnchorError
 from anchor.llm.ledger import summarize
 from anchor.types import FactorSpace, InferenceResult, MappingTrace, Scenario, StageCost
@@ -211,7 +211,7 @@ class BirdOnAnchorMethod:
 
         async def build() -> TransplantArtefact:
             with self.client.ledger.scope(f"bird-on-anchor:{key}") as records:
-                mapped = list(await asyncio.gather(*(self._map(space, c) for c in conditions)))
+                mapped = list(await chain.gather(*(self._map(space, c) for c in conditions)))
                 model = await train_on_space(self.client, space, [m.factor_ids for m in mapped], self.config,
                                              max_length=self.max_length)
             return TransplantArtefact(mapping=self.mapping_kind, space=self.anchor.key(scenario),

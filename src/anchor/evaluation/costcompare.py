@@ -1,15 +1,18 @@
 """Compare the LLM cost of two evaluation runs of the same dataset slice (``anchor cost DIR_A DIR_B``).
 
 Everything comes from each run directory's ``calls.jsonl``, where every request the run made was
-logged once (and ``config.json`` / ``predictions.jsonl`` to know the slice and the scenarios):
+logged once (and ``config.json``, ``sample.json`` and ``predictions.jsonl`` to know the slice, the
+instances it scored and their scenarios; see ``evaluation.attribution``):
 
-* **calls** are requests that reached the server, failed attempts included; a "sent" announcement
-  is not a request of its own (``ledger.collapse_sent``: it only stands for one when the process
-  stopped before the answer came). **Cache hits** made no request and are counted apart.
+* **calls** are requests sent whose outcome is known, failed attempts included. A request cut off
+  by a kill (a "sent" announcement with no outcome, ``ledger.collapse_sent``) is counted apart as
+  *interrupted*: the server may or may not have received it. **Cache hits** made no request.
 * **tokens** are the prompt and completion tokens the server reported for those requests;
 * **time** is wall time per scenario: how long at least one request of the scenario (its artefact
   builds and its instances) was in flight, averaged over scenarios; it depends on how many requests
-  were allowed at once, which the comparison states for both runs.
+  were allowed at once, which the comparison states for both runs;
+* the **critical path** of a scenario is its longest chain of requests that waited for one another
+  (count and seconds): the time it takes at least, however many requests run at once.
 
 Figures are given per scenario (totals divided by scenarios x runs) for each phase (factor
 construction, mapping, inference, ...) and each stage, with the ratio B / A, and per scenario.
@@ -21,17 +24,22 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field, ValidationError
 
+from anchor.evaluation.attribution import RUN_LEVEL, by_scenario, critical_paths, scope_scenarios
+from anchor.evaluation.datasets import DatasetError
 from anchor.evaluation.results import Prediction, RunConfig
+from anchor.evaluation.sampling import SampleError
+from anchor.evaluation.selection import read_sample, select_instances
 from anchor.llm.errors import AnchorError
 from anchor.llm.ledger import CallRecord, busy_seconds, collapse_sent
 from anchor.plots import new_figure
+from anchor.types import CriticalPath
 
 #: Run settings that define a dataset slice: two runs compare only when all of them agree.
-SLICE_FIELDS = ("dataset", "data_sha256", "kind", "limit", "balance_outcomes", "runs")
+SLICE_FIELDS = ("dataset", "data_sha256", "kind", "sample", "sample_seed", "limit", "balance_outcomes", "runs")
 #: Phases in display order; a stage's phase comes from its name (``phase_of``).
 PHASES = ("construction", "mapping", "inference", "baseline", "other")
 
@@ -62,6 +70,8 @@ class Figures(BaseModel):
 
     calls: int = 0
     failed: int = 0
+    interrupted: int = Field(default=0, description="Requests cut off by a kill (outcome unknown), not in calls.")
+    interrupted_prompt_tokens: int = Field(default=0, description="Their prompts' tokens, by the client's estimate.")
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -74,7 +84,7 @@ class Figures(BaseModel):
     def scaled(self, by: float) -> dict[str, float]:
         return {"calls": self.calls / by, "prompt_tokens": self.prompt_tokens / by,
                 "completion_tokens": self.completion_tokens / by, "tokens": self.tokens / by,
-                "seconds": self.seconds / by, "cache_hits": self.cache_hits / by}
+                "seconds": self.seconds / by, "cache_hits": self.cache_hits / by, "interrupted": self.interrupted / by}
 
 
 def figures(records: Sequence[CallRecord]) -> Figures:
@@ -84,11 +94,15 @@ def figures(records: Sequence[CallRecord]) -> Figures:
         if r.outcome == "cache_hit":
             out.cache_hits += 1
             continue
+        if r.outcome == "interrupted":
+            out.interrupted += 1
+            out.interrupted_prompt_tokens += r.estimated_prompt_tokens
+            continue
         out.calls += 1
         out.failed += int(r.outcome != "ok")
         out.prompt_tokens += r.prompt_tokens
         out.completion_tokens += r.completion_tokens
-    out.seconds = round(busy_seconds(r for r in records if r.outcome != "cache_hit"), 6)
+    out.seconds = round(busy_seconds(r for r in records if r.outcome not in ("cache_hit", "interrupted")), 6)
     return out
 
 
@@ -99,9 +113,10 @@ class RunCost:
     path: Path
     config: RunConfig
     records: list[CallRecord]
-    scenario_of: dict[str, str]
-    """Scope label -> scenario key (instances and artefact builds of one scenario share it)."""
-    n_scenarios: int
+    scopes: dict[str, str]
+    """Scope label -> scenario key (``attribution.scope_scenarios``) for the run's own instances."""
+    scenarios: list[str]
+    """The scenarios of the instances the run scored."""
     label: str = ""
     stage_names: list[str] = field(default_factory=list)
 
@@ -111,18 +126,12 @@ class RunCost:
         return int(value) if isinstance(value, int | float) else None
 
     @property
+    def n_scenarios(self) -> int:
+        return len(self.scenarios) or 1
+
+    @property
     def name(self) -> str:
         return self.config.method + (f" --stage {self.config.stage}" if self.config.stage else "")
-
-    def group(self, record: CallRecord) -> str:
-        """The scenario a request belongs to ("(run)" for run-level requests such as LLM negations)."""
-        scope = record.scope
-        if scope in self.scenario_of:
-            return self.scenario_of[scope]
-        kind, _, key = scope.partition(":")
-        if key and kind != "instance" and kind != "data":
-            return key[:16]  # artefact keys start with the scenario key (16 hex digits)
-        return "(run)"
 
 
 def _load_records(path: Path) -> list[CallRecord]:
@@ -143,15 +152,7 @@ def _load_records(path: Path) -> list[CallRecord]:
 
 
 def load_run_cost(path: Path) -> RunCost:
-    """Read a run directory's configuration, call log and the scenario of each instance."""
-    from anchor.evaluation.datasets import (
-        balance_outcome_order,
-        load_dataset,
-        load_factcheck,
-        scenario_key,
-    )
-    from anchor.evaluation.runner import EvalError
-
+    """Read a run directory's configuration, call log and the scenario of each instance it scored."""
     path = Path(path)
     if not path.is_dir():
         raise CostCompareError(f"{path}: no such run directory")
@@ -163,22 +164,15 @@ def load_run_cost(path: Path) -> RunCost:
     except (ValidationError, ValueError) as exc:
         raise CostCompareError(f"{cfg_path}: not a run configuration ({str(exc).splitlines()[0]})") from exc
     records = _load_records(path / "calls.jsonl")
-    # Which scenario each instance belongs to: from the dataset slice, then from the artefacts the
-    # predictions used (these carry the scenario key as written, e.g. after --negation llm).
-    scenario_of: dict[str, str] = {}
-    data = Path(config.data_path) if config.data_path else None
+    # The instances the run scored, selected as the runner did (its sample.json when it sampled).
     try:
-        instances: list[Any] = load_factcheck(data) if config.dataset == "factcheck" else load_dataset(
-            config.dataset, data)
-    except (AnchorError, EvalError, OSError, ValueError):
-        instances = []
-    if config.balance_outcomes:
-        instances = balance_outcome_order(instances)
-    if config.limit is not None:
-        instances = instances[: config.limit]
-    by_id = {inst.id: scenario_key(inst.scenario) for inst in instances}
-    preds = path / "predictions.jsonl"
+        instances, _, _ = select_instances(config, read_sample(path))
+    except (DatasetError, SampleError, OSError) as exc:
+        raise CostCompareError(f"{path}: cannot tell which instances the run scored, which the figures per "
+                               f"scenario need: {str(exc).splitlines()[0]}") from exc
+    # An artefact a prediction used names the scenario as evaluated (e.g. after --negation llm).
     artefact_of: dict[str, str] = {}
+    preds = path / "predictions.jsonl"
     if preds.exists():
         for line in preds.read_text(encoding="utf-8").splitlines():
             try:
@@ -188,11 +182,9 @@ def load_run_cost(path: Path) -> RunCost:
             keys = [s.artefact for s in p.sides if s.artefact]
             if keys:
                 artefact_of[p.id] = keys[0][:16]
-    for r in range(config.runs):
-        for iid in set(by_id) | set(artefact_of):
-            scenario_of[f"instance:{r}:{iid}"] = artefact_of.get(iid, by_id.get(iid, iid))
-    n_scenarios = len(set(by_id.values())) or len(set(scenario_of.values())) or 1
-    return RunCost(path=path, config=config, records=records, scenario_of=scenario_of, n_scenarios=n_scenarios)
+    scopes = scope_scenarios(instances, config.runs, artefact_of)
+    scenarios = list(dict.fromkeys(scopes[f"negation:{inst.id}"] for inst in instances))
+    return RunCost(path=path, config=config, records=records, scopes=scopes, scenarios=scenarios)
 
 
 def check_same_slice(a: RunCost, b: RunCost) -> None:
@@ -207,24 +199,45 @@ def _ratio(b: float, a: float) -> float | None:
     return round(b / a, 4) if a else None
 
 
+class MeanPath(NamedTuple):
+    """A critical path, or the mean of several (so its request count need not be whole)."""
+
+    requests: float
+    seconds: float
+
+
 def _side(run: RunCost) -> dict[str, Any]:
     recs = run.records
     per = run.n_scenarios * run.config.runs
     by_phase = {ph: figures([r for r in recs if phase_of(r.stage) == ph]) for ph in PHASES}
     stages = list(dict.fromkeys(r.stage for r in recs))
     by_stage = {s: figures([r for r in recs if r.stage == s]) for s in stages}
-    groups: dict[str, list[CallRecord]] = {}
-    for r in recs:
-        groups.setdefault(run.group(r), []).append(r)
+    groups = by_scenario(recs, run.scopes)
     scen = {g: figures(rs) for g, rs in groups.items()}
+    paths = critical_paths(groups, [*run.scenarios, *(g for g in groups if g not in run.scenarios and g != RUN_LEVEL)])
     # Time per scenario and phase: busy time of that scenario's requests of the phase, averaged.
     phase_seconds = {
         ph: sum(figures([r for r in rs if phase_of(r.stage) == ph]).seconds for rs in groups.values()) / per
         for ph in PHASES}
     total = figures(recs)
     wall_per_scenario = sum(f.seconds for f in scen.values()) / per
+    own = [p for g in run.scenarios if (p := paths[g]) is not None]
+    mean = None
+    if own and len(own) == len(run.scenarios):  # a mean only when every scenario's path was recorded
+        mean = MeanPath(requests=sum(p.requests for p in own) / len(own), seconds=sum(p.seconds for p in own) / len(own))
     return {"total": total, "phases": by_phase, "stages": by_stage, "scenarios": scen, "per": per,
-            "phase_seconds": phase_seconds, "wall_per_scenario": wall_per_scenario}
+            "phase_seconds": phase_seconds, "wall_per_scenario": wall_per_scenario, "paths": paths,
+            "mean_path": mean}
+
+
+def _path_row(pa: CriticalPath | MeanPath | None, pb: CriticalPath | MeanPath | None) -> dict[str, Any]:
+    """Two critical paths (None: not recorded) and their ratio B/A."""
+    def side(p: CriticalPath | MeanPath | None) -> dict[str, float] | None:
+        return None if p is None else {"requests": round(p.requests, 4), "seconds": round(p.seconds, 4)}
+
+    ratio = {k: _ratio(getattr(pb, k), getattr(pa, k)) if pa is not None and pb is not None else None
+             for k in ("requests", "seconds")}
+    return {"a": side(pa), "b": side(pb), "ratio": ratio}
 
 
 def compare(dir_a: Path, dir_b: Path) -> dict[str, Any]:
@@ -259,29 +272,38 @@ def compare(dir_a: Path, dir_b: Path) -> dict[str, Any]:
     for g in dict.fromkeys([*sa["scenarios"], *sb["scenarios"]]):
         fa, fb = sa["scenarios"].get(g, Figures()), sb["scenarios"].get(g, Figures())
         scenarios[g] = row(fa, fb, a.config.runs, b.config.runs)
+        scenarios[g]["critical_path"] = _path_row(sa["paths"].get(g), sb["paths"].get(g))
     total = row(sa["total"], sb["total"], sa["per"], sb["per"], (sa["wall_per_scenario"], sb["wall_per_scenario"]))
 
     def describe(run: RunCost, side: dict[str, Any]) -> dict[str, Any]:
         t: Figures = side["total"]
         return {"dir": str(run.path), "method": run.config.method, "stage": run.config.stage,
                 "model": run.config.llm.get("model"), "concurrency": run.concurrency,
-                "requests": t.calls, "failed_attempts": t.failed, "cache_hits": t.cache_hits,
+                "requests": t.calls, "failed_attempts": t.failed, "interrupted": t.interrupted,
+                "interrupted_prompt_tokens": t.interrupted_prompt_tokens, "cache_hits": t.cache_hits,
                 "prompt_tokens": t.prompt_tokens, "completion_tokens": t.completion_tokens,
                 "busy_seconds": t.seconds}
 
     return {
-        "slice": {"dataset": a.config.dataset, "kind": a.config.kind, "limit": a.config.limit,
-                  "runs": a.config.runs, "scenarios": a.n_scenarios},
+        "slice": {"dataset": a.config.dataset, "kind": a.config.kind, "sample": a.config.sample,
+                  "sample_seed": a.config.sample_seed, "limit": a.config.limit, "runs": a.config.runs,
+                  "scenarios": a.n_scenarios},
         "a": describe(a, sa), "b": describe(b, sb),
-        "per_scenario": {"phases": phases, "total": total},
+        "per_scenario": {"phases": phases, "total": total,
+                         "critical_path": _path_row(sa["mean_path"], sb["mean_path"])},
         "stages": stages,
         "scenarios": scenarios,
         "notes": [
-            "calls: requests that reached the server (failed attempts included), each counted once from calls.jsonl; "
-            "cache hits made no request and are listed apart",
+            "calls: requests sent whose outcome is known (failed attempts included), each counted once from "
+            "calls.jsonl; requests cut off by a kill are counted apart as interrupted (the server may or may not "
+            "have received them; their tokens are unknown); cache hits made no request and are listed apart",
             "per scenario: totals divided by scenarios x runs",
             "time: wall time with at least one request of the scenario in flight, averaged over scenarios; it "
             f"depends on the requests allowed at once (A: {a.concurrency}, B: {b.concurrency})",
+            "critical path: the scenario's longest chain of requests that waited for one another (its artefact's "
+            "build, then its longest instance), as a count and their seconds added up: the scenario takes at least "
+            "that long however many requests run at once; the mean is over scenarios"
+            + (", and each scenario's is the longest over its runs" if a.config.runs > 1 else ""),
         ],
     }
 
@@ -299,6 +321,10 @@ def _ratio_cell(x: float | None) -> str:
     return "–" if x is None else f"{x:.2f}x"
 
 
+def _path(p: dict[str, float] | None) -> str:
+    return "–" if p is None else f"{p['requests']:,.1f} req., {p['seconds']:,.2f} s"
+
+
 def markdown(doc: dict[str, Any]) -> str:
     a, b, sl = doc["a"], doc["b"], doc["slice"]
 
@@ -307,12 +333,16 @@ def markdown(doc: dict[str, Any]) -> str:
 
     lines = [f"# Cost: A = {who(a)}, B = {who(b)}", "",
              f"Slice: {sl['dataset']} ({sl['kind']}), {sl['scenarios']} scenario(s)"
+             + (f", a sample of {sl['sample']} (seed {sl['sample_seed']})" if sl.get("sample") is not None else "")
              + (f", --limit {sl['limit']}" if sl["limit"] else "") + f", {sl['runs']} run(s).", ""]
     for tag, side in (("A", a), ("B", b)):
+        cut = side.get("interrupted", 0)
         lines.append(f"- {tag}: `{side['dir']}` ({who(side)}, model {side['model']}, up to {side['concurrency']} "
                      f"requests at once): {side['requests']:,} requests ({side['failed_attempts']} failed attempts), "
                      f"{side['prompt_tokens']:,} prompt + {side['completion_tokens']:,} completion tokens, "
-                     f"{side['cache_hits']:,} cache hits (not requests)")
+                     f"{side['cache_hits']:,} cache hits (not requests)"
+                     + (f"; and {cut} request(s) interrupted by a kill, not counted above (outcome unknown; prompts "
+                        f"of about {side['interrupted_prompt_tokens']:,} tokens by the client's estimate)" if cut else ""))
     lines += ["", "## Per scenario", "",
               "| Phase | Calls A | Calls B | B/A | Tokens A (prompt + completion) | Tokens B | B/A | Time A s | "
               "Time B s | B/A |", "|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
@@ -324,6 +354,11 @@ def markdown(doc: dict[str, Any]) -> str:
                      f"{_num(rb['tokens'], 0)} ({_num(rb['prompt_tokens'], 0)} + {_num(rb['completion_tokens'], 0)}) | "
                      f"{_ratio_cell(q['tokens'])} | {_num(ra['seconds'], 2)} | {_num(rb['seconds'], 2)} | "
                      f"{_ratio_cell(q['seconds'])} |")
+    path = doc["per_scenario"].get("critical_path")
+    if path is not None:
+        pa, pb, q = path["a"], path["b"], path["ratio"]
+        lines += ["", f"Critical path per scenario (mean): A {_path(pa)}, B {_path(pb)}; B/A "
+                      f"{_ratio_cell(q['requests'])} requests, {_ratio_cell(q['seconds'])} seconds."]
     lines += ["", "## Per stage (per scenario)", "",
               "| Stage | Phase | Calls A | Calls B | Tokens A | Tokens B | Time A s | Time B s |",
               "|:--|:--|--:|--:|--:|--:|--:|--:|"]
@@ -332,13 +367,16 @@ def markdown(doc: dict[str, Any]) -> str:
         lines.append(f"| {st} | {r['phase']} | {_num(ra['calls'])} | {_num(rb['calls'])} | {_num(ra['tokens'], 0)} | "
                      f"{_num(rb['tokens'], 0)} | {_num(ra['seconds'], 2)} | {_num(rb['seconds'], 2)} |")
     lines += ["", "## Per scenario, one by one (per run)", "",
-              "| Scenario | Calls A | Calls B | B/A | Tokens A | Tokens B | B/A | Time A s | Time B s | B/A |",
-              "|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+              "| Scenario | Calls A | Calls B | B/A | Tokens A | Tokens B | B/A | Time A s | Time B s | B/A | "
+              "Critical path A | Critical path B | B/A s |",
+              "|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for g, r in doc["scenarios"].items():
         ra, rb, q = r["a"], r["b"], r["ratio"]
+        cp = r.get("critical_path") or {"a": None, "b": None, "ratio": {"seconds": None}}
         lines.append(f"| {g} | {_num(ra['calls'])} | {_num(rb['calls'])} | {_ratio_cell(q['calls'])} | "
                      f"{_num(ra['tokens'], 0)} | {_num(rb['tokens'], 0)} | {_ratio_cell(q['tokens'])} | "
-                     f"{_num(ra['seconds'], 2)} | {_num(rb['seconds'], 2)} | {_ratio_cell(q['seconds'])} |")
+                     f"{_num(ra['seconds'], 2)} | {_num(rb['seconds'], 2)} | {_ratio_cell(q['seconds'])} | "
+                     f"{_path(cp['a'])} | {_path(cp['b'])} | {_ratio_cell(cp['ratio']['seconds'])} |")
     lines += ["", *[f"- {n}" for n in doc["notes"]]]
     return "\n".join(lines) + "\n"
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, runt
 
 from pydantic import BaseModel
 
+from anchor.llm import chain
 from anchor.llm.errors import AnchorError, LLMOutputError, RequestRejected, RetryBudgetExhausted
 from anchor.llm.ledger import detached_context
 from anchor.secrets import scrub
@@ -80,7 +81,9 @@ class ArtefactStore(Generic[M]):
     ``reuse_from`` is another folder to look in before building (artefacts of an earlier run
     directory); what was taken from there is listed in ``reused`` so its cost is not claimed as
     this run's. Builds run in a detached context: their LLM calls are charged to the artefact, not
-    to whichever prediction happened to need it first.
+    to whichever prediction happened to need it first. A build continues the chain of dependent
+    requests (``llm.chain``) of the caller that started it (what it waited for before, such as the
+    factor space a transplant is trained on), and every caller continues from the build's chain.
     """
 
     def __init__(self, folder: Path, *, load: Callable[[Path], M], save: Callable[[M, Path], Any],
@@ -94,6 +97,7 @@ class ArtefactStore(Generic[M]):
         self._locks: dict[str, asyncio.Lock] = {}
         self.reused: dict[str, Path] = {}
         self.built: list[str] = []
+        self._chains: dict[str, chain.Chain] = {}
 
     def path(self, key: str) -> Path:
         return self.folder / f"{key}.json"
@@ -116,6 +120,12 @@ class ArtefactStore(Generic[M]):
 
         ``mismatch(item)`` says why a reused artefact does not fit this run (None when it does).
         """
+        item = await self._get(key, build, mismatch)
+        chain.merge(self._chains.get(key, chain.Chain()))
+        return item
+
+    async def _get(self, key: str, build: Callable[[], Awaitable[M]],
+                   mismatch: Callable[[M], str | None] | None) -> M:
         if key in self._memory:
             return self._memory[key]
         if key in self._errors:
@@ -136,9 +146,9 @@ class ArtefactStore(Generic[M]):
                         raise ReuseMismatch(f"{other}: cannot reuse it here: {problem}")
                     self.reused[key] = other
             if item is None:
-                task = asyncio.get_running_loop().create_task(build(), context=detached_context())
+                task = asyncio.get_running_loop().create_task(chain.traced(build()), context=detached_context())
                 try:
-                    item = await task
+                    item, self._chains[key] = await task
                 except INSTANCE_FAILURES as exc:
                     self._errors[key] = f"could not build the per-scenario artefact: {scrub(str(exc))}"
                     raise ArtefactFailed(self._errors[key]) from exc

@@ -672,6 +672,7 @@ def _total(r: _Run) -> CostSummary:
     for _, c in _stages(r):
         tot.llm_calls += c.llm_calls
         tot.failed_attempts += c.failed_attempts
+        tot.interrupted += c.interrupted
         tot.cache_hits += c.cache_hits
         tot.prompt_tokens += c.prompt_tokens
         tot.completion_tokens += c.completion_tokens
@@ -689,19 +690,19 @@ def _cost_section(runs: Sequence[_Run], glabels: dict[int, str]) -> list[str]:
     with_cost = [r for r in runs if r.m.cost]
     without = [r for r in runs if not r.m.cost]
     if with_cost:
-        header = ["Run", "Phase", "Stage", "Calls", "Failed", "Cache hits", "Tokens (prompt + completion)",
-                  "Wall s", "Request s"]
+        header = ["Run", "Phase", "Stage", "Calls", "Failed", "Interrupted", "Cache hits",
+                  "Tokens (prompt + completion)", "Wall s", "Request s"]
         rows = []
         for r in with_cost:
             for stage, c in _stages(r):
                 rows.append([glabels[id(r)], _phase(stage), stage, _int(c.llm_calls), _int(c.failed_attempts),
-                             _int(c.cache_hits), f"{_int(_tokens(c))} ({_int(c.prompt_tokens)} + "
+                             _int(c.interrupted), _int(c.cache_hits), f"{_int(_tokens(c))} ({_int(c.prompt_tokens)} + "
                              f"{_int(c.completion_tokens)})", _secs(c.wall_seconds), _secs(c.request_seconds)])
             t = _total(r)
             rows.append([f"**{glabels[id(r)]}**", "", "**total**", f"**{_int(t.llm_calls)}**",
-                         _int(t.failed_attempts), _int(t.cache_hits), f"**{_int(_tokens(t))}**",
+                         _int(t.failed_attempts), _int(t.interrupted), _int(t.cache_hits), f"**{_int(_tokens(t))}**",
                          f"**{_secs(t.wall_seconds)}**", f"**{_secs(t.request_seconds)}**"])
-        lines += _table(header, rows, ["l", "l", "l", "r", "r", "r", "r", "r", "r"])
+        lines += _table(header, rows, ["l", "l", "l", "r", "r", "r", "r", "r", "r", "r"])
         lines.append("")
         lines += ["Per instance:", ""]
         rows = []
@@ -716,9 +717,11 @@ def _cost_section(runs: Sequence[_Run], glabels: dict[int, str]) -> list[str]:
         lines += _table(["Run", "Instances", "Calls / inst.", "Tokens / inst.", "Request s / inst.", "Source"],
                         rows, ["l", "r", "r", "r", "r", "l"])
         lines.append("")
-        notes = ["Calls count every request sent to the LLM, failed attempts included (they are also shown "
-                 "apart under Failed); a cache hit made no request and is listed apart. Each request is counted "
-                 "once, from the run's calls.jsonl. Wall s is the time during which at least one request of "
+        notes = ["Calls count every request sent to the LLM whose outcome is known, failed attempts included "
+                 "(they are also shown apart under Failed); Interrupted are requests cut off by a kill, not in "
+                 "Calls: the server may or may not have received them, and their tokens are unknown. A cache hit "
+                 "made no request and is listed apart. Each request is counted once, from the run's calls.jsonl. "
+                 "Wall s is the time during which at least one request of "
                  "the stage was in flight; Request s adds up the requests' durations, so it exceeds the wall "
                  "time when requests ran in parallel. Factor-space stages are paid once per scenario (and run, "
                  "with --spaces per-run) and shared by its instances, so the per-instance figures spread that "

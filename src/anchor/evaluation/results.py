@@ -5,7 +5,8 @@
                           instance appends a new line, and the last line for a (run, id) counts.
 ``DIR/traces.jsonl``      one ``TraceRecord`` per answered condition (methods with an audit trail).
 ``DIR/calls.jsonl``       one ``CallRecord`` per LLM request or cache hit, as it happens: the
-                          exact cost of everything the run directory asked for, kills included.
+                          exact cost of everything the run directory asked for, kills included
+                          (a request cut off by one is counted apart, as interrupted).
 ``DIR/sample.json``       ``SampleRecord`` (evaluation/sampling.py): the seeded sample of instance ids the
                           run scores (with ``--limit N``, the first N of them), when the run samples.
 ``DIR/metrics.json``      ``MetricsReport``: per-run metrics, mean and std over runs, calibration, cost.
@@ -18,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from anchor.types import TextTruncation
+from anchor.types import CriticalPath, TextTruncation
 
 Kind = Literal["pairwise", "decision", "factcheck"]
 Status = Literal["ok", "abstained", "failed"]
@@ -124,8 +125,14 @@ class TraceRecord(_Model):
 
 
 class CostSummary(_Model):
-    llm_calls: int = Field(default=0, description="Requests that reached the backend, failed ones included.")
+    llm_calls: int = Field(default=0, description="Requests sent whose outcome is known (answered, or failed), "
+                                                 "failed ones included; interrupted requests are counted apart.")
     failed_attempts: int = Field(default=0, description="Of those, how many failed (HTTP error, unusable answer).")
+    interrupted: int = Field(default=0, description=(
+        "Requests sent when the process was killed, before an answer came: the server may or may not have "
+        "received (and answered) them, so they are neither in llm_calls nor failed, and their tokens are unknown."))
+    interrupted_prompt_tokens: int = Field(default=0, description=(
+        "The client's estimate of the interrupted requests' prompt tokens (not in prompt_tokens)."))
     samples: int = Field(default=0, description="Answers the server returned to those requests; more than the "
                                                 "requests when a request carried several samples (n).")
     cache_hits: int = Field(default=0, description="Answers served from the response cache (no request).")
@@ -135,6 +142,20 @@ class CostSummary(_Model):
                                                             "requests each count in full).")
     wall_seconds: float = Field(default=0.0, description="Elapsed time with at least one request of this stage in "
                                                          "flight.")
+
+
+class CriticalPathReport(_Model):
+    """Per scenario, the longest chain of requests that had to wait for one another (its artefact's
+    build, then the longest of its instances): a lower bound on its time however many requests the
+    server takes at once. Means and maxima are None when some scenario's chain was not recorded."""
+
+    scenarios: int = 0
+    mean_requests: float | None = None
+    mean_seconds: float | None = None
+    max_requests: int | None = None
+    max_seconds: float | None = None
+    per_scenario: dict[str, CriticalPath | None] = Field(default_factory=dict, description=(
+        "Scenario key -> its critical path (None: recorded before chains were)."))
 
 
 class MetricsReport(_Model):
@@ -167,6 +188,8 @@ class MetricsReport(_Model):
                                                                                   "from another run directory "
                                                                                   "(not in 'cost').")
     cost_per_instance: CostSummary | None = None
+    critical_path: CriticalPathReport | None = Field(default=None, description=(
+        "The longest chain of dependent requests per scenario, from calls.jsonl (None in older reports)."))
     data: dict[str, Any] | None = Field(default=None, description=(
         "The data file as read: source, rows, usable, skipped (count) and skipped_rows (line and reason of "
         "the first ones), for formats that skip bad rows instead of failing."))

@@ -33,12 +33,12 @@ from pydantic import BaseModel, ValidationError
 
 from anchor import __version__, prompts
 from anchor.embed import MiniLMEmbedder
+from anchor.evaluation.attribution import run_critical_path
 from anchor.evaluation.datasets import (
     DATASET_NAMES,
     DecisionInstance,
     FactcheckData,
     PairwiseInstance,
-    balance_outcome_order,
     bundled_file,
     is_factcheck_dataset,
 )
@@ -73,15 +73,16 @@ from anchor.evaluation.results import (
     SideRecord,
     TraceRecord,
 )
-from anchor.evaluation.sampling import DEFAULT_SAMPLE_SEED, SampleRecord, draw_sample
+from anchor.evaluation.sampling import SampleRecord
 from anchor.evaluation.selection import (
     data_summary,
-    load_eval_data,
     record_sample,
     resolve_sample,
     sample_summary,
+    select_instances,
 )
 from anchor.files import write_atomic
+from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.llm.errors import AnchorError
 from anchor.llm.ledger import CallRecord, merge_costs, summarize
@@ -316,18 +317,8 @@ class EvalRunner:
     # ------------------------------------------------------------------ setup
 
     def load_instances(self) -> list[Instance]:
-        c = self.config
-        path = Path(c.data_path) if c.data_path else None
-        instances: list[Any]
-        instances, self.data = load_eval_data(c.dataset, path)
-        if c.sample is not None:
-            # Drawn before --limit, which then takes the first N of the sample (see evaluation/selection.py).
-            instances, self.sample_record = draw_sample(
-                instances, c.sample, DEFAULT_SAMPLE_SEED if c.sample_seed is None else c.sample_seed)
-        if c.balance_outcomes:
-            instances = balance_outcome_order(instances)
-        if c.limit is not None:
-            instances = instances[: c.limit]
+        # The sample is drawn before --limit, which then takes its first N (see evaluation/selection.py).
+        instances, self.data, self.sample_record = select_instances(self.config)
         return instances
 
     def prepare_dir(self) -> None:
@@ -395,8 +386,7 @@ class EvalRunner:
         stop_watching = self.client.ledger.subscribe(self._watch)
         try:
             if c.negation == "llm" and c.kind == "factcheck":
-                with self.client.ledger.scope("data:negations"):
-                    instances = await self._llm_negations(instances)  # type: ignore[arg-type]
+                instances = await self._llm_negations(instances)  # type: ignore[arg-type]
             pending = [(r, inst) for r in range(c.runs) for inst in instances
                        if (r, inst.id) not in done or (self.retry_failed and done[(r, inst.id)].status == "failed")]
             self._counts.update(total=len(instances) * c.runs, done=len(instances) * c.runs - len(pending))
@@ -421,7 +411,7 @@ class EvalRunner:
                 self._counts.update(done=1, unknown=int(pred.unknown), failed=int(pred.status == "failed"))
                 self._tick(force=True)
 
-            await asyncio.gather(*(one(r, inst) for r, inst in pending))
+            await chain.gather(*(one(r, inst) for r, inst in pending))
             report = self.compute_metrics(instances, done, calls.read())
             write_atomic(self.out_dir / "metrics.json", report.model_dump_json(indent=2))
             return report
@@ -480,11 +470,12 @@ class EvalRunner:
         assert self.client is not None
 
         async def negate(inst: DecisionInstance) -> DecisionInstance:
-            answer = await self.client.ask(prompts.NEGATE_CLAIM, claim=inst.scenario.outcome1)
+            with self.client.ledger.scope(f"negation:{inst.id}"):  # charged to the claim's scenario
+                answer = await self.client.ask(prompts.NEGATE_CLAIM, claim=inst.scenario.outcome1)
             scen = Scenario(text=inst.scenario.text, outcome1=inst.scenario.outcome1, outcome2=answer.negation)
             return inst.model_copy(update={"scenario": scen})
 
-        return list(await asyncio.gather(*(negate(i) for i in instances)))
+        return list(await chain.gather(*(negate(i) for i in instances)))
 
     # ------------------------------------------------------------------ one instance
 
@@ -499,6 +490,7 @@ class EvalRunner:
         c = self.config
         assert self.client is not None
         started = time.perf_counter()
+        chain.reset()  # the instance's chain of dependent requests starts here (plus the builds it waits for)
         pred = Prediction(run=run, id=inst.id, seed=c.seed + run, kind=c.kind)
         traces: list[TraceRecord] = []
         with self.client.ledger.scope(f"instance:{run}:{inst.id}") as records:
@@ -513,8 +505,8 @@ class EvalRunner:
                         self._fill(pred, [Estimate.failed(exc)])
                 else:
                     conditions = (inst.condition1, inst.condition2)
-                    estimates = await asyncio.gather(*(self._side(method, inst.scenario, cond, inst.gold)  # type: ignore[arg-type]
-                                                       for cond in conditions))
+                    estimates = await chain.gather(*(self._side(method, inst.scenario, cond, inst.gold)  # type: ignore[arg-type]
+                                                     for cond in conditions))
                     p_gold = [None if e.p_outcome1 is None else (e.p_outcome1 if inst.gold == 1 else 1.0 - e.p_outcome1)
                               for e in estimates]
                     pred.p_gold_1, pred.p_gold_2 = p_gold
@@ -648,7 +640,8 @@ class EvalRunner:
         failed = [p for p in final if p.status == "failed"]
         abstained = [p for p in final if p.status == "abstained"]
         fallbacks = [p for p in final if any(s.fallback and s.status == "ok" for s in p.sides)]
-        cost, reused, cost_scope = self._cost(final, list(calls))
+        calls = list(calls)
+        cost, reused, cost_scope = self._cost(final, calls)
         per_inst = None
         if final:
             t = cost["total"]
@@ -667,7 +660,7 @@ class EvalRunner:
             mean=mean, std=std, n_failed=len(failed), n_abstained=len(abstained),
             failures=[{"run": p.run, "id": p.id, "reason": p.error} for p in failed[:MAX_LISTED_FAILURES]],
             calibration=calibration, cost=cost, cost_scope=cost_scope, cost_reused=reused,
-            cost_per_instance=per_inst,
+            cost_per_instance=per_inst, critical_path=run_critical_path(calls, instances, c.runs),
             notes=self._notes(failed, small) + self._fallback_notes(fallbacks, len(final))
             + self._data_notes(final, len(ids)),
             stage=c.stage, n_fallback=len(fallbacks), fallback=self._fallback_name(),
@@ -782,10 +775,14 @@ class EvalRunner:
             if rows:
                 reused = {s.stage: _summary(s) for s in [*merge_costs(rows), *merge_costs(rows, label="total")]}
         t = total[0]
-        scope = (f"every LLM request made for this run directory, counted once each from calls.jsonl "
-                 f"({t.llm_calls} request(s), {t.failed_attempts} of them failed attempts, and {t.cache_hits} "
-                 "cache hit(s)), including the builds of per-scenario artefacts (factor spaces) made for it, "
-                 "across interruptions and resumes")
+        scope = (f"every LLM request made for this run directory, counted once each from calls.jsonl across "
+                 f"interruptions and resumes, including the builds of per-scenario artefacts (factor spaces) made "
+                 f"for it: {t.llm_calls} request(s) with a known outcome ({t.failed_attempts} of them failed "
+                 f"attempts), {t.interrupted} interrupted by a kill (outcome unknown: the server may or may not have "
+                 f"received them; not in llm_calls; their prompts about {t.interrupted_prompt_tokens} tokens by the "
+                 f"client's estimate), and {t.cache_hits} cache hit(s) (no request); tokens are those the server "
+                 "reported in its answers, so a request it received but never answered (time-out, dropped "
+                 "connection, kill) adds none")
         if reused_keys:
             scope += (f"; {len(reused_keys)} artefact(s) reused from {self.config.spaces_from} are not included "
                       "(their recorded build cost is under cost_reused)")
@@ -805,6 +802,7 @@ def _conditions_by_scenario(instances: Sequence[Instance]) -> dict[str, list[str
 
 def _summary(c: StageCost) -> CostSummary:
     return CostSummary(llm_calls=c.llm_calls, failed_attempts=c.failed_attempts, samples=c.samples,
+                       interrupted=c.interrupted, interrupted_prompt_tokens=c.interrupted_prompt_tokens,
                        cache_hits=c.cache_hits,
                        prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens,
                        request_seconds=round(c.llm_seconds, 4), wall_seconds=round(c.wall_seconds, 4))

@@ -10,6 +10,9 @@
   fair sample since samples are nested) and recorded in the run directory as ``sample.json``
   (:func:`record_sample`), so a resumed run, or another method given the same data and sample
   settings, scores exactly the same ids.
+
+:func:`select_instances` is that whole selection for a run's configuration, used by the runner and
+by whatever reads a run directory back (``anchor cost``), so both see the same instances.
 """
 
 from __future__ import annotations
@@ -22,16 +25,19 @@ from anchor.evaluation.datasets import (
     DecisionInstance,
     FactcheckData,
     PairwiseInstance,
+    balance_outcome_order,
     is_factcheck_dataset,
     load_dataset,
     load_factcheck_set,
 )
+from anchor.evaluation.results import RunConfig
 from anchor.evaluation.sampling import (
     DEFAULT_SAMPLE_SEED,
     DEFAULT_SAMPLE_SIZE,
     SampleError,
     SampleRecord,
     SampleSize,
+    draw_sample,
     parse_sample_size,
 )
 from anchor.files import write_atomic
@@ -42,9 +48,11 @@ __all__ = [
     "data_summary",
     "default_sample",
     "load_eval_data",
+    "read_sample",
     "record_sample",
     "resolve_sample",
     "sample_summary",
+    "select_instances",
 ]
 
 Instance = DecisionInstance | PairwiseInstance
@@ -92,6 +100,37 @@ def load_eval_data(dataset: str, path: Path | None) -> tuple[list[Instance], Fac
     return list(load_dataset(dataset, path)), None
 
 
+def select_instances(config: RunConfig, recorded: SampleRecord | None = None
+                     ) -> tuple[list[Instance], FactcheckData | None, SampleRecord | None]:
+    """The instances a run with ``config`` scores, in order: the data as read, the seeded sample
+    (``recorded``, the run directory's ``sample.json``, when given; else drawn again), the
+    outcome-order balancing, then ``--limit``. Also the file as read and the sample record."""
+    instances, data = load_eval_data(config.dataset, Path(config.data_path) if config.data_path else None)
+    record = None
+    if config.sample is not None:
+        if recorded is not None:
+            instances, record = recorded.select(instances), recorded
+        else:
+            seed = DEFAULT_SAMPLE_SEED if config.sample_seed is None else config.sample_seed
+            instances, record = draw_sample(instances, config.sample, seed)
+    if config.balance_outcomes:
+        instances = balance_outcome_order(instances)
+    if config.limit is not None:
+        instances = instances[: config.limit]
+    return instances, data, record
+
+
+def read_sample(folder: Path) -> SampleRecord | None:
+    """The sample recorded in run directory ``folder`` (None when it has none)."""
+    path = folder / SAMPLE_FILE
+    if not path.exists():
+        return None
+    try:
+        return SampleRecord.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise SampleError(f"{path} is not a sample record ({exc}); move it away to draw the sample again") from exc
+
+
 def data_summary(data: FactcheckData | None) -> dict[str, Any] | None:
     """What ``metrics.json`` says about the file: rows read, usable, skipped (and the first reasons)."""
     if data is None:
@@ -121,12 +160,8 @@ def record_sample(folder: Path, record: SampleRecord) -> Path:
     silent mix of two samples.
     """
     path = folder / SAMPLE_FILE
-    if path.exists():
-        try:
-            old = SampleRecord.model_validate(json.loads(path.read_text(encoding="utf-8")))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise SampleError(f"{path} is not a sample record ({exc}); move it away to draw the sample "
-                              "again") from exc
+    old = read_sample(folder)
+    if old is not None:
         if (old.seed, old.requested, old.ids) != (record.seed, record.requested, record.ids):
             raise SampleError(f"{path} lists another sample than the one drawn now (seed {old.seed}, "
                               f"{len(old.ids)} ids); use another --out, or move the file away")

@@ -30,6 +30,7 @@ from anchor.inference.elicit import (
     elicit_phis,
     frequency_latent_params,
 )
+from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.types import AggregationMethod, FactorEvidence, FactorSpace, InferenceResult, MappingTrace
 
@@ -155,12 +156,14 @@ B = TypeVar("B")
 
 async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
     """Await two coroutines concurrently; if one fails, cancel the other and raise that failure
-    as is (not wrapped in an ExceptionGroup, so callers' ``except`` clauses still match)."""
-    tasks = (asyncio.ensure_future(first), asyncio.ensure_future(second))
+    as is (not wrapped in an ExceptionGroup, so callers' ``except`` clauses still match). The caller
+    continues from the longer of the two chains of requests."""
+    tasks = (asyncio.ensure_future(chain.traced(first)), asyncio.ensure_future(chain.traced(second)))
     try:
-        a, b = await asyncio.gather(*tasks)
+        (a, ended_a), (b, ended_b) = await asyncio.gather(*tasks)
     except BaseException:
         for task in tasks:
             task.cancel()
         raise
+    chain.merge(ended_a, ended_b)
     return a, b

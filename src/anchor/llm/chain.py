@@ -58,6 +58,13 @@ def merge(*others: Chain) -> Chain:
     return now
 
 
+def since(start: Chain) -> Chain:
+    """The chain added since the running code stood at ``start`` (the longest chain of the requests
+    made in between, when nothing else was merged in meanwhile)."""
+    now = _current.get()
+    return Chain(now.requests - start.requests, round(max(0.0, now.seconds - start.seconds), 6))
+
+
 def reset() -> None:
     """Start a new chain here (a new unit of work that depends on nothing before it)."""
     _current.set(_START)

@@ -12,6 +12,10 @@ derived from the client's seed), which is also how vLLM seeds the ``n`` answers 
 seeded ``base + first``: a server that is deterministic per seed gives the same answers both ways.
 An answer that is unusable (off-schema, truncated) or missing (a server that ignored ``n``) is
 asked for again on its own, exactly as it would have been without ``n``.
+
+Every request sent lengthens the caller's chain of dependent requests (``llm.chain``) by its time,
+and its record carries the chain it ended; a call answered by an identical request in flight
+continues from that request's chain, and a cache hit adds nothing.
 """
 
 from __future__ import annotations
@@ -28,8 +32,10 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from anchor.llm import chain
 from anchor.llm.base import Backend, Message, MultiCompletion, RawCompletion, SamplingBackend, TokenLogprob
 from anchor.llm.cache import CachedResponse, ResponseCache, cache_key, legacy_keys
+from anchor.llm.context import estimate_prompt_tokens
 from anchor.llm.errors import (
     FatalBackendError,
     LLMOutputError,
@@ -252,7 +258,8 @@ class LLMClient:
         inflight = self._inflight()
         pending = inflight.get(key)
         if pending is not None:
-            answer = await asyncio.shield(pending)
+            answer, ended = await asyncio.shield(pending)
+            chain.merge(ended)
             self.ledger.record(CallRecord(stage=stage, outcome="cache_hit", detail="shared with an identical request"))
             return Answer(parsed=answer.parsed, text=answer.text, cached=True, prompt_tokens=answer.prompt_tokens,
                           completion_tokens=answer.completion_tokens, logprobs=answer.logprobs)
@@ -267,7 +274,7 @@ class LLMClient:
                 future.exception()  # mark retrieved: waiters re-raise it, nobody else needs to
             raise
         else:
-            future.set_result(answer)
+            future.set_result((answer, chain.current()))
             return answer
         finally:
             inflight.pop(key, None)
@@ -321,7 +328,7 @@ class LLMClient:
                         futures[i].exception()  # retrieved here; waiters re-raise it
                         first_error = first_error or result
                     else:
-                        futures[i].set_result(result)
+                        futures[i].set_result((result, chain.current()))
                         done[i] = result
                 if first_error is not None:
                     raise first_error
@@ -335,7 +342,8 @@ class LLMClient:
             for i in own:
                 inflight.pop(keys[i], None)
         for i, pending in shared.items():
-            answer = await asyncio.shield(pending)
+            answer, ended = await asyncio.shield(pending)
+            chain.merge(ended)
             self.ledger.record(CallRecord(stage=stage, outcome="cache_hit", detail="shared with an identical request"))
             done[i] = Answer(parsed=answer.parsed, text=answer.text, cached=True, prompt_tokens=answer.prompt_tokens,
                              completion_tokens=answer.completion_tokens)
@@ -351,7 +359,7 @@ class LLMClient:
     ) -> dict[int, Answer[T] | BaseException]:
         """Answers for uncached sample indices: contiguous runs of them share a request."""
         if len(indices) == 1 or not self._batches_samples():
-            results = await asyncio.gather(*(
+            results = await chain.gather(*(
                 self._ask_backend(stage, messages, keys[i], json_schema, schema, temperature, max_tokens, i, check,
                                   None) for i in indices), return_exceptions=True)
             return dict(zip(indices, results, strict=True))
@@ -362,7 +370,7 @@ class LLMClient:
             else:
                 runs.append([i])
         out: dict[int, Answer[T] | BaseException] = {}
-        for part in await asyncio.gather(*(
+        for part in await chain.gather(*(
                 self._fetch_run(stage, messages, run, keys, json_schema, schema, temperature, max_tokens, check)
                 for run in runs), return_exceptions=True):
             if isinstance(part, BaseException):
@@ -377,7 +385,7 @@ class LLMClient:
         """Samples ``run`` (consecutive indices) from one request for ``len(run)`` answers, then
         each unusable or missing answer asked for again on its own."""
         if len(run) == 1 or not self._batches_samples():
-            results = await asyncio.gather(*(
+            results = await chain.gather(*(
                 self._ask_backend(stage, messages, keys[i], json_schema, schema, temperature, max_tokens, i, check,
                                   None) for i in run), return_exceptions=True)
             return dict(zip(run, results, strict=True))
@@ -419,9 +427,9 @@ class LLMClient:
         self.ledger.record(CallRecord(
             stage=stage, outcome=outcome, samples=len(multi.choices),  # type: ignore[arg-type]
             prompt_tokens=multi.prompt_tokens, completion_tokens=multi.completion_tokens, seconds=timed.seconds,
-            started=timed.started, detail=scrub(detail)[:300], request_id=timed.request_id))
+            started=timed.started, detail=scrub(detail)[:300], request_id=timed.request_id, **_stamp(timed.ended)))
         if again:
-            results = await asyncio.gather(*(
+            results = await chain.gather(*(
                 self._ask_backend(stage, messages, keys[i], json_schema, schema, temperature, max_tokens, i, check,
                                   None, first_attempt=attempt, budget=budget, last=(text, reason))
                 for i, (attempt, budget, text, reason) in again.items()), return_exceptions=True)
@@ -514,7 +522,8 @@ class LLMClient:
         self.ledger.record(CallRecord(
             stage=stage, outcome=outcome, samples=1,  # type: ignore[arg-type]
             prompt_tokens=raw.completion.prompt_tokens, completion_tokens=raw.completion.completion_tokens,
-            seconds=raw.seconds, started=raw.started, detail=scrub(detail)[:300], request_id=raw.request_id))
+            seconds=raw.seconds, started=raw.started, detail=scrub(detail)[:300], request_id=raw.request_id,
+            **_stamp(raw.ended)))
 
     def _backoff(self, retry: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -523,17 +532,20 @@ class LLMClient:
         return random.uniform(cap / 2, cap)  # "equal jitter": never zero, never synchronised
 
     async def _send(self, stage: str, messages: list[Message], **kwargs: Any) -> _Timed:
-        return await self._transmit(stage, lambda: self.backend.complete(messages, **kwargs))
+        return await self._transmit(stage, lambda: self.backend.complete(messages, **kwargs),
+                                    estimate_prompt_tokens(messages))
 
     async def _send_choices(self, stage: str, messages: list[Message], **kwargs: Any) -> _TimedMulti:
         backend = self.backend
         assert isinstance(backend, SamplingBackend)
-        timed = await self._transmit(stage, lambda: backend.complete_choices(messages, **kwargs))
+        timed = await self._transmit(stage, lambda: backend.complete_choices(messages, **kwargs),
+                                     estimate_prompt_tokens(messages))
         return _TimedMulti(timed.completion, timed.seconds, timed.started,  # type: ignore[arg-type]
-                           timed.request_id)
+                           timed.request_id, timed.ended)
 
-    async def _transmit(self, stage: str, call: Callable[[], Awaitable[Any]]) -> _Timed:
-        """One request (``call``) under the concurrency limit, retried on transient failures."""
+    async def _transmit(self, stage: str, call: Callable[[], Awaitable[Any]], prompt_tokens: int) -> _Timed:
+        """One request (``call``, whose prompt is about ``prompt_tokens`` long) under the concurrency
+        limit, retried on transient failures; each attempt lengthens the chain of dependent requests."""
         last_error = ""
         for retry in range(self.transport_retries + 1):
             started = time.perf_counter()
@@ -542,68 +554,51 @@ class LLMClient:
             try:
                 async with self._semaphore():
                     started, wall = time.perf_counter(), time.time()
-                    # Announced before it is sent: a process killed while waiting still counts the
-                    # request the server received (see ledger.collapse_sent).
-                    self.ledger.announce(CallRecord(stage=stage, outcome="sent", started=wall, request_id=request_id))
+                    # Announced before it is sent: a process killed while waiting leaves this record
+                    # alone, an interrupted request (see ledger.collapse_sent).
+                    self.ledger.announce(CallRecord(stage=stage, outcome="sent", started=wall, request_id=request_id,
+                                                    estimated_prompt_tokens=prompt_tokens))
                     completion = await call()
-                self._record_fallbacks(stage, getattr(completion, "format_fallbacks", 0), wall)
-                self._record_fallbacks(stage, getattr(completion, "n_refused", 0), wall,
-                                       "the server refused a request for several answers (n); asked for one")
-                return _Timed(completion, time.perf_counter() - started, wall, request_id)
-            except TransientBackendError as exc:
-                self._record_fallbacks(stage, getattr(exc, "format_fallbacks", 0), wall)
+                fallbacks = getattr(completion, "format_fallbacks", 0)
+                refused = getattr(completion, "n_refused", 0)
                 elapsed = time.perf_counter() - started
+                ended = chain.advance(elapsed, 1 + fallbacks + refused)
+                self._record_fallbacks(stage, fallbacks, wall, ended)
+                self._record_fallbacks(stage, refused, wall, ended,
+                                       "the server refused a request for several answers (n); asked for one")
+                return _Timed(completion, elapsed, wall, request_id, ended)
+            except TransientBackendError as exc:
+                elapsed = time.perf_counter() - started
+                fallbacks = getattr(exc, "format_fallbacks", 0)
+                ended = chain.advance(elapsed, 1 + fallbacks)
+                self._record_fallbacks(stage, fallbacks, wall, ended)
                 last_error = scrub(str(exc))
                 self.ledger.record(CallRecord(stage=stage, outcome="transient_error", seconds=elapsed, started=wall,
-                                              detail=last_error[:300], request_id=request_id))
+                                              detail=last_error[:300], request_id=request_id, **_stamp(ended)))
                 if retry < self.transport_retries:
                     await self._sleep(self._backoff(retry, exc.retry_after))
             except FatalBackendError as exc:
-                self._record_fallbacks(stage, getattr(exc, "format_fallbacks", 0), wall)
+                elapsed = time.perf_counter() - started
+                fallbacks = getattr(exc, "format_fallbacks", 0)
+                ended = chain.advance(elapsed, 1 + fallbacks)
+                self._record_fallbacks(stage, fallbacks, wall, ended)
                 message = scrub(str(exc))
                 self.ledger.record(CallRecord(stage=stage, outcome="fatal_error", started=wall, request_id=request_id,
-                                              seconds=time.perf_counter() - started, detail=message[:300]))
+                                              seconds=elapsed, detail=message[:300], **_stamp(ended)))
                 raise type(exc)(f"stage '{stage}': {message}") from exc
         raise RetryBudgetExhausted(
             f"stage '{stage}': {self.transport_retries + 1} attempts to reach {scrub(self.backend.name)} failed; "
             f"last error: {last_error}"
         )
 
-    def _record_fallbacks(self, stage: str, n: int, wall: float,
+    def _record_fallbacks(self, stage: str, n: int, wall: float, ended: chain.Chain,
                           detail: str = "the server refused the response_format; asked again in a simpler format",
                           ) -> None:
         """Requests the backend spent finding a request shape the server accepts (a structured-output
         format, or one answer instead of several): the server received them, so they are counted."""
         for _ in range(n):
-            self.ledger.record(CallRecord(stage=stage, outcome="format_rejected", started=wall, detail=detail))
-
-
-def run_sync(coro: Awaitable[T], client: LLMClient) -> T:
-    """Run ``coro`` in a fresh event loop, then release the client's connections for that loop.
-
-    Called from inside a running event loop (async code, Jupyter) it refuses with a clear error and
-    closes ``coro`` unstarted: blocking that loop would deadlock it.
-    """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        close = getattr(coro, "close", None)
-        if close is not None:
-            close()
-        raise RuntimeError(
-            "this synchronous anchor call cannot run inside a running event loop (async code or Jupyter); "
-            "await its coroutine twin instead, e.g. `await engine.abuild(...)` / `await engine.ainfer(...)`"
-        )
-
-    async def main() -> T:
-        try:
-            return await coro
-        finally:
-            await client.aclose()
-
-    return asyncio.run(main())
+            self.ledger.record(CallRecord(stage=stage, outcome="format_rejected", started=wall, detail=detail,
+                                          **_stamp(ended)))
 
 
 @dataclass
@@ -612,6 +607,7 @@ class _Timed:
     seconds: float
     started: float = 0.0
     request_id: str = ""
+    ended: chain.Chain = chain.Chain()
 
 
 @dataclass
@@ -620,3 +616,9 @@ class _TimedMulti:
     seconds: float
     started: float = 0.0
     request_id: str = ""
+    ended: chain.Chain = chain.Chain()
+
+
+def _stamp(ended: chain.Chain) -> dict[str, Any]:
+    """The CallRecord fields of the chain a request ended."""
+    return {"chain_requests": ended.requests, "chain_seconds": ended.seconds}

@@ -17,10 +17,11 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from anchor.llm import chain
 from anchor.types import StageCost
 
 Outcome = Literal["sent", "ok", "cache_hit", "transient_error", "invalid_output", "truncated", "fatal_error",
-                  "format_rejected"]
+                  "format_rejected", "interrupted"]
 
 
 class CallRecord(BaseModel):
@@ -39,6 +40,14 @@ class CallRecord(BaseModel):
     """Label of the innermost ledger scope active when the call was made ("" outside any)."""
     request_id: str = ""
     """Ties the "sent" record of a request to the record of how it ended."""
+    estimated_prompt_tokens: int = 0
+    """On a "sent" record: the client's estimate of the prompt's tokens (``llm.context``), the only
+    size known of a request whose answer never came (the server reports tokens in its answer)."""
+    chain_requests: int | None = None
+    chain_seconds: float | None = None
+    """The chain of dependent requests this request ended (``llm.chain``): how many requests, this
+    one included, were sent one after another to get here, and their seconds added up. None on
+    cache hits and in records written before these fields existed."""
 
     @property
     def reached_backend(self) -> bool:
@@ -46,8 +55,8 @@ class CallRecord(BaseModel):
 
     @property
     def sample_count(self) -> int:
-        """Answers this request brought back (0 for cache hits and failed transmissions)."""
-        if self.outcome in ("cache_hit", "transient_error", "fatal_error"):
+        """Answers this request brought back (0 for cache hits, failed transmissions and interrupted requests)."""
+        if self.outcome in ("cache_hit", "transient_error", "fatal_error", "interrupted"):
             return 0
         return 1 if self.samples is None else self.samples
 
@@ -155,8 +164,9 @@ def busy_seconds(records: Iterable[CallRecord]) -> float:
 
 def collapse_sent(records: Iterable[CallRecord]) -> list[CallRecord]:
     """Each request once: a "sent" record is dropped when the request's outcome was recorded too,
-    and kept as an interrupted (failed) attempt with unknown tokens when it was not (the process
-    stopped while waiting for the answer: the server still received the request)."""
+    and kept as an *interrupted* request when it was not (the process was killed while waiting).
+    Such a request is neither failed nor free: it may never have reached the server, or the server
+    may have answered it; only its prompt size is known, by the client's estimate."""
     records = list(records)
     finished = {r.request_id for r in records if r.request_id and r.outcome != "sent"}
     out = []
@@ -164,9 +174,23 @@ def collapse_sent(records: Iterable[CallRecord]) -> list[CallRecord]:
         if r.outcome == "sent":
             if r.request_id in finished:
                 continue
-            r = r.model_copy(update={"outcome": "transient_error", "detail": "interrupted before an answer came"})
+            r = r.model_copy(update={"outcome": "interrupted", "detail": "the process stopped before an answer came"})
         out.append(r)
     return out
+
+
+def critical_path(records: Iterable[CallRecord]) -> chain.Chain | None:
+    """The longest chain of dependent requests among ``records`` (the longest stamp on a request's
+    record); ``Chain(0, 0.0)`` when they hold no request, None when a request's record carries no
+    chain (written before chains were recorded)."""
+    longest = chain.Chain()
+    for r in records:
+        if r.outcome in ("cache_hit", "sent", "interrupted"):
+            continue
+        if r.chain_requests is None or r.chain_seconds is None:
+            return None
+        longest = longest.longer(chain.Chain(r.chain_requests, r.chain_seconds))
+    return longest
 
 
 def summarize(records: Iterable[CallRecord]) -> list[StageCost]:
@@ -203,6 +227,8 @@ def merge_costs(costs: Iterable[StageCost], label: str | None = None) -> list[St
         acc = out.setdefault(key, StageCost(stage=key))
         acc.llm_calls += c.llm_calls
         acc.failed_attempts += c.failed_attempts
+        acc.interrupted += c.interrupted
+        acc.interrupted_prompt_tokens += c.interrupted_prompt_tokens
         acc.samples += c.samples
         acc.cache_hits += c.cache_hits
         acc.prompt_tokens += c.prompt_tokens
@@ -215,6 +241,10 @@ def merge_costs(costs: Iterable[StageCost], label: str | None = None) -> list[St
 def _add(cost: StageCost, rec: CallRecord) -> None:
     if rec.outcome == "cache_hit":
         cost.cache_hits += 1
+        return
+    if rec.outcome in ("interrupted", "sent"):
+        cost.interrupted += 1
+        cost.interrupted_prompt_tokens += rec.estimated_prompt_tokens
         return
     cost.llm_calls += 1
     cost.samples += rec.sample_count

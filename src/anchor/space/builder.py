@@ -10,6 +10,7 @@ import time
 
 from anchor import offload
 from anchor.embed import Embedder, MiniLMEmbedder
+from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import summarize
 from anchor.progress import ProgressEvent, Reporter, silent
@@ -20,6 +21,7 @@ from anchor.space.voting import vote_labels
 from anchor.types import (
     BuildParams,
     Cluster,
+    CriticalPath,
     EmbeddingMatrix,
     Factor,
     FactorSpace,
@@ -53,6 +55,7 @@ class FactorSpaceBuilder:
         # Slow first-use costs (loading MiniLM, compiling UMAP) are paid on worker threads while
         # the first abduction rounds wait for the LLM, not later in the middle of traffic.
         offload.warm_up(self.embedder, clustering=p.cluster and self.reducer is None)
+        before = chain.current()
         with self.client.ledger.scope() as records:
             abduced = await Abductor(self.client, self.embedder, p).run(scenario, report)
             texts = abduced.factors
@@ -116,6 +119,7 @@ class FactorSpaceBuilder:
             params=p,
             clustering=result.stats,
             cost=summarize(records),
+            critical_path=CriticalPath(**chain.since(before)._asdict()),
             compute_seconds=compute,
             llm=self.client.identity,
             embedding_model=model_id,

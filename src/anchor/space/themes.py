@@ -8,9 +8,8 @@ removed and why goes into the cluster's ``pruned`` list.
 
 from __future__ import annotations
 
-import asyncio
-
 from anchor import prompts
+from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.progress import ProgressEvent, Reporter, silent
 from anchor.types import Cluster, Factor, PrunedFactor, Scenario
@@ -64,7 +63,7 @@ async def name_and_prune(
                        factor_ids=[f.id for f in members if f.id not in removed],
                        pruned=list(removed.values()))
 
-    clusters = list(await asyncio.gather(*(one(cid, members) for cid, members in sorted(groups.items()))))
+    clusters = list(await chain.gather(*(one(cid, members) for cid, members in sorted(groups.items()))))
     # Two clusters with one name would be indistinguishable to a reader and share a theme vector.
     seen: dict[str, int] = {}
     for cluster in clusters:

@@ -8,9 +8,8 @@ are one request on servers that honour ``n`` (see ``LLMClient.ask_samples``).
 
 from __future__ import annotations
 
-import asyncio
-
 from anchor import prompts
+from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.progress import ProgressEvent, Reporter, silent
 from anchor.types import LabelVotes, Scenario
@@ -49,5 +48,5 @@ async def vote_labels(
         done += samples
         report(ProgressEvent("voting", done, total))
 
-    await asyncio.gather(*(one(batch) for batch in batches))
+    await chain.gather(*(one(batch) for batch in batches))
     return [LabelVotes(**t) for t in tallies]
