@@ -14,12 +14,13 @@ from typer.testing import CliRunner
 
 from anchor.cli import app
 from anchor.llm.cache import CachedResponse, ResponseCache
-from anchor.llm.client import LLMClient, run_sync
+from anchor.llm.client import LLMClient
 from anchor.llm.ledger import CostLedger
 from anchor.llm.openai_backend import OpenAICompatibleBackend
 from anchor.llm.prompt import PromptSpec
 from anchor.llm.scripted import ScriptedBackend
 from anchor.llm.structured import inline_schema
+from anchor.llm.sync import run_sync
 from anchor.prompts import VerbalProbability
 from tests.fakeserver import FakeOpenAIServer
 from tests.run_helpers import eval_args, predictions_of
