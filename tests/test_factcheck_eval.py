@@ -123,6 +123,9 @@ def test_sample_all_other_seed_and_a_sample_larger_than_the_file(tmp_path: Path)
     (["--sample=-3"], "sample size must be at least 1 (or 'all'), got -3"),
     (["--sample", "abc"], "sample size must be a positive whole number or 'all', got 'abc'"),
     (["--dataset", "today", "--sample-seed", "3"], "--sample-seed only applies to a sample"),
+    # random.Random(-1) is random.Random(1): a negative seed would draw seed 1's sample, recorded as -1.
+    (["--sample-seed", "-1"], "--sample-seed must be a whole number >= 0, got -1"),
+    (["--sample", "4", "--sample-seed=-7"], "--sample-seed must be a whole number >= 0, got -7"),
 ])
 def test_bad_sample_options_are_one_line_errors(tmp_path: Path, args: list[str], words: str) -> None:
     dataset = [] if "--dataset" in args else ["--dataset", "cnn"]

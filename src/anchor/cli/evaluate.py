@@ -82,7 +82,7 @@ def eval_command(
         "before --limit and recorded in DIR/sample.json. Default: 100 for the fact-checking sets (cnn, xsum, "
         "expertqa, covid, factcheck: the paper's protocol), the whole file in file order otherwise."))] = None,
     sample_seed: Annotated[int | None, opt("--sample-seed", panel=EVAL_PANEL, help=(
-        "Seed of the sample; the same data, size and seed give the same ids for every method. "
+        "Seed of the sample, 0 or more; the same data, size and seed give the same ids for every method. "
         "(default: 42)"))] = None,
     runs: Annotated[int, opt("--runs", panel=EVAL_PANEL, bound=(RunConfig, "runs"), default=1, help=(
         "Repetitions with seeds seed, seed+1, ...; the report gives mean ± std."))] = 1,
