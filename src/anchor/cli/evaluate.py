@@ -221,7 +221,7 @@ def report_command(
         result = build_report(run_dirs, target)
         # soft_wrap: the Markdown as written to the file; hard-wrapped at the console width (80 columns
         # when stdout is not a terminal) its table rows would break.
-        out.print(result.markdown, markup=False, highlight=False, emoji=False, soft_wrap=True)
+        out.print(result.markdown.rstrip("\n"), markup=False, highlight=False, emoji=False, soft_wrap=True)
         err.print(f"wrote {result.path}" + (f" and {len(result.pngs)} plot(s)" if result.pngs else ""))
         if not no_html:
             for index in write_html_indexes(run_dirs):
