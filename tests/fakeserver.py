@@ -5,6 +5,10 @@ the official ``openai`` SDK end to end instead of mocking it. By default it answ
 with random JSON that satisfies the request's ``response_format`` schema (like a server that
 honours structured output but knows nothing about the task).
 
+``first_token_logprobs(body)`` scripts the log-probabilities of a request that asks for them (the
+first answer token's alternatives; the likeliest is the answer); without it every answer character
+gets -0.1 and made-up alternatives lower down.
+
 Faults are drawn per request from ``faults`` (a queue consumed first) and ``fault_rates``:
 ``500``, ``429`` (with ``Retry-After``), ``malformed`` (HTTP 200 with a broken JSON body),
 ``garbage`` (content that is not JSON), ``truncated`` (cut content, ``finish_reason=length``),
@@ -123,6 +127,7 @@ class FakeOpenAIServer:
         retry_after: float = 0.0,
         slow_seconds: float = 2.0,
         logprobs: bool = True,
+        first_token_logprobs: Callable[[dict[str, Any]], dict[str, float]] | None = None,
         deterministic: bool = False,
         formats: tuple[str, ...] = ("json_schema", "json_object"),
         latency: float = 0.0,
@@ -142,6 +147,9 @@ class FakeOpenAIServer:
         self.retry_after = retry_after
         self.slow_seconds = slow_seconds
         self.logprobs = logprobs
+        # Scripted log-probabilities: for a request that asks for them, the first answer token's
+        # alternatives (token -> log-probability, from the request); the likeliest is the answer.
+        self.first_token_logprobs = first_token_logprobs
         # Deterministic: the answer depends only on the request body (like a seeded model), not
         # on how many requests came before.
         self.deterministic = deterministic
@@ -398,7 +406,14 @@ class FakeOpenAIServer:
                         content = json.dumps({"unexpected": [1, 2, 3]})
                     message: dict[str, Any] = {"role": "assistant", "content": content}
                     choice: dict[str, Any] = {"index": j, "message": message, "finish_reason": finish}
-                    if body.get("logprobs") and server.logprobs:
+                    if body.get("logprobs") and server.logprobs and server.first_token_logprobs is not None:
+                        top_n = int(body.get("top_logprobs") or 1)
+                        ranked = sorted(server.first_token_logprobs(one).items(), key=lambda kv: -kv[1])[:top_n]
+                        message["content"] = ranked[0][0]
+                        choice["logprobs"] = {"content": [
+                            {"token": ranked[0][0], "logprob": ranked[0][1], "bytes": None,
+                             "top_logprobs": [{"token": t, "logprob": lp, "bytes": None} for t, lp in ranked]}]}
+                    elif body.get("logprobs") and server.logprobs:
                         top_n = int(body.get("top_logprobs") or 1)
                         toks = content[:8] or " "
                         choice["logprobs"] = {"content": [

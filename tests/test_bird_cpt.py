@@ -20,6 +20,10 @@ from anchor.bird.cpt import (
     one_hot_rows,
     sample_assignments,
 )
+from anchor.bird.types import BirdConfig
+from anchor.bird.verbal import mirror
+from tests.test_bird_model import CONFIG, build, nearest_level, script
+from tests.test_bird_model import TRUE as JUDGED_P
 
 # --------------------------------------------------------------------------- sampling
 
@@ -243,3 +247,28 @@ def test_constrained_shortcut_matches_the_product_form():
     assert np.all((reference.params > 1e-3) & (reference.params < 1 - 1e-3))
     np.testing.assert_allclose(fast.params, reference.params, rtol=0, atol=1e-10)
     np.testing.assert_allclose(fast.loss_per_epoch, reference.loss_per_epoch, rtol=1e-9)
+
+
+# --------------------------------------------------------------------------- the default margin weight, built
+
+
+def test_the_default_margin_weight_is_the_one_the_build_trains_with(scripted_client):
+    """Not only recorded: a model built with BirdConfig's default margin weight is the model built with
+    weight 10, and its margin holds a value on its label's side where the judgements pull it across."""
+    contradicted = {**JUDGED_P, "lid on": 0.2}  # labelled outcome 1 by the voters, judged against it
+
+    def judge(values: list[str]) -> tuple[str, str]:
+        ps = [contradicted[v.rstrip(".")] for v in values]
+        level = nearest_level(float(np.prod(ps) / (np.prod(ps) + np.prod([1 - p for p in ps]))))
+        return level.value, mirror(level).value
+
+    def lid_on(config: BirdConfig) -> tuple[float, list[float]]:
+        model, _ = build(scripted_client, script(judge=judge), config)
+        return next(p.p for p in model.parameters if p.value == "lid on"), [p.p for p in model.parameters]
+
+    assert BirdConfig().margin_weight == CONFIG.margin_weight
+    default, default_params = lid_on(CONFIG)
+    ten, ten_params = lid_on(CONFIG.model_copy(update={"margin_weight": 10.0}))
+    free, _ = lid_on(CONFIG.model_copy(update={"margin_weight": 0.0}))
+    assert default_params == ten_params
+    assert free < 0.5 < default  # without the margin the data drags 'lid on' across 0.5

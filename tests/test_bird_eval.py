@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from anchor.bird import BirdMethod, load_model
 from anchor.cli import app
+from anchor.evaluation.bird_methods import load_transplant
 from anchor.evaluation.datasets import load_dataset, load_pairwise, scenario_key
 from anchor.evaluation.results import RunConfig
 from anchor.llm.scripted import ScriptedRequest
@@ -253,6 +254,35 @@ def test_transplant_variants_and_table_4(tmp_path):
 
     expected = mapping_tokens(dirs["factors"]) / mapping_tokens(dirs["relaxed"])
     assert rows[1].split(" | ")[3] == f"{expected:.2f}"
+
+
+def test_shared_transplant_does_not_depend_on_the_run_that_builds_it_and_reports_the_reused_space(tmp_path):
+    """--spaces shared: the BIRD-on-ANCHOR artefact is built with the base seed whichever run builds it;
+    --spaces-from: the reused ANCHOR space's build cost is reported under cost_reused."""
+    common = ["--dataset", "common2sense-pairwise", "--limit", "1", "--spaces", "shared", *TINY]
+    with FakeOpenAIServer(deterministic=True) as server:
+        anchor_dir = tmp_path / "anchor"
+        invoke(eval_args(server, tmp_path / "c0", anchor_dir, *common, "--method", "anchor"))
+        out = tmp_path / "transplant"
+        args = eval_args(server, tmp_path / "c1", out, *common, "--method", "bird-on-anchor", "--stage", "factors",
+                         "--runs", "2", "--spaces-from", str(anchor_dir))
+        invoke(args)
+        (path,) = (out / "bird-on-anchor").glob("*.json")
+        first = load_transplant(path)
+        # Now run 1 builds it: drop the artefact and run 1's prediction, and resume.
+        path.unlink()
+        preds = (out / "predictions.jsonl").read_text().splitlines()
+        (out / "predictions.jsonl").write_text("".join(f"{line}\n" for line in preds if '"run":0' in line))
+        invoke(args)
+        again = load_transplant(path)
+    assert [c.factor_ids for c in again.conditions] == [c.factor_ids for c in first.conditions]
+    assert again.model.samples == first.model.samples and again.model.parameters == first.model.parameters
+    m, built = metrics_of(out), metrics_of(anchor_dir)
+    assert "abduction.generate" not in m.cost and "abduction.generate" in m.cost_reused
+    for stage, cost in m.cost_reused.items():
+        if stage != "total":
+            assert cost.llm_calls == built.cost[stage].llm_calls, stage
+    assert "1 artefact(s) reused" in m.cost_scope
 
 
 def test_estimates_match_the_stored_model(tmp_path):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,7 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 from anchor.cli import app
+from anchor.evaluation.datasets import load_pairwise
 from anchor.evaluation.methods import METHODS
+from anchor.evaluation.metrics import pairwise_metrics, pairwise_prediction
 from anchor.evaluation.results import MetricsReport, Prediction, RunConfig
 from tests.fakeserver import FakeOpenAIServer
 
@@ -36,9 +40,42 @@ def read_predictions(out: Path) -> list[Prediction]:
     return [Prediction.model_validate_json(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
 
 
-@pytest.mark.parametrize("method", [m for m in METHODS if not METHODS[m].uses_anchor_config])
+PAIRS = load_pairwise()[:3]  # (human, gold): (1, 2), (2, 2), (2, 2)
+#: Scripted P(O1) per condition: pair 0 favours condition 1 for the gold outcome O2, pair 1 condition
+#: 2, pair 2 neither (a tie: "same").
+P_O1 = {PAIRS[0].condition1: 0.3, PAIRS[0].condition2: 0.8, PAIRS[1].condition1: 0.8, PAIRS[1].condition2: 0.3,
+        PAIRS[2].condition1: 0.4, PAIRS[2].condition2: 0.4}
+CONDITION = re.compile(r"^Condition: (.*)$", re.MULTILINE)
+
+
+def scripted_baselines(body: dict) -> str:
+    """Every direct baseline's answer from P_O1 (the Logits baseline's comes from its log-probabilities)."""
+    user = body["messages"][-1]["content"]
+    name = ((body.get("response_format") or {}).get("json_schema") or {}).get("name", "")
+    if name.startswith("CompareChoice"):
+        pair = next(p for p in PAIRS if f"Condition 1: {p.condition1}\n" in user)
+        gold = [P_O1[c] if pair.gold == 1 else 1 - P_O1[c] for c in (pair.condition1, pair.condition2)]
+        return json.dumps({"choice": "1" if gold[0] > gold[1] else "2" if gold[1] > gold[0] else "same"})
+    if name.startswith("OracleFactors"):
+        return json.dumps({"factors": ["water temperature", "time spent"]})
+    p = P_O1[CONDITION.search(user).group(1)] if CONDITION.search(user) else 0.5
+    choice = "1" if p > 0.5 else "2"
+    return json.dumps({"VerbalProbability": {"probability": p}, "DirectChoice": {"choice": choice},
+                       "ReasonedProbability": {"reasoning": "Scripted.", "probability": p},
+                       "ReasonedChoice": {"reasoning": "Scripted.", "choice": choice}}.get(name.split("_")[0], "1"))
+
+
+def scripted_logprobs(body: dict) -> dict[str, float]:
+    p = P_O1[CONDITION.search(body["messages"][-1]["content"]).group(1)]
+    return {"1": math.log(p), "2": math.log(1 - p), "x": -9.0}
+
+
+DIRECT_BASELINES = [m for m in METHODS if not METHODS[m].uses_anchor_config and not m.startswith("bird")]
+
+
+@pytest.mark.parametrize("method", DIRECT_BASELINES)
 def test_every_baseline_runs_on_pairwise(method, tmp_path):
-    with FakeOpenAIServer(deterministic=True) as server:
+    with FakeOpenAIServer(responder=scripted_baselines, first_token_logprobs=scripted_logprobs) as server:
         out = tmp_path / method
         result = run_eval(eval_args(server, tmp_path, out, "--dataset", "common2sense-pairwise", "--method", method,
                                     "--limit", "3", "--runs", "2"))
@@ -47,17 +84,48 @@ def test_every_baseline_runs_on_pairwise(method, tmp_path):
     config = RunConfig.model_validate_json((out / "config.json").read_text())
     assert config.method == method and config.runs == 2 and config.limit == 3
     assert metrics.n_instances == 3 and metrics.n_runs == 2 and len(metrics.runs) == 2
-    for key in ("f1_context1", "f1_context2", "f1_same", "f1_micro", "coverage"):
-        assert key in metrics.mean and key in metrics.std
-        for run in metrics.runs:
-            assert run[key] is None or 0.0 <= run[key] <= 1.0
+    # Predictions 1 (pair 0), 2 (pair 1) and same (pair 2) against the human 1, 2, 2: class 1 F1 1,
+    # class 2 F1 2/3 (one of two found, no false alarm), "same" 0, micro 2/3; both runs alike.
+    expected = {"f1_context1": 1.0, "f1_context2": 2 / 3, "f1_same": 0.0, "f1_micro": 2 / 3, "coverage": 1.0}
+    for key, value in expected.items():
+        assert metrics.mean[key] == pytest.approx(value) and metrics.std[key] == pytest.approx(0.0), key
     preds = read_predictions(out)
     assert sorted((p.run, p.id) for p in preds) == sorted(
         (r, f"common2sense-pairwise:{i}") for r in range(2) for i in range(3))
-    assert metrics.cost["total"].llm_calls > 0
+    assert {p.id: p.prediction for p in preds} == {f"common2sense-pairwise:{i}": c for i, c in enumerate((1, 2, 3))}
+    if method != "compare":  # the others estimate P(O1) for each condition: P(gold = O2 | c) = 1 - P(O1 | c)
+        direct = METHODS[method].direct
+        for p in preds:
+            pair = PAIRS[int(p.id.rsplit(":", 1)[1])]
+            want = [1 - (float(P_O1[c] > 0.5) if direct else P_O1[c]) for c in (pair.condition1, pair.condition2)]
+            assert [p.p_gold_1, p.p_gold_2] == [pytest.approx(w) for w in want], p.id
+    assert metrics.cost["total"].llm_calls == server.completions
     assert metrics.oracle == (method == "factor-based")
     if method == "factor-based":
         assert any("oracle" in n for n in metrics.notes)
+
+
+@pytest.mark.parametrize("method", [m for m in METHODS if m.startswith("bird") and not METHODS[m].uses_anchor_config])
+def test_bird_runs_on_pairwise_over_two_runs(method, tmp_path):
+    """BIRD's values are pinned in test_bird_eval.py (a scripted BIRD); here its metrics are those of its
+    predictions, over two runs with random (schema-valid) answers."""
+    with FakeOpenAIServer(deterministic=True) as server:
+        out = tmp_path / method
+        result = run_eval(eval_args(server, tmp_path, out, "--dataset", "common2sense-pairwise", "--method", method,
+                                    "--limit", "3", "--runs", "2"))
+        assert result.exit_code == 0, result.output
+    metrics = MetricsReport.model_validate_json((out / "metrics.json").read_text())
+    preds = read_predictions(out)
+    assert sorted((p.run, p.id) for p in preds) == sorted(
+        (r, f"common2sense-pairwise:{i}") for r in range(2) for i in range(3))
+    for r, run in enumerate(metrics.runs):
+        mine = sorted((p for p in preds if p.run == r), key=lambda p: p.id)
+        covered = pairwise_metrics([p.human for p in mine], [p.prediction for p in mine])
+        every = pairwise_metrics([p.human for p in mine],
+                                 [pairwise_prediction(p.p_gold_1, p.p_gold_2, unknown_as=0.5) for p in mine])
+        assert run["coverage"] == pytest.approx(covered["coverage"])
+        assert run["f1_micro"] == pytest.approx(every["f1_micro"])
+    assert metrics.cost["total"].llm_calls == server.completions
 
 
 def test_anchor_pairwise_against_server_and_report(tmp_path):

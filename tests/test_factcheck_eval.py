@@ -4,6 +4,7 @@ decision at the threshold, and long documents cut to a small context, against a 
 from __future__ import annotations
 
 import json
+import math
 import re
 import warnings
 from pathlib import Path
@@ -69,7 +70,11 @@ def test_cnn_sample_is_seeded_recorded_and_shared_by_methods_and_resume(tmp_path
     expected = draw_sample(load_factcheck_set("cnn").instances, 100, 42)[1]
     # Pinned: the sample of the bundled file for seed 42 must not change between versions.
     assert expected.ids[:5] == ["cnn:409", "cnn:9", "cnn:162", "cnn:212", "cnn:274"]
-    with FakeOpenAIServer(deterministic=True) as server:
+    # Scripted P(claim) for the first three: cnn:409 (supported) 0.95 -> support, right; cnn:9
+    # (refuted) 0.93 -> support, wrong; cnn:162 (supported) 0.5 -> not support, wrong.
+    claims = {i.id: i.scenario.outcome1 for i in load_factcheck_set("cnn").instances}
+    p_claim = {claims["cnn:409"]: 0.95, claims["cnn:9"]: 0.93, claims["cnn:162"]: 0.5}
+    with FakeOpenAIServer(responder=scripted(p_claim)) as server:
         for method in ("vanilla", "cot"):
             out = tmp_path / method
             result = invoke(eval_args(server, tmp_path, out, "--dataset", "cnn", "--method", method, "--limit", "3"))
@@ -91,7 +96,10 @@ def test_cnn_sample_is_seeded_recorded_and_shared_by_methods_and_resume(tmp_path
         assert m.sample == {"seed": 42, "requested": 100, "population": 558, "size": 100, "used": 3,
                             "file": "sample.json", "note": None}
         assert m.data is not None and (m.data["rows"], m.data["usable"], m.data["skipped"]) == (558, 558, 0)
-        assert {"balanced_accuracy", "coverage"} <= set(m.mean)
+        # Recall of the supported claims 1/2, of the refuted one 0: balanced accuracy 1/4, accuracy 1/3.
+        assert m.mean["balanced_accuracy"] == pytest.approx(0.25) and m.mean["accuracy"] == pytest.approx(1 / 3)
+        assert m.mean["coverage"] == 1.0
+        assert {p.id: p.prediction for p in predictions(out)} == {"cnn:409": 1, "cnn:9": 1, "cnn:162": 2}
         assert any("sample of 100 of 558" in n and "first 3" in n for n in m.notes)
 
 
@@ -123,6 +131,9 @@ def test_sample_all_other_seed_and_a_sample_larger_than_the_file(tmp_path: Path)
     (["--sample=-3"], "sample size must be at least 1 (or 'all'), got -3"),
     (["--sample", "abc"], "sample size must be a positive whole number or 'all', got 'abc'"),
     (["--dataset", "today", "--sample-seed", "3"], "--sample-seed only applies to a sample"),
+    # random.Random(-1) is random.Random(1): a negative seed would draw seed 1's sample, recorded as -1.
+    (["--sample-seed", "-1"], "--sample-seed must be a whole number >= 0, got -1"),
+    (["--sample", "4", "--sample-seed=-7"], "--sample-seed must be a whole number >= 0, got -7"),
 ])
 def test_bad_sample_options_are_one_line_errors(tmp_path: Path, args: list[str], words: str) -> None:
     dataset = [] if "--dataset" in args else ["--dataset", "cnn"]
@@ -234,6 +245,59 @@ def test_support_decision_and_balanced_accuracy_values(tmp_path: Path, method: s
     assert m.mean["balanced_accuracy"] == pytest.approx(balanced)
     assert m.runs[0]["accuracy"] == pytest.approx(accuracy)
     assert m.runs[0]["coverage"] == 1.0
+
+
+def test_the_runners_decision_at_exactly_the_threshold_is_not_support(tmp_path: Path) -> None:
+    """P(claim) = 0.9 is not above 0.9: the prediction recorded for the instance, not only the metric,
+    says 'not support'."""
+    at = {"The dam was finished in 1936.": ("SUPPORTED", 0.9), "The dam is made of wood.": ("REFUTED", 0.9),
+          "The dam holds back a lake.": ("SUPPORTED", 0.91)}
+    data = write_claims(tmp_path / "dam.jsonl", [{"claim": c, "label": label, "evidence": ["A note about the dam."]}
+                                                 for c, (label, _) in at.items()])
+    with FakeOpenAIServer(responder=scripted({c: p for c, (_, p) in at.items()})) as server:
+        out = tmp_path / "run"
+        result = invoke(eval_args(server, tmp_path, out, "--data", str(data), "--method", "vanilla"))
+        assert result.exit_code == 0, result.output
+    by_id = {p.id: p for p in predictions(out)}
+    assert [(by_id[f"dam:{k}"].p_outcome1, by_id[f"dam:{k}"].prediction) for k in range(3)] == [
+        (0.9, 2), (0.9, 2), (0.91, 1)]
+    assert not any(p.unknown for p in by_id.values())
+    m = metrics(out)  # supported: 1 of 2 called support; refuted: 1 of 1 not: (1/2 + 1) / 2
+    assert m.runs[0]["balanced_accuracy"] == pytest.approx(0.75) and m.runs[0]["accuracy"] == pytest.approx(2 / 3)
+
+
+LOGPROBS = {  # claim -> (label, scripted log-probabilities of the first answer token, expected P(claim))
+    # Both answers listed: P = e^-0.05 / (e^-0.05 + e^-3.05) = 1 / (1 + e^-3).
+    "The tower is 300 m tall.": ("SUPPORTED", {"1": -0.05, "2": -3.05, "The": -4.0}, 1 / (1 + math.exp(-3.0))),
+    # '2' not among the alternatives: it gets the lowest listed one (-2.0), an upper bound.
+    "The tower was built in 1889.": ("SUPPORTED", {"1": -0.7, "I": -1.2, "x": -2.0}, 1 / (1 + math.exp(-1.3))),
+    # Neither '1' nor '2': no probability (unknown), which the decision counts as 'not support'.
+    "The tower is made of glass.": ("REFUTED", {"Yes": -0.2, "No": -1.8}, None),
+    "The tower is in Rome.": ("REFUTED", {"2": -0.1, " 1": -2.5, "1": -2.6}, 1 / (1 + math.exp(2.4))),
+}
+
+
+def test_logits_probability_and_decision_from_the_servers_log_probabilities(tmp_path: Path) -> None:
+    data = write_claims(tmp_path / "tower.jsonl", [{"claim": c, "label": label, "evidence": ["A note."]}
+                                                   for c, (label, _, _) in LOGPROBS.items()])
+
+    def first_token(body: dict) -> dict[str, float]:
+        return LOGPROBS[CLAIM.search(body["messages"][-1]["content"]).group(1)][1]  # type: ignore[union-attr]
+
+    with FakeOpenAIServer(responder=lambda body: "1", first_token_logprobs=first_token) as server:
+        out = tmp_path / "run"
+        result = invoke(eval_args(server, tmp_path, out, "--data", str(data), "--method", "logits"))
+        assert result.exit_code == 0, result.output
+        assert all(b["top_logprobs"] == 20 and b["max_tokens"] == 1 for b in server.requests)
+    by_id = {p.id: p for p in predictions(out)}
+    for k, (_, (_, _, p)) in enumerate(LOGPROBS.items()):
+        pred = by_id[f"tower:{k}"]
+        assert pred.p_outcome1 == (None if p is None else pytest.approx(p)), k
+    # ' 1' (with a space) counts as '1': the better of the two, -2.5, is used for the last claim.
+    assert [by_id[f"tower:{k}"].prediction for k in range(4)] == [1, 2, None, 2]
+    assert by_id["tower:2"].status == "abstained" and "neither '1' nor '2'" in (by_id["tower:2"].error or "")
+    m = metrics(out)  # supported: 1 of 2 called support; refuted: 2 of 2 not: (1/2 + 1) / 2
+    assert (m.runs[0]["balanced_accuracy"], m.runs[0]["coverage"]) == (pytest.approx(0.75), pytest.approx(0.75))
 
 
 # --------------------------------------------------------------------------- long documents

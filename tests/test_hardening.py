@@ -78,6 +78,24 @@ def test_api_key_leaves_no_trace(tmp_path):
     assert "bad gateway for Bearer ***" in calls  # the server's message is kept, the key is not
 
 
+def test_api_key_given_as_one_argument_leaves_no_trace(tmp_path):
+    """``--api-key=KEY`` (one argument) is as secret as ``--api-key KEY``: sent, never written or printed."""
+    with FakeOpenAIServer(deterministic=True, faults=["echo_auth"]) as server:
+        out, cache = tmp_path / "run", tmp_path / "cache"
+        result = runner.invoke(app, ["eval", "--base-url", server.base_url, f"--api-key={KEY}", "--cache-dir",
+                                     str(cache), "--out", str(out), "--dataset", "plasma", "--method", "vanilla",
+                                     "--limit", "2"])
+        assert result.exit_code == 0, (result.stderr, result.exception)
+        assert server.served["echo_auth"] == 1
+        assert all({k.lower(): v for k, v in h.items()}.get("authorization") == f"Bearer {KEY}"
+                   for h in server.headers)
+    assert KEY not in result.stdout and KEY not in result.stderr
+    for path in (p for p in tmp_path.rglob("*") if p.is_file()):
+        assert KEY.encode() not in path.read_bytes(), f"the key leaked into {path}"
+    command = json.loads((out / "config.json").read_text())["command"]
+    assert "--api-key=***" in command and "--base-url" in command
+
+
 # --------------------------------------------------------------------------- 2. failures are retried
 
 

@@ -286,7 +286,7 @@ async def test_compare_shares_the_room_between_its_two_conditions() -> None:
 
 
 def test_without_fitting_the_server_refuses_and_with_it_answers(tmp_path) -> None:
-    with FakeOpenAIServer(context_tokens=2048, deterministic=True) as server:
+    with FakeOpenAIServer(context_tokens=2048, responder=lambda body: json.dumps({"probability": 0.35})) as server:
         fitted = LLMClient(OpenAICompatibleBackend(server.base_url, "fake-model", context_tokens=2048),
                            transport_retries=0, parse_retries=0)
         blind = LLMClient(OpenAICompatibleBackend(server.base_url, "fake-model", context_tokens=1_000_000),
@@ -309,7 +309,7 @@ def test_without_fitting_the_server_refuses_and_with_it_answers(tmp_path) -> Non
         estimate, error = asyncio.run(both())
         sent = server.requests[0]["messages"]
     assert error is not None and "maximum context length is 2048 tokens" in str(error)
-    assert 0.0 <= estimate.p_outcome1 <= 1.0 and "kept" in (estimate.note or "")
+    assert estimate.p_outcome1 == 0.35 and "kept" in (estimate.note or "")
     assert "characters omitted ...]" in sent[-1]["content"]
 
 

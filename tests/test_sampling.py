@@ -113,6 +113,14 @@ def test_bad_sample_sizes(bad: object) -> None:
         parse_sample_size(bad)  # type: ignore[arg-type]
 
 
+def test_negative_seeds_are_refused_not_folded_onto_positive_ones() -> None:
+    items = [Item(f"d:{k}") for k in range(20)]
+    for bad in (-1, -42, True, 1.5):
+        with pytest.raises(SampleError, match="sample seed must be a whole number >= 0"):
+            draw_sample(items, 5, bad)  # type: ignore[arg-type]
+    assert draw_sample(items, 5, 0)[1].seed == 0
+
+
 def test_cannot_sample_nothing_or_repeated_ids() -> None:
     with pytest.raises(SampleError, match="no instances"):
         draw_sample([], 3)

@@ -33,15 +33,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from anchor.audit.markup import esc, num, page, write_text_atomic
-from anchor.audit.pages import explanation_document, footer, space_html
-from anchor.evaluation.results import Kind, Prediction, RunConfig
+from anchor.audit.index_page import IndexRow, Status, instance_intro, run_index_html
+from anchor.audit.markup import write_text_atomic
+from anchor.audit.pages import explanation_document, space_html
+from anchor.evaluation.results import Prediction, RunConfig
 from anchor.llm.errors import AnchorError
 from anchor.space.io import SpaceFileError, load_space
 from anchor.types import FactorSpace, InferenceResult, Scenario
-
-Status = Literal["correct", "wrong", "unknown"]
-STATUSES: tuple[Status, ...] = ("correct", "wrong", "unknown")
 
 
 class RunIndexError(AnchorError):
@@ -59,28 +57,6 @@ class TraceRecord(BaseModel):
     condition: str
     space: str | None = Field(default=None, description="Key of DIR/spaces/<key>.json, or null.")
     result: InferenceResult
-
-
-class IndexRow(BaseModel):
-    """One row of the run index: an instance in one run."""
-
-    run: int
-    id: str
-    kind: Kind
-    conditions: list[str] = Field(default_factory=list, description="One, or two for a pairwise instance.")
-    gold: str
-    prediction: str
-    probabilities: list[tuple[str, float | None]] = Field(default_factory=list,
-                                                           description="(what, value) pairs, for display.")
-    unknown: bool = False
-    state: Literal["ok", "abstained", "failed"] = Field(
-        default="ok", description="The prediction's own status: abstained (the method said unknown) or failed "
-                                  "(no usable answer, e.g. the server was unreachable).")
-    error: str | None = None
-    fallback: str | None = Field(default=None, description=(
-        "The method that answered instead after this one said unknown (BIRD's CoT fallback), if any."))
-    status: Status
-    page: str | None = Field(default=None, description="Relative link to the explanation page, if any.")
 
 
 @dataclass
@@ -308,12 +284,15 @@ def index_rows(
     traces: dict[tuple[int, str], dict[int, TraceRecord]] | None = None,
     texts: dict[str, tuple[Scenario, list[str]]] | None = None,
     pages: dict[tuple[int, str], str] | None = None,
+    claims: dict[str, str] | None = None,
 ) -> list[IndexRow]:
     """One row per prediction, in the order given. Condition texts come from the traces, else
-    from ``texts`` (id -> (scenario, conditions)); ``pages`` maps (run, id) to a page link."""
+    from ``texts`` (id -> (scenario, conditions)); ``pages`` maps (run, id) to a page link. A
+    fact-checking row's claim comes from ``claims`` (id -> claim), else from ``texts``."""
     traces = traces or {}
     texts = texts or {}
     pages = pages or {}
+    claims = {**{iid: scen.outcome1 for iid, (scen, _) in texts.items()}, **(claims or {})}
     rows = []
     for pred in predictions:
         status, gold, predicted = _status_and_labels(pred, config)
@@ -323,7 +302,8 @@ def index_rows(
         else:
             conditions = list(texts.get(pred.id, (None, []))[1])
         rows.append(IndexRow(
-            run=pred.run, id=pred.id, kind=pred.kind, conditions=conditions, gold=gold, prediction=predicted,
+            run=pred.run, id=pred.id, kind=pred.kind, conditions=conditions,
+            claim=claims.get(pred.id) if pred.kind == "factcheck" else None, gold=gold, prediction=predicted,
             probabilities=_probabilities(pred, config), unknown=pred.unknown, state=_state(pred), error=pred.error,
             fallback=next((side.fallback for side in pred.sides if side.fallback and side.status == "ok"), None),
             status=status,
@@ -332,114 +312,7 @@ def index_rows(
     return rows
 
 
-# --------------------------------------------------------------------------- the index page
-
-FILTER_SCRIPT = """(function(){
-var box=document.getElementById("filters"),rows=document.querySelectorAll("#rows tbody tr"),
-shown=document.getElementById("shown"),boxes=box.querySelectorAll("input[type=checkbox]");
-function fromHash(){var h=location.hash.slice(1);
-if(h==="correct"||h==="wrong"||h==="unknown"){boxes.forEach(function(b){b.checked=b.value===h;});}}
-function apply(){var on={},n=0;boxes.forEach(function(b){on[b.value]=b.checked;});
-rows.forEach(function(r){var show=on[r.getAttribute("data-status")]===true;r.hidden=!show;if(show){n++;}});
-shown.textContent=n+" of "+rows.length+" rows shown";}
-box.hidden=false;fromHash();apply();
-box.addEventListener("change",apply);
-window.addEventListener("hashchange",function(){fromHash();apply();});
-})();"""
-
-
-def _run_summary(config: RunConfig) -> str:
-    llm = config.llm or {}
-    items = [("dataset", config.dataset), ("task", config.kind), ("method", config.method),
-             ("ablations", ", ".join(config.ablations) or "none"), ("runs", str(config.runs)),
-             ("seed", str(config.seed)),
-             ("LLM", f"{llm.get('model', '?')} ({llm.get('backend', '?')})"),
-             ("anchor", config.anchor_version)]
-    if config.kind == "factcheck":
-        items.append(("support threshold", f"{config.decision_threshold:g}"))
-    return '<ul class="stats">' + "".join(f"<li>{esc(k)}: <b>{esc(v)}</b></li>" for k, v in items) + "</ul>"
-
-
-def _state_cell(row: IndexRow) -> str:
-    """The 'unknown' column: why there is no answer (abstained, failed), or 'yes' for an unknown
-    without a recorded status; a fallback answer after an abstention shows the state too."""
-    if row.fallback:
-        return f'<span class="state abstained">abstained</span> <span class="muted">answered by {esc(row.fallback)}</span>'
-    if row.state != "ok":
-        return f'<span class="state {row.state}">{row.state}</span>'
-    return "yes" if row.unknown and row.status == "unknown" else ""
-
-
-def _unknown_split(rows: Sequence[IndexRow]) -> str:
-    failed = sum(1 for r in rows if r.status == "unknown" and r.state == "failed")
-    abstained = sum(1 for r in rows if r.status == "unknown" and r.state != "failed")
-    if not failed:
-        return ""
-    return f' <span class="muted">(of the unknown: {failed} failed, {abstained} abstained)</span>'
-
-
-def run_index_html(
-    rows: Sequence[IndexRow],
-    *,
-    title: str = "ANCHOR evaluation run",
-    config: RunConfig | None = None,
-    notes: Sequence[str] = (),
-) -> str:
-    """The run index as one self-contained page. Rows carry ``data-status`` (correct, wrong or
-    unknown); the only script shows the filter boxes and hides unticked rows; ``index.html#wrong``
-    opens with one status ticked. Without JavaScript every row shows and the boxes stay hidden."""
-    counts = {s: sum(1 for r in rows if r.status == s) for s in STATUSES}
-    multi_run = len({r.run for r in rows}) > 1
-    pairwise = any(r.kind == "pairwise" for r in rows)
-    heads = (["run"] if multi_run else []) + ["id", "conditions" if pairwise else "condition", "gold",
-                                               "prediction", "probabilities", "unknown", "error", "result", ""]
-    body_rows = []
-    for r in rows:
-        if r.conditions:
-            if len(r.conditions) > 1:
-                conds = "".join(f'<div><span class="muted">u{i}:</span> {esc(c)}</div>'
-                                for i, c in enumerate(r.conditions, 1))
-            else:
-                conds = esc(r.conditions[0])
-        else:
-            conds = '<span class="muted">–</span>'
-        probs = "<br>".join(f'<span class="muted">{esc(k)}</span> {num(v)}' for k, v in r.probabilities) or "–"
-        link = f'<a href="{esc(r.page)}">explain</a>' if r.page else '<span class="muted">–</span>'
-        cells = ([f'<td class="num">{r.run}</td>'] if multi_run else []) + [
-            f"<td>{esc(r.id)}</td>", f'<td class="cond-text">{conds}</td>', f"<td>{esc(r.gold)}</td>",
-            f"<td>{esc(r.prediction)}</td>", f'<td class="num">{probs}</td>',
-            f"<td>{_state_cell(r)}</td>", f'<td class="err {r.state}">{esc(r.error) if r.error else ""}</td>',
-            f'<td><span class="status {r.status}">{r.status}</span></td>', f"<td>{link}</td>"]
-        body_rows.append(f'<tr class="{r.status}" data-status="{r.status}" data-state="{r.state}">'
-                         f'{"".join(cells)}</tr>')
-    head = "".join(f'<th{" class=num" if h in ("run", "probabilities") else ""}>{esc(h)}</th>' for h in heads)
-    filters = (
-        '<div class="filters" id="filters" hidden>Show: '
-        + "".join(f'<label><input type="checkbox" value="{s}" checked> {s} ({counts[s]})</label>' for s in STATUSES)
-        + ' <span id="shown" class="muted"></span></div>')
-    summary = (f'<p class="counts"><b>{len(rows)}</b> row(s): <span class="status correct">{counts["correct"]} '
-               f'correct</span> <span class="status wrong">{counts["wrong"]} wrong</span> '
-               f'<span class="status unknown">{counts["unknown"]} unknown</span>{_unknown_split(rows)}</p>')
-    note_html = ("".join(f'<p class="muted small note">{esc(n)}</p>' for n in notes)) if notes else ""
-    table_html = (f'<table class="runs" id="rows"><thead><tr>{head}</tr></thead>'
-                  f'<tbody>{"".join(body_rows)}</tbody></table>' if rows
-                  else '<p class="muted">No predictions yet.</p>')
-    parts = [f"<header><h1>{esc(title)}</h1>", _run_summary(config) if config else "", "</header>", summary,
-             note_html, filters, table_html, footer()]
-    return page(title, "".join(parts), script=FILTER_SCRIPT if rows else "")
-
-
 # --------------------------------------------------------------------------- writing
-
-
-def _instance_intro(row: IndexRow, index_href: str) -> str:
-    probs = " · ".join(f"{esc(k)} {num(v)}" for k, v in row.probabilities)
-    err = f'<p class="small">Error: {esc(row.error)}</p>' if row.error else ""
-    return (f'<p><a href="{esc(index_href)}">← back to the run index</a></p>'
-            f'<ul class="stats"><li>instance <b>{esc(row.id)}</b></li><li>run <b>{row.run}</b></li>'
-            f"<li>gold: <b>{esc(row.gold)}</b></li><li>prediction: <b>{esc(row.prediction)}</b></li>"
-            f"<li>{probs}</li>"
-            f'<li><span class="status {row.status}">{row.status}</span> {_state_cell(row)}</li></ul>{err}')
 
 
 def write_run_index(run_dir: Path | str, out_dir: Path | str | None = None, *,
@@ -460,7 +333,8 @@ def write_run_index(run_dir: Path | str, out_dir: Path | str | None = None, *,
                      "their rows have no explanation page.")
 
     texts: dict[str, tuple[Scenario, list[str]]] = {}
-    if any((p.run, p.id) not in traces for p in predictions):
+    # Fact checking needs the file for every row: the claim is in no trace (it is the scenario's outcome 1).
+    if config.kind == "factcheck" or any((p.run, p.id) not in traces for p in predictions):
         texts, note = _dataset_texts(config)
         if note:
             notes.append(note)
@@ -486,7 +360,12 @@ def write_run_index(run_dir: Path | str, out_dir: Path | str | None = None, *,
         result.space_pages.append(target)
 
     links = {(p.run, p.id): f"explain/{page_name(p.run, p.id)}" for p in predictions if (p.run, p.id) in traces}
-    rows = index_rows(predictions, config, traces, texts, links)
+    claims = {}  # when the data file has changed, a traced row's claim is still in its factor space
+    for (_, iid), sides in traces.items():
+        space = spaces.get(next((r.space for r in sides.values() if r.space), None) or "")
+        if space is not None and iid not in texts:
+            claims[iid] = space.scenario.outcome1
+    rows = index_rows(predictions, config, traces, texts, links, claims)
     for row in rows:
         if row.page is None:
             continue
@@ -501,7 +380,7 @@ def write_run_index(run_dir: Path | str, out_dir: Path | str | None = None, *,
         scenario = space.scenario if space else (texts[row.id][0] if row.id in texts else None)
         html_text = explanation_document(
             space, [r.result for r in records], title=f"Instance {row.id} (run {row.run})", scenario=scenario,
-            intro=_instance_intro(row, "../index.html"), headings=headings,
+            intro=instance_intro(row, "../index.html"), headings=headings,
             space_link=space_pages.get(key) if key else None)
         target = out / row.page
         write_text_atomic(target, html_text)

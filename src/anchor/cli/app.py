@@ -6,6 +6,7 @@ command modules never import this one.
 
 from __future__ import annotations
 
+import inspect
 import sys
 import traceback
 from typing import Any
@@ -15,7 +16,9 @@ from typer.core import TyperGroup
 
 try:  # recent typer ships its own copy of click
     from typer._click import exceptions as click_errors
+    from typer._click.core import Command, Context
 except ImportError:  # pragma: no cover - older typer uses click itself
+    from click import Command, Context  # type: ignore[assignment]
     from click import exceptions as click_errors  # type: ignore[no-redef]
 try:  # typer's copy keeps Abort beside its other exceptions, not in _click.exceptions
     from typer.exceptions import Abort
@@ -28,11 +31,35 @@ from anchor.cli.console import fail, set_invocation
 from anchor.secrets import scrub
 
 
+def _tidy_help(command: Command) -> None:
+    """Mend two things typer's help gets wrong, in ``command`` and every command under it.
+
+    A flag showed a value type (``<bool>``) as if it took a value, so ``--no-cache true`` looked
+    right and was refused: flags (``--help`` included) now show none. And the paragraphs after a
+    command's first kept the docstring's line breaks, breaking lines mid-sentence: they are joined
+    (a paragraph starting with ``\b`` keeps its breaks, as in click).
+    """
+    help_option = command.get_help_option(Context(command))
+    for param in [*command.params, *([help_option] if help_option is not None else [])]:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    if command.help:
+        paragraphs = inspect.cleandoc(command.help).split("\n\n")
+        command.help = "\n\n".join(p if p.startswith("\b") else " ".join(p.split("\n")) for p in paragraphs)
+    for sub in getattr(command, "commands", {}).values():  # a group (typer's is no click Group)
+        _tidy_help(sub)
+
+
 class _OneLineErrors(TyperGroup):
     """Usage errors (unknown option, value out of range, ...) as one ``error:`` line and exit code 2,
     like every other error anchor reports, instead of a framed panel with the usage text."""
 
+    _tidied = False
+
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not self._tidied:
+            _tidy_help(self)
+            self._tidied = True
         given = kwargs.get("args", args[0] if args else None)
         set_invocation(None if given is None else [str(a) for a in given])
         if not standalone_mode:

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Column
 
 from anchor.llm.errors import AnchorError
 from anchor.llm.ledger import CallRecord, CostLedger
@@ -92,17 +93,20 @@ def friendly_errors(names: dict[str, str] | None = None) -> Iterator[None]:
 
 
 class RichReporter:
-    """Maps progress events to one bar per stage on stderr.
+    """Maps progress events to one bar per stage on stderr (or ``console``).
 
     Events with ``info`` show it after the bar (``calls 12  cached 3``); a ``retry`` entry (the
-    number of failed attempts so far and the last error) is shown in yellow so an outage is
-    visible while nothing else moves.
+    number of failed attempts so far and the last error) comes first, in yellow, so an outage is
+    visible while nothing else moves. The stage, bar, count and elapsed time keep their room on an
+    80-column terminal; the note takes what is left and is cut with an ellipsis.
     """
 
-    def __init__(self, enabled: bool = True) -> None:
-        self.progress = Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=err,
-                                 disable=not enabled, transient=False)
+    def __init__(self, enabled: bool = True, console: Console | None = None) -> None:
+        self.progress = Progress(
+            TextColumn("{task.description}", table_column=Column(no_wrap=True, max_width=22, overflow="ellipsis")),
+            BarColumn(bar_width=20), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[note]}", table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis")),
+            console=console or err, disable=not enabled, transient=False, expand=True)
         self.tasks: dict[str, Any] = {}
 
     def __call__(self, event: ProgressEvent) -> None:
@@ -130,7 +134,7 @@ def _note(event: ProgressEvent) -> str:
     if event.message:
         text = f"{text}  {escape(event.message)}" if text else escape(event.message)
     if retry:
-        text += f"  [yellow]{escape(str(retry))}[/yellow]"
+        text = f"[yellow]{escape(str(retry))}[/yellow]" + (f"  {text}" if text else "")
     return text
 
 

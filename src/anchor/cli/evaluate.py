@@ -30,10 +30,14 @@ from anchor.config import ABLATIONS, AnchorConfig
 from anchor.evaluation.datasets import DATASET_NAMES
 from anchor.evaluation.methods import METHODS
 from anchor.evaluation.results import RunConfig
+from anchor.files import check_directory
 from anchor.secrets import redact_argv
 
 EVAL_PANEL = "Evaluation"
 SIZE_PANEL = "Factor space (stage 1)"
+# A panel of its own: the --keep-failed column it needs would leave the Evaluation panel's help text
+# a narrow strip at 80 columns.
+RESUME_PANEL = "Resuming a run"
 SIZES = ("auto", "paper", "quick")
 STAGES = tuple(dict.fromkeys(s for spec in METHODS.values() for s in spec.stages))
 
@@ -82,13 +86,13 @@ def eval_command(
         "before --limit and recorded in DIR/sample.json. Default: 100 for the fact-checking sets (cnn, xsum, "
         "expertqa, covid, factcheck: the paper's protocol), the whole file in file order otherwise."))] = None,
     sample_seed: Annotated[int | None, opt("--sample-seed", panel=EVAL_PANEL, help=(
-        "Seed of the sample; the same data, size and seed give the same ids for every method. "
+        "Seed of the sample, 0 or more; the same data, size and seed give the same ids for every method. "
         "(default: 42)"))] = None,
     runs: Annotated[int, opt("--runs", panel=EVAL_PANEL, bound=(RunConfig, "runs"), default=1, help=(
         "Repetitions with seeds seed, seed+1, ...; the report gives mean ± std."))] = 1,
     out_dir: Annotated[Path | None, opt("--out", "-o", panel=EVAL_PANEL, help=(
-        "Run directory (default: runs/<dataset>-<method>[-ablations]-s<seed>). Run the same command again to "
-        "resume it."))] = None,
+        "Run directory (default: a folder in runs/ named after the dataset, method, stage, ablations and seed, "
+        "e.g. runs/plasma-anchor-s0). Run the same command again to resume it."))] = None,
     negation: Annotated[str, opt("--negation", panel=EVAL_PANEL, choices=("template", "llm"), default="template",
                                  help="Fact checking: how outcome 2 is written from the claim.")] = "template",
     threshold: Annotated[float, opt("--threshold", panel=EVAL_PANEL, bound=(RunConfig, "decision_threshold"),
@@ -101,7 +105,7 @@ def eval_command(
     spaces_from: Annotated[Path | None, opt("--spaces-from", panel=EVAL_PANEL, help=(
         "Reuse the factor spaces stored in this earlier run directory (e.g. for ablations of a finished run); "
         "their build cost is reported apart."))] = None,
-    retry_failed: Annotated[bool, typer.Option("--retry-failed/--keep-failed", rich_help_panel=EVAL_PANEL, help=(
+    retry_failed: Annotated[bool, typer.Option("--retry-failed/--keep-failed", rich_help_panel=RESUME_PANEL, help=(
         "On resume, ask again for the predictions that failed (no usable answer, server unreachable); "
         "--keep-failed leaves them as they are."))] = True,
     sizes: Annotated[str, opt("--sizes", panel=SIZE_PANEL, choices=SIZES, default="auto", help=(
@@ -156,6 +160,7 @@ def eval_command(
             name = data.stem if data is not None else dataset
             out_dir = Path("runs") / "-".join([name, method, *([stage] if stage else []), *ablations,
                                                f"s{settings.seed}"])
+        check_directory(out_dir, "--out")  # before the first request to the server
         runner = EvalRunner(config, out_dir, settings=settings, anchor_config=anchor_config,
                             retry_failed=retry_failed)
         instances = runner.load_instances()  # a broken data file fails here, before any directory is made
@@ -165,9 +170,11 @@ def eval_command(
         if json_out:
             emit_json(metrics.model_dump(mode="json"))
             return
-        table = Table(title=f"{method}{' + ' + ', '.join(ablations) if ablations else ''} on {config.dataset} "
-                            f"({metrics.n_instances} instances x {metrics.n_runs} run(s))",
-                      title_justify="left", header_style="bold", show_edge=False)
+        # The title on a line of its own: as the table's title it would wrap to the (narrow) table's width.
+        out.print(f"[bold]{escape(method)}{escape(' + ' + ', '.join(ablations)) if ablations else ''} on "
+                  f"{escape(config.dataset)} ({metrics.n_instances} instances x {metrics.n_runs} run(s))[/bold]",
+                  highlight=False, soft_wrap=True)
+        table = Table(header_style="bold", show_edge=False)
         table.add_column("metric")
         table.add_column("mean ± std", justify="right")
         for key, value in metrics.mean.items():
@@ -210,8 +217,12 @@ def report_command(
 
     with friendly_errors():
         target = out_dir or run_dirs[0]
+        if out_dir is not None:
+            check_directory(out_dir, "--out")
         result = build_report(run_dirs, target)
-        out.print(result.markdown, markup=False, highlight=False)
+        # soft_wrap: the Markdown as written to the file; hard-wrapped at the console width (80 columns
+        # when stdout is not a terminal) its table rows would break.
+        out.print(result.markdown.rstrip("\n"), markup=False, highlight=False, emoji=False, soft_wrap=True)
         err.print(f"wrote {result.path}" + (f" and {len(result.pngs)} plot(s)" if result.pngs else ""))
         if not no_html:
             for index in write_html_indexes(run_dirs):

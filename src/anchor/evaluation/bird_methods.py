@@ -47,6 +47,7 @@ from anchor.bird.types import (
 from anchor.evaluation.methods import Estimate, Method, MethodContext
 from anchor.files import write_atomic
 from anchor.llm import chain
+from anchor.llm.client import LLMClient
 from anchor.llm.errors import AnchorError
 from anchor.llm.ledger import summarize
 from anchor.types import FactorSpace, InferenceResult, MappingTrace, Scenario, StageCost
@@ -173,34 +174,40 @@ class BirdOnAnchorMethod:
         self.anchor = AnchorMethod(ctx)  # the factor-space store, keys and reuse checks are ANCHOR's
         self.config = _run_config(ctx)
         self.client = ctx.client
+        # The stored artefact (the mapping of the scenario's conditions and the CPT) is built like the
+        # factor space under it: by the artefact client, so that under --spaces shared it does not
+        # depend on which run happens to build it first.
+        self.build_client = ctx.artefact_client
         self.embedder = ctx.embedder
         self.anchor_config = self.anchor.engine.config
         self.conditions = ctx.conditions
         self.mapping_kind: Literal["bird", "anchor"] = "bird" if stage == "factors" else "anchor"
-        self.store = ctx.store("bird-on-anchor", load_transplant, save_transplant)
+        self.store = ctx.store("bird-on-anchor", load_transplant, save_transplant,
+                               uses=lambda item: {"spaces": item.space})
         self.max_length = DEFAULT_MAX_LENGTH
-        self._stages: dict[int, tuple[FactorSpace, Any, Any]] = {}
+        self._stages: dict[tuple[int, int], tuple[FactorSpace, LLMClient, Any, Any]] = {}
 
     def key(self, scenario: Scenario) -> str:
         digest = hashlib.sha256(json.dumps(sorted(self.conditions(scenario))).encode()).hexdigest()[:10]
         return f"{self.anchor.key(scenario)}-{self.mapping_kind}-map-{digest}"
 
-    def _anchor_stages(self, space: FactorSpace) -> tuple[Any, Any]:
+    def _anchor_stages(self, space: FactorSpace, client: LLMClient) -> tuple[Any, Any]:
+        """ANCHOR's mapper and inference engine over ``space``, asking ``client``."""
         from anchor.inference.engine import InferenceEngine
         from anchor.mapping.mapper import ConditionMapper
 
-        entry = self._stages.get(id(space))
-        if entry is None or entry[0] is not space:
-            entry = (space, ConditionMapper(self.client, self.embedder(), space, self.anchor_config.mapping),
-                     InferenceEngine(self.client, space, self.anchor_config.inference))
-            self._stages[id(space)] = entry
-        return entry[1], entry[2]
+        entry = self._stages.get((id(space), id(client)))
+        if entry is None or entry[0] is not space or entry[1] is not client:
+            entry = (space, client, ConditionMapper(client, self.embedder(), space, self.anchor_config.mapping),
+                     InferenceEngine(client, space, self.anchor_config.inference))
+            self._stages[(id(space), id(client))] = entry
+        return entry[2], entry[3]
 
-    async def _map(self, space: FactorSpace, condition: str) -> MappedCondition:
+    async def _map(self, space: FactorSpace, condition: str, client: LLMClient) -> MappedCondition:
         if self.mapping_kind == "bird":
-            ids, trace = await map_condition_on_space(self.client, space, condition, self.config, relaxed=True)
+            ids, trace = await map_condition_on_space(client, space, condition, self.config, relaxed=True)
             return MappedCondition(condition=condition, factor_ids=ids, bird_trace=trace)
-        mapper, _ = self._anchor_stages(space)
+        mapper, _ = self._anchor_stages(space, client)
         anchor_trace: MappingTrace = await mapper.map(condition)
         return MappedCondition(condition=condition, factor_ids=list(anchor_trace.mapped), anchor_trace=anchor_trace)
 
@@ -210,9 +217,10 @@ class BirdOnAnchorMethod:
         conditions = self.conditions(scenario)
 
         async def build() -> TransplantArtefact:
-            with self.client.ledger.scope(f"bird-on-anchor:{key}") as records:
-                mapped = list(await chain.gather(*(self._map(space, c) for c in conditions)))
-                model = await train_on_space(self.client, space, [m.factor_ids for m in mapped], self.config,
+            client = self.build_client
+            with client.ledger.scope(f"bird-on-anchor:{key}") as records:
+                mapped = list(await chain.gather(*(self._map(space, c, client) for c in conditions)))
+                model = await train_on_space(client, space, [m.factor_ids for m in mapped], self.config,
                                              max_length=self.max_length)
             return TransplantArtefact(mapping=self.mapping_kind, space=self.anchor.key(scenario),
                                       conditions=mapped, model=model, cost=summarize(records))
@@ -222,8 +230,9 @@ class BirdOnAnchorMethod:
                 return "it was trained with other BIRD settings"
             if item.model.scenario != space.scenario:
                 return "it was trained for another scenario"
-            if item.model.llm.model != self.client.backend.model:
-                return f"it was trained by {item.model.llm.model!r}, this run uses {self.client.backend.model!r}"
+            if item.model.llm.model != self.build_client.backend.model:
+                return (f"it was trained by {item.model.llm.model!r}, this run uses "
+                        f"{self.build_client.backend.model!r}")
             return None
 
         artefact: TransplantArtefact = await self.store.get(key, build, mismatch)
@@ -233,7 +242,7 @@ class BirdOnAnchorMethod:
         space, artefact = await self.prepare(scenario)
         mapped = artefact.mapped(condition)
         if mapped is None:  # a condition the CPT was not trained with: map it now (its base set is not in training)
-            mapped = await self._map(space, condition)
+            mapped = await self._map(space, condition, self.client)
         model = artefact.model
         if not model.usable:
             why = "; ".join(model.notes) or "the transplanted CPT is not trained"
@@ -248,7 +257,7 @@ class BirdOnAnchorMethod:
         p = est.p_outcome1
         if self.stage == "pool":
             assert mapped.anchor_trace is not None
-            _, engine = self._anchor_stages(space)
+            _, engine = self._anchor_stages(space, self.client)
             result = InferenceResult(condition=condition, p_outcome1=None, p_outcome2=None, unknown=False,
                                      mapping=mapped.anchor_trace)
             result = await engine.infer(mapped.anchor_trace, result)

@@ -138,16 +138,17 @@ def _load_records(path: Path) -> list[CallRecord]:
     out = []
     if not path.exists():
         raise CostCompareError(f"{path.parent}: no calls.jsonl (not a run directory written by `anchor eval`)")
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = path.read_bytes().splitlines()
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            out.append(CallRecord.model_validate_json(line))
-        except ValidationError:
+            out.append(CallRecord.model_validate_json(line.decode("utf-8")))
+        except (ValidationError, UnicodeDecodeError) as exc:
             if n == len(lines):
                 continue  # a torn last line left by a killed process
-            raise CostCompareError(f"{path}, line {n}: not a call record") from None
+            what = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else "not a call record"
+            raise CostCompareError(f"{path}, line {n}: {what}") from None
     return collapse_sent(out)
 
 
@@ -174,7 +175,7 @@ def load_run_cost(path: Path) -> RunCost:
     artefact_of: dict[str, str] = {}
     preds = path / "predictions.jsonl"
     if preds.exists():
-        for line in preds.read_text(encoding="utf-8").splitlines():
+        for line in preds.read_text(encoding="utf-8", errors="replace").splitlines():  # bad lines are skipped
             try:
                 p = Prediction.model_validate_json(line)
             except ValidationError:

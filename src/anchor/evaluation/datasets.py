@@ -758,7 +758,9 @@ def _factcheck_bytes(path: str | Path | None, name: str) -> tuple[str, bytes]:
 
 
 def _json_problem(line: str, exc: json.JSONDecodeError) -> str:
-    if exc.pos >= len(line) or not line.endswith(("}", "]")):
+    # Only a line that opens an object or array and stops before closing it looks cut off; any other
+    # bad line (a word, a bare value) is just not JSON.
+    if line.startswith(("{", "[")) and (exc.pos >= len(line) or not line.endswith(("}", "]"))):
         return f"not valid JSON: the line ends too early (truncated?) ({exc.msg})"
     return f"not valid JSON ({exc.msg}, column {exc.colno})"
 

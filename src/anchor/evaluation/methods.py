@@ -15,7 +15,7 @@ build failed (so a rerun tries again).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
@@ -84,14 +84,19 @@ class ArtefactStore(Generic[M]):
     to whichever prediction happened to need it first. A build continues the chain of dependent
     requests (``llm.chain``) of the caller that started it (what it waited for before, such as the
     factor space a transplant is trained on), and every caller continues from the build's chain.
+
+    ``uses(item)`` names the artefacts of other stores an artefact was built on (``{kind: key}``,
+    e.g. the factor space under a BIRD-on-ANCHOR model), so that the cost of a reused one is found
+    through the artefact a prediction names.
     """
 
     def __init__(self, folder: Path, *, load: Callable[[Path], M], save: Callable[[M, Path], Any],
-                 reuse_from: Path | None = None) -> None:
+                 reuse_from: Path | None = None, uses: Callable[[M], dict[str, str]] | None = None) -> None:
         self.folder = folder
         self._load = load
         self._save = save
         self.reuse_from = reuse_from
+        self.uses = uses
         self._memory: dict[str, M] = {}
         self._errors: dict[str, str] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -158,6 +163,36 @@ class ArtefactStore(Generic[M]):
             return item
 
 
+def reused_artefacts(stores: dict[str, ArtefactStore[Any]], keys: Iterable[str]) -> list[tuple[str, Any]]:
+    """(key, artefact) of each artefact named in ``keys``, or built on one of them (``ArtefactStore.uses``),
+    that a store took from its reuse folder: found there and not in its own folder (the artefact is
+    None when that file cannot be read)."""
+    wanted = [(kind, key) for kind in stores for key in sorted(set(keys))]
+    seen: set[tuple[str, str]] = set()
+    found: list[tuple[str, Any]] = []
+    while wanted:
+        kind, key = wanted.pop(0)
+        store = stores.get(kind)
+        if store is None or store.reuse_from is None or (kind, key) in seen:
+            continue
+        seen.add((kind, key))
+        own, other = store.path(key), store.reuse_from / f"{key}.json"
+        reused = not own.exists() and other.exists()
+        if not reused and not (store.uses is not None and own.exists()):
+            continue
+        try:
+            item = store.load_file(other if reused else own)
+        except (AnchorError, ValueError, OSError):
+            item = None
+        if reused:
+            found.append((key, item))
+        if item is None:
+            continue
+        if store.uses is not None:
+            wanted.extend(store.uses(item).items())
+    return found
+
+
 @dataclass
 class MethodContext:
     """What the runner hands a method: the run's client (seeded for the run), shared resources,
@@ -170,9 +205,10 @@ class MethodContext:
     config: RunConfig
     anchor_config: AnchorConfig | None
     embedder: Callable[[], Embedder]
-    store: Callable[[str, Callable[[Path], Any], Callable[[Any, Path], Any]], ArtefactStore[Any]]
-    """``store(kind, load, save)``: the run directory's store for one kind of artefact ("spaces",
-    ...), shared by every run; ``load``/``save`` read and write one artefact file."""
+    store: Callable[..., ArtefactStore[Any]]
+    """``store(kind, load, save, uses=None)``: the run directory's store for one kind of artefact
+    ("spaces", ...), shared by every run; ``load``/``save`` read and write one artefact file, ``uses``
+    is the store's ``ArtefactStore.uses``."""
     extras: dict[str, Any] = field(default_factory=dict)
     conditions: Callable[[Scenario], list[str]] = lambda scenario: []
     """The conditions of this run's instances that belong to ``scenario`` (for methods that train on

@@ -52,6 +52,7 @@ from anchor.evaluation.methods import (
     MethodContext,
     PairJudge,
     build_method,
+    reused_artefacts,
 )
 from anchor.evaluation.metrics import (
     brier_score,
@@ -341,11 +342,13 @@ class EvalRunner:
         # Rewritten on every start so the recorded command and connection details are the latest.
         write_atomic(path, self.config.model_dump_json(indent=2))
 
-    def _store(self, kind: str, load: Callable[[Path], Any], save: Callable[[Any, Path], Any]) -> ArtefactStore[Any]:
+    def _store(self, kind: str, load: Callable[[Path], Any], save: Callable[[Any, Path], Any],
+               uses: Callable[[Any], dict[str, str]] | None = None) -> ArtefactStore[Any]:
         store = self._stores.get(kind)
         if store is None:
             reuse = Path(self.config.spaces_from) / kind if self.config.spaces_from else None
-            store = self._stores[kind] = ArtefactStore(self.out_dir / kind, load=load, save=save, reuse_from=reuse)
+            store = self._stores[kind] = ArtefactStore(self.out_dir / kind, load=load, save=save, reuse_from=reuse,
+                                                       uses=uses)
         return store
 
     @functools.cached_property
@@ -762,16 +765,9 @@ class EvalRunner:
         reused_keys: list[str] = []
         if self.config.spaces_from:
             used = {s.artefact for p in final for s in p.sides if s.artefact}
-            rows: list[StageCost] = []
-            for kind, store in self._stores.items():
-                for key in sorted(used):
-                    own, other = self.out_dir / kind / f"{key}.json", Path(self.config.spaces_from) / kind / f"{key}.json"
-                    if not own.exists() and other.exists():
-                        reused_keys.append(key)
-                        try:
-                            rows.extend(store.load_file(other).cost)
-                        except (AnchorError, ValueError, OSError):
-                            continue
+            found = reused_artefacts(self._stores, used)
+            reused_keys = [key for key, _ in found]
+            rows: list[StageCost] = [c for _, item in found if item is not None for c in item.cost]
             if rows:
                 reused = {s.stage: _summary(s) for s in [*merge_costs(rows), *merge_costs(rows, label="total")]}
         t = total[0]

@@ -35,6 +35,7 @@ __all__ = [
     "DEFAULT_SAMPLE_SEED",
     "DEFAULT_SAMPLE_SIZE",
     "SampleError",
+    "check_sample_seed",
     "SampleRecord",
     "SampleSize",
     "draw_sample",
@@ -80,8 +81,17 @@ def parse_sample_size(value: str | int) -> SampleSize:
     return number
 
 
+def check_sample_seed(seed: int, name: str = "sample seed") -> int:
+    """``seed`` if it can seed a sample: a whole number >= 0 (``name`` says what gave it, in the error).
+    ``random.Random`` seeds with the absolute value of an int, so -1 would draw seed 1's sample."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise SampleError(f"{name} must be a whole number >= 0, got {seed!r}")
+    return seed
+
+
 def seeded_order(ids: Sequence[str], seed: int = DEFAULT_SAMPLE_SEED) -> list[int]:
     """Positions ``0..len(ids)-1`` in the seeded order that defines every sample of ``ids``."""
+    check_sample_seed(seed)
     if len(set(ids)) != len(ids):
         dupes = sorted(i for i, n in Counter(ids).items() if n > 1)
         raise SampleError(f"instance ids must be unique to sample them; repeated: {', '.join(dupes[:5])}")

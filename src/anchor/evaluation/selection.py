@@ -37,6 +37,7 @@ from anchor.evaluation.sampling import (
     SampleError,
     SampleRecord,
     SampleSize,
+    check_sample_seed,
     draw_sample,
     parse_sample_size,
 )
@@ -77,8 +78,11 @@ def resolve_sample(dataset: str, sample: str | int | None, seed: int | None
 
     A size given without a seed uses seed 42; a seed without a size applies to the dataset's
     default sample, and is an error for a dataset scored whole by default (there is nothing for it
-    to seed). Sizes are checked with :func:`parse_sample_size` (``SampleError`` names the problem).
+    to seed). Sizes are checked with :func:`parse_sample_size`, seeds must be >= 0 (``SampleError``
+    names the problem).
     """
+    if seed is not None:
+        check_sample_seed(seed, "--sample-seed")
     size, default_seed = default_sample(dataset)
     if sample is not None:
         size = parse_sample_size(sample)
