@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -27,7 +26,6 @@ def cost_command(
     on the concurrency each run used (stated). Example: anchor cost runs/c2s-anchor runs/c2s-bird --out cost.png
     """
     from anchor.evaluation.costcompare import compare, markdown, plot
-    from anchor.evaluation.datasets import DatasetWarning
     from anchor.files import check_destination
 
     with friendly_errors():
@@ -35,15 +33,10 @@ def cost_command(
             if png.suffix.lower() != ".png":
                 raise fail(f"--out {png}: give a .png file name")
             check_destination(png, "--out")
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", DatasetWarning)
-            doc = compare(dir_a, dir_b)
+        doc = compare(dir_a, dir_b)
         # Rows of a data file that the runs skipped: one note each (not Python's warning with its source line).
-        for message in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, DatasetWarning)):
+        for message in doc["data_notes"]:
             err.print(f"note: {message}", markup=False, highlight=False, soft_wrap=True)
-        for w in caught:
-            if not issubclass(w.category, DatasetWarning):
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         if png is not None:
             plot(doc, png)
             doc["plot"] = str(png)

@@ -119,6 +119,8 @@ class RunCost:
     """The scenarios of the instances the run scored."""
     label: str = ""
     stage_names: list[str] = field(default_factory=list)
+    data_note: str | None = None
+    """Rows of the run's data file that were skipped (one line), when any were."""
 
     @property
     def concurrency(self) -> int | None:
@@ -167,7 +169,7 @@ def load_run_cost(path: Path) -> RunCost:
     records = _load_records(path / "calls.jsonl")
     # The instances the run scored, selected as the runner did (its sample.json when it sampled).
     try:
-        instances, _, _ = select_instances(config, read_sample(path))
+        instances, data, _ = select_instances(config, read_sample(path))
     except (DatasetError, SampleError, OSError) as exc:
         raise CostCompareError(f"{path}: cannot tell which instances the run scored, which the figures per "
                                f"scenario need: {str(exc).splitlines()[0]}") from exc
@@ -185,7 +187,8 @@ def load_run_cost(path: Path) -> RunCost:
                 artefact_of[p.id] = keys[0][:16]
     scopes = scope_scenarios(instances, config.runs, artefact_of)
     scenarios = list(dict.fromkeys(scopes[f"negation:{inst.id}"] for inst in instances))
-    return RunCost(path=path, config=config, records=records, scopes=scopes, scenarios=scenarios)
+    return RunCost(path=path, config=config, records=records, scopes=scopes, scenarios=scenarios,
+                   data_note=data.summary() if data is not None else None)
 
 
 def check_same_slice(a: RunCost, b: RunCost) -> None:
@@ -294,6 +297,7 @@ def compare(dir_a: Path, dir_b: Path) -> dict[str, Any]:
                          "critical_path": _path_row(sa["mean_path"], sb["mean_path"])},
         "stages": stages,
         "scenarios": scenarios,
+        "data_notes": list(dict.fromkeys(n for n in (a.data_note, b.data_note) if n)),
         "notes": [
             "calls: requests sent whose outcome is known (failed attempts included), each counted once from "
             "calls.jsonl; requests cut off by a kill are counted apart as interrupted (the server may or may not "
