@@ -106,7 +106,7 @@ def minilm_dir() -> Path:
     return folder
 
 
-class _VectorStore:
+class VectorStore:
     """SQLite map from (model, text) to a float32 vector; shared by processes, WAL mode."""
 
     def __init__(self, path: Path) -> None:
@@ -158,7 +158,7 @@ class MiniLMEmbedder:
         self.batch_size = batch_size
         self._memory: dict[str, np.ndarray] = {}
         self.cache_path = Path(cache_path) if cache_path is not None else None
-        self._store = _VectorStore(self.cache_path) if self.cache_path is not None else None
+        self._store = VectorStore(self.cache_path) if self.cache_path is not None else None
         self.encoded_count = 0  # texts actually run through the model (cache misses)
         self._max_seq_length: int | None = None
 

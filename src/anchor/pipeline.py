@@ -20,7 +20,8 @@ from pathlib import Path
 from anchor.audit.markup import write_text_atomic
 from anchor.audit.pages import explain_html
 from anchor.config import ABLATIONS, AnchorConfig
-from anchor.embed import Embedder, MiniLMEmbedder
+from anchor.embed import Embedder
+from anchor.embed_server import make_embedder
 from anchor.inference.engine import InferenceEngine
 from anchor.llm.client import LLMClient, run_sync
 from anchor.llm.ledger import summarize
@@ -56,7 +57,7 @@ class Anchor:
             raise ValueError("pass either a client or settings, not both")
         self.settings = settings or LLMSettings.from_env()
         self.client = client if client is not None else make_client(self.settings)
-        self.embedder = embedder if embedder is not None else MiniLMEmbedder(cache_path=self.settings.vector_cache_path)
+        self.embedder = embedder if embedder is not None else make_embedder(self.settings)
         self.config = config or AnchorConfig()
         self.reducer = reducer
         self.clusterer = clusterer

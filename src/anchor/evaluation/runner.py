@@ -32,7 +32,8 @@ from typing import IO, Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from anchor import __version__, prompts
-from anchor.embed import MiniLMEmbedder
+from anchor.embed import Embedder
+from anchor.embed_server import make_embedder
 from anchor.evaluation.datasets import (
     DATASET_NAMES,
     DecisionInstance,
@@ -358,9 +359,10 @@ class EvalRunner:
         return store
 
     @functools.cached_property
-    def _embedder(self) -> MiniLMEmbedder:
-        """One embedder (and vector cache) for every space and run; MiniLM loads on first use."""
-        return MiniLMEmbedder(cache_path=self.settings.vector_cache_path)
+    def _embedder(self) -> Embedder:
+        """One embedder (and vector cache) for every space and run: a server's, or MiniLM (loaded on
+        first use)."""
+        return make_embedder(self.settings)
 
     # ------------------------------------------------------------------ main loop
 
