@@ -7,11 +7,12 @@ deployment busy. :func:`make_embedder` picks the embedder from the settings.
 
 Which embedder made a space's vectors is recorded by model name (``FactorSpace.embedding_model``,
 ``Embedder.model_id``), and a condition is only mapped onto a space by an embedder of the same
-name (``anchor.mapping.mapper.space_vectors``). A server running all-MiniLM-L6-v2 under the bundled model's
-name (``sentence-transformers/all-MiniLM-L6-v2``, as vLLM and TEI do) therefore counts as the same
-embedder: its vectors agree with the bundled model's to within 1e-5 per component (measured:
-2.8e-7 and cosine >= 0.9999999, tests/test_embed_server.py against a server running sentence-transformers). A server that
-serves it under another name (Ollama's ``all-minilm``) is another embedder.
+name (``anchor.mapping.mapper.check_embedder``). A server running all-MiniLM-L6-v2 under the
+bundled model's name (``sentence-transformers/all-MiniLM-L6-v2``, as vLLM and TEI do) therefore
+counts as the same embedder: its vectors agree with the bundled model's to within 1e-5 per
+component (measured: 2.8e-7, cosine >= 0.9999999; tests/test_embed_server.py, against a server
+running sentence-transformers). One serving it under another name (Ollama's ``all-minilm``) is
+another embedder.
 
 Requests follow the chat backend's conventions: the SDK's own retries are off and failures are
 retried here with an exponential back-off that honours ``Retry-After`` (HTTP 429/408/409/5xx,
