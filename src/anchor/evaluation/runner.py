@@ -31,7 +31,7 @@ from typing import IO, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from anchor import __version__, prompts
+from anchor import __version__, offload, prompts
 from anchor.embed import Embedder
 from anchor.embed_server import make_embedder
 from anchor.evaluation.datasets import (
@@ -370,6 +370,10 @@ class EvalRunner:
         """Evaluate ``instances`` (default: ``load_instances()``) and write the run directory."""
         if instances is None:
             instances = self.load_instances()
+        if self.spec.uses_anchor_config:
+            # ANCHOR's methods embed from their first request on: start loading the model now, in its
+            # helper process, while this one sets up the client (the SDK alone takes half a second).
+            offload.warm_up(self._embedder)
         self.client = make_client(self.settings)
         await self.client.ensure_ready()
         self.config.llm["model"] = self.client.backend.model
