@@ -34,6 +34,7 @@ def main() -> None:
         ("bench_bird.py", llm),
         ("bench_cost_compare.py", []),  # ANCHOR vs BIRD against the local test server with a fixed latency
         ("bench_long_condition.py", llm),
+        ("bench_startup.py", []),  # fresh processes against its own local test server answering at once
     ]
     failed = []
     for script, extra in jobs:

@@ -171,3 +171,19 @@ def test_infer_with_server_embeddings_loads_no_model(make_space, tmp_path, emb_s
     (result,) = results
     assert result["condition"] == "Gas is expensive this winter."
     assert [r["input"] for r in emb_server.embedding_requests] == [["Gas is expensive this winter."]]
+
+
+def test_bad_embed_url_is_one_line_naming_the_flag(make_space, tmp_path):
+    path = save_space(make_space([("Energy Cost", ["gas price", "electricity bill"])]), tmp_path / "s.json")
+    result = CliRunner().invoke(app, ["infer", "--space", str(path), "-c", "Gas is expensive.",
+                                      "--embed-base-url", "localhost:8080", "--cache-dir", str(tmp_path / "c")])
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: --embed-base-url must start with http:// or https://, got 'localhost:8080'")
+
+
+def test_embed_api_key_is_hidden_in_a_recorded_command_line():
+    from anchor.secrets import redact_argv
+
+    assert redact_argv(["eval", "--embed-api-key", "sk-embed-1234", "--embed-api-key=sk-embed-5678"]) == [
+        "eval", "--embed-api-key", "***", "--embed-api-key=***"]
