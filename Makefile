@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.anchor-installed
+WARM   := $(VENV)/.anchor-warm
 export HF_HUB_OFFLINE := 1
 
 .PHONY: venv demo test bench lint clean
@@ -20,7 +21,13 @@ $(STAMP): pyproject.toml scripts/install_llama.sh
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-venv: $(STAMP)
+# One-off start-up costs paid at set-up: UMAP's numba kernels compiled into numba's on-disk cache
+# (see src/anchor/space/umap_cache.py). Redone when the environment or the clustering code changes.
+$(WARM): $(STAMP) src/anchor/space/umap_cache.py src/anchor/space/structure.py
+	$(VENV)/bin/anchor warm-up
+	touch $(WARM)
+
+venv: $(STAMP) $(WARM)
 
 demo: venv
 	$(VENV)/bin/anchor demo

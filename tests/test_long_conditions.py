@@ -63,7 +63,7 @@ DOC = synthetic_document(20_000)
 
 
 def _word_pieces(embedder, text: str) -> int:
-    return len(embedder.model.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+    return len(embedder.model.word_pieces(text)[0])
 
 
 def _condition_in(user: str, after: str = "Condition: ", before: str = "\n") -> str:

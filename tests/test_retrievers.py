@@ -62,6 +62,72 @@ def summary(hits) -> tuple[list[int], list[str]]:
     return [h.cluster_id for h in clusters], [c.factor_id for c in candidates]
 
 
+# --------------------------------------------------------------------------- exact KNN vs scikit-learn
+
+
+def _unit(m: np.ndarray) -> np.ndarray:
+    return m / np.linalg.norm(m, axis=1, keepdims=True)  # as MiniLM's vectors are
+
+
+#: scikit-learn's expansion |x|^2 - 2 x.q + |q|^2 leaves a zero distance at sqrt(1e-16) = 1e-8.
+_ATOL = 1e-7
+
+
+def _sklearn_ranking(items: np.ndarray, queries: np.ndarray, metric: str, k: int) -> list[list[tuple[int, float]]]:
+    """What KNNRetriever returned when it used scikit-learn: kneighbors, re-sorted stably by distance."""
+    from sklearn.neighbors import NearestNeighbors
+
+    index = NearestNeighbors(metric=metric, algorithm="brute").fit(items)
+    dist, idx = index.kneighbors(queries, n_neighbors=min(k, len(items)))
+    out = []
+    for d, i in zip(dist, idx, strict=True):
+        order = np.argsort(d, kind="stable")
+        out.append([(int(i[o]), float(d[o])) for o in order])
+    return out
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+def test_exact_knn_gives_scikit_learns_neighbours_in_its_order(metric):
+    rng = np.random.default_rng(7)
+    for _ in range(30):
+        n = int(rng.integers(1, 80))
+        items = _unit(rng.normal(size=(n, 384)))
+        queries = np.vstack([_unit(rng.normal(size=(3, 384))), items[rng.integers(0, n, size=2)]])
+        k = int(rng.integers(1, n + 3))
+        ours = KNNRetriever().build([Items([""] * n, items)], metric).search(0, Queries(vectors=queries), k)
+        theirs = _sklearn_ranking(items, queries, metric, k)
+        for mine, ref in zip(ours, theirs, strict=True):
+            assert [i for i, _ in mine] == [i for i, _ in ref]
+            assert np.allclose([d for _, d in mine], [d for _, d in ref], atol=_ATOL)
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+def test_exact_knn_orders_tied_items_by_position(metric):
+    """Equal vectors are tied: ours at exactly the same distance, in item order. scikit-learn finds the
+    same distances (up to 1e-7: its product expansion leaves copies 1e-8 apart) and the same items,
+    but orders a tie as its heap leaves it."""
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        base = _unit(rng.normal(size=(int(rng.integers(1, 6)), 384)))
+        n = int(rng.integers(2, 40))
+        items = base[rng.integers(0, len(base), size=n)]  # many exact copies
+        queries = np.vstack([rng.normal(size=(2, 384)), base[:1]])
+        ours = KNNRetriever().build([Items([""] * n, items)], metric).search(0, Queries(vectors=queries), n)
+        theirs = _sklearn_ranking(items, queries, metric, n)
+        for mine, ref in zip(ours, theirs, strict=True):
+            assert np.allclose([d for _, d in mine], [d for _, d in ref], atol=_ATOL)
+            runs: dict[float, list[int]] = {}
+            for i, d in mine:
+                runs.setdefault(d, []).append(i)
+            assert all(idx == sorted(idx) for idx in runs.values())  # a tie in position order
+            assert sum(len(r) for r in runs.values()) == n and len(runs) <= len(base)  # copies: same distance
+            assert sorted(i for i, _ in mine) == sorted(i for i, _ in ref) == list(range(n))
+    # A tie at the cut: the first items by position are kept.
+    items = np.vstack([np.ones(384), np.ones(384), np.zeros(384), np.ones(384)])
+    (ranked,) = KNNRetriever().build([Items([""] * 4, items)], metric).search(0, Queries(vectors=np.ones((1, 384))), 2)
+    assert [i for i, _ in ranked] == [0, 1] and ranked[0][1] == ranked[1][1] == 0.0
+
+
 # --------------------------------------------------------------------------- exact vs FAISS
 
 

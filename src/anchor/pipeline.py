@@ -16,10 +16,12 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
+from anchor import offload
 from anchor.audit.markup import write_text_atomic
 from anchor.audit.pages import explain_html
 from anchor.config import ABLATIONS, AnchorConfig
-from anchor.embed import Embedder, MiniLMEmbedder
+from anchor.embed import Embedder
+from anchor.embed_server import make_embedder
 from anchor.inference.engine import InferenceEngine
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
@@ -56,8 +58,11 @@ class Anchor:
         if client is not None and settings is not None:
             raise ValueError("pass either a client or settings, not both")
         self.settings = settings or LLMSettings.from_env()
+        self.embedder = embedder if embedder is not None else make_embedder(self.settings)
+        # Every use embeds (a condition, a space's factors): start loading the model now, in its
+        # helper process, while this process sets up the LLM client and reads the space.
+        offload.warm_up(self.embedder)
         self.client = client if client is not None else make_client(self.settings)
-        self.embedder = embedder if embedder is not None else MiniLMEmbedder(cache_path=self.settings.vector_cache_path)
         self.config = config or AnchorConfig()
         self.reducer = reducer
         self.clusterer = clusterer

@@ -18,7 +18,7 @@ from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 REDACTED = "***"
 #: Flags whose value is a secret.
-SECRET_FLAGS = ("--api-key", "--estimator-api-key")
+SECRET_FLAGS = ("--api-key", "--estimator-api-key", "--embed-api-key")
 _MIN_SECRET_CHARS = 4  # shorter strings would mangle ordinary words when replaced
 
 _secrets: set[str] = set()

@@ -5,15 +5,19 @@ args)`` in, ``(job_id, ok, result or error)`` out, one job at a time in arrival 
 the libraries print goes to stderr, so it cannot corrupt the answers. The process exits when its
 stdin closes, which also happens when the parent dies.
 
-``WorkerProcess`` is the parent's side: it starts the process on first use, sends jobs, and
-resolves a ``concurrent.futures.Future`` per job from a reader thread. If the process dies, every
-pending job fails with an error that says so.
+``WorkerProcess`` is the parent's side: it starts the process on first use, sends jobs from a
+writer thread, and resolves a ``concurrent.futures.Future`` per job from a reader thread. If the
+process dies, every pending job fails with an error that says so. ``submit`` never waits for the
+child: a pipe holds 64 KB, and a job bigger than that (a space's vectors) written while the child
+was busy with an earlier one (compiling, loading a model) used to hold the caller, the event
+loop, until the child was free to read it.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import queue
 import struct
 import subprocess
 import sys
@@ -78,24 +82,19 @@ class WorkerProcess:
         # Jobs sent to the current process and not yet answered (a new dict per process, so a
         # dead process's reader fails only its own jobs).
         self._pending: dict[int, Future[Any]] = {}
+        self._outbox: queue.SimpleQueue[tuple[int, bytes] | None] = queue.SimpleQueue()
         self._next_id = 0
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
         """Run ``fn(*args)`` in the helper process; ``fn`` must be a module-level function."""
         future: Future[Any] = Future()
-        payload_args = (fn, args)
         with self._lock:
-            proc = self._ensure_started()
+            self._ensure_started()
             job_id = self._next_id
             self._next_id += 1
+            payload = pickle.dumps((job_id, fn, args), protocol=pickle.HIGHEST_PROTOCOL)
             self._pending[job_id] = future
-            try:
-                payload = pickle.dumps((job_id, *payload_args), protocol=pickle.HIGHEST_PROTOCOL)
-                assert proc.stdin is not None
-                _write_frame(proc.stdin, payload)
-            except (OSError, ValueError) as exc:  # the process is gone (broken pipe)
-                self._pending.pop(job_id, None)
-                future.set_exception(WorkerDied(f"anchor's {self.name} process is not running ({exc})"))
+            self._outbox.put((job_id, payload))  # written by the writer thread, in order
         return future
 
     def close(self) -> None:
@@ -103,6 +102,7 @@ class WorkerProcess:
         running (a warm-up nobody needed) is abandoned rather than allowed to hold up the exit."""
         with self._lock:
             proc, self._proc = self._proc, None
+            self._outbox.put(None)  # the writer thread stops after what was queued before
         if proc is None:
             return
         try:
@@ -125,9 +125,25 @@ class WorkerProcess:
             [sys.executable, "-m", "anchor.workerproc"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
         )
         self._pending = {}
+        self._outbox = queue.SimpleQueue()
         threading.Thread(target=self._read, args=(self._proc, self._pending), name=f"anchor-{self.name}-reader",
                          daemon=True).start()
+        threading.Thread(target=self._write, args=(self._proc, self._pending, self._outbox),
+                         name=f"anchor-{self.name}-writer", daemon=True).start()
         return self._proc
+
+    def _write(self, proc: subprocess.Popen[bytes], pending: dict[int, Future[Any]],
+               outbox: queue.SimpleQueue[tuple[int, bytes] | None]) -> None:
+        assert proc.stdin is not None
+        while (item := outbox.get()) is not None:
+            job_id, payload = item
+            try:
+                _write_frame(proc.stdin, payload)
+            except (OSError, ValueError) as exc:  # the process is gone (broken or closed pipe)
+                with self._lock:
+                    future = pending.pop(job_id, None)
+                if future is not None:
+                    future.set_exception(WorkerDied(f"anchor's {self.name} process is not running ({exc})"))
 
     def _read(self, proc: subprocess.Popen[bytes], pending: dict[int, Future[Any]]) -> None:
         assert proc.stdout is not None

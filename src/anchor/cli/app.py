@@ -119,6 +119,7 @@ app.command("cost")(cost.cost_command)
 llm_app.command("ping")(backend.llm_ping)
 cache_app.command("info")(backend.cache_info)
 cache_app.command("clear")(backend.cache_clear)
+app.command("warm-up")(backend.warm_up)
 
 
 def main() -> None:

@@ -35,6 +35,9 @@ from anchor.llm.settings import (
     ENV_CACHE_DIR,
     ENV_CONCURRENCY,
     ENV_CONTEXT_TOKENS,
+    ENV_EMBED_API_KEY,
+    ENV_EMBED_BASE_URL,
+    ENV_EMBED_MODEL,
     ENV_MODEL,
     ENV_RETRIES,
     ENV_TIMEOUT,
@@ -49,6 +52,7 @@ MAP_PANEL = "Mapping (stage 2)"
 INFER_PANEL = "Inference (stage 3) and ablations"
 SCENARIO_PANEL = "Scenario"
 ESTIMATOR_PANEL = "Probability-estimator LLM"
+EMBED_PANEL = "Embeddings"
 ENV_ESTIMATOR_BASE_URL = "ANCHOR_ESTIMATOR_BASE_URL"
 ENV_ESTIMATOR_MODEL = "ANCHOR_ESTIMATOR_MODEL"
 ENV_ESTIMATOR_API_KEY = "ANCHOR_ESTIMATOR_API_KEY"
@@ -194,11 +198,23 @@ class ConnectionOptions:
         "keeps the condition's beginning and a marked omission, recorded in the trace and the prediction. "
         "Default: 8192 (a server; set it to the server's real window) or the embedded model's n_ctx 8192, "
         "which this also sets."))] = None
+    embed_base_url: Annotated[str | None, opt("--embed-base-url", panel=EMBED_PANEL, env=ENV_EMBED_BASE_URL, help=(
+        "OpenAI-compatible embeddings server (vLLM, Text Embeddings Inference, Ollama), e.g. "
+        "http://127.0.0.1:8080/v1: every text is embedded there instead of by the bundled MiniLM. "
+        "Unset = the bundled model."))] = None
+    embed_model: Annotated[str | None, opt("--embed-model", panel=EMBED_PANEL, env=ENV_EMBED_MODEL, help=(
+        "Embedding model on that server (default: sentence-transformers/all-MiniLM-L6-v2, the bundled "
+        "model's name, under which its spaces can be used). A space is only mapped by the embedder named "
+        "when it was built."))] = None
+    embed_api_key: Annotated[str | None, opt("--embed-api-key", panel=EMBED_PANEL, env=ENV_EMBED_API_KEY, help=(
+        "API key of the embeddings server, if it wants one; prefer the environment variable. Never "
+        "written to any file or log."))] = None
 
     FIELDS: typing.ClassVar[dict[str, str]] = {
         "base_url": "base_url", "model": "model", "api_key": "api_key", "timeout": "timeout",
         "retries": "transport_retries", "parse_retries": "parse_retries", "concurrency": "max_concurrency",
-        "context_tokens": "context_tokens",
+        "context_tokens": "context_tokens", "embed_base_url": "embed_base_url", "embed_model": "embed_model",
+        "embed_api_key": "embed_api_key",
     }
 
 

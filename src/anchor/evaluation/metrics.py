@@ -27,13 +27,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sklearn.metrics import (
-    accuracy_score,
-    balanced_accuracy_score,
-    brier_score_loss,
-    confusion_matrix,
-    f1_score,
-)
+
+# scikit-learn's metrics are imported in the functions that use them: importing scikit-learn costs
+# about three seconds of CPU, and `anchor eval` scores a run only after its last request, so at
+# start-up that import only delayed the first request.
 
 __all__ = [
     "brier_score",
@@ -153,6 +150,8 @@ def pairwise_metrics(human: Sequence[int], predicted: Sequence[int | None]) -> d
         out.update(f1_context1=None, f1_context2=None, f1_same=None, f1_micro=None,
                    confusion=[[0, 0, 0] for _ in PAIRWISE_LABELS])
         return out
+    from sklearn.metrics import confusion_matrix, f1_score  # see the imports above
+
     labels = list(PAIRWISE_LABELS)
     per_class = f1_score(y, pred, labels=labels, average=None, zero_division=0)
     micro = f1_score(y, pred, labels=labels, average="micro", zero_division=0)
@@ -218,6 +217,8 @@ def factcheck_metrics(
     probs = _opt_probs(p_outcome1, "p_outcome1")
     y_true = [1 if y == 1 else 0 for y in gold]
     y_pred = [1 if (p is not None and p > thr) else 0 for p in probs]
+    from sklearn.metrics import accuracy_score, balanced_accuracy_score  # see the imports above
+
     with warnings.catch_warnings():
         # With one gold class scikit-learn warns that y_pred has a class y_true lacks, then
         # averages over the classes present, which is the definition we want.
@@ -279,6 +280,8 @@ def brier_score(labels: Sequence[int], p: Sequence[float | None]) -> dict[str, A
     events, values, skipped = _calibration_inputs(labels, p)
     if events.size == 0:
         return {"brier": None, "n": 0, "n_skipped": skipped}
+    from sklearn.metrics import brier_score_loss  # see the imports above
+
     score = brier_score_loss(events.astype(int), values, pos_label=1, labels=[0, 1])
     return {"brier": float(score), "n": int(events.size), "n_skipped": skipped}
 

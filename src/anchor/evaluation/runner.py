@@ -31,8 +31,9 @@ from typing import IO, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from anchor import __version__, prompts
-from anchor.embed import MiniLMEmbedder
+from anchor import __version__, offload, prompts
+from anchor.embed import Embedder
+from anchor.embed_server import make_embedder
 from anchor.evaluation.attribution import run_critical_path
 from anchor.evaluation.datasets import (
     DATASET_NAMES,
@@ -352,9 +353,10 @@ class EvalRunner:
         return store
 
     @functools.cached_property
-    def _embedder(self) -> MiniLMEmbedder:
-        """One embedder (and vector cache) for every space and run; MiniLM loads on first use."""
-        return MiniLMEmbedder(cache_path=self.settings.vector_cache_path)
+    def _embedder(self) -> Embedder:
+        """One embedder (and vector cache) for every space and run: a server's, or MiniLM (loaded on
+        first use)."""
+        return make_embedder(self.settings)
 
     # ------------------------------------------------------------------ main loop
 
@@ -362,6 +364,10 @@ class EvalRunner:
         """Evaluate ``instances`` (default: ``load_instances()``) and write the run directory."""
         if instances is None:
             instances = self.load_instances()
+        if self.spec.uses_anchor_config:
+            # ANCHOR's methods embed from their first request on: start loading the model now, in its
+            # helper process, while this one sets up the client (the SDK alone takes half a second).
+            offload.warm_up(self._embedder)
         self.client = make_client(self.settings)
         await self.client.ensure_ready()
         self.config.llm["model"] = self.client.backend.model

@@ -33,7 +33,7 @@ log = logging.getLogger("anchor.llm")
 FORMAT_MODES = ("json_schema", "json_object", "prompt")
 
 
-def _retry_after_seconds(headers: Any) -> float | None:
+def retry_after_seconds(headers: Any) -> float | None:
     """Read ``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms`` from response headers."""
     if headers is None:
         return None
@@ -327,7 +327,7 @@ class OpenAICompatibleBackend:
         detail = _short(scrub(str(exc.message)))
         if status == 429 or status == 408 or status == 409 or status >= 500:
             raise TransientBackendError(
-                f"HTTP {status}: {detail}", retry_after=_retry_after_seconds(exc.response.headers), kind=f"http_{status}"
+                f"HTTP {status}: {detail}", retry_after=retry_after_seconds(exc.response.headers), kind=f"http_{status}"
             ) from exc
         if status in (401, 403):
             raise FatalBackendError(f"HTTP {status} from {self.url}: check the API key ({detail})") from exc

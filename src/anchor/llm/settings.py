@@ -24,6 +24,9 @@ ENV_CACHE_DIR = "ANCHOR_CACHE_DIR"
 ENV_RETRIES = "ANCHOR_LLM_RETRIES"
 ENV_SAMPLES_PER_REQUEST = "ANCHOR_LLM_SAMPLES_PER_REQUEST"
 ENV_CONTEXT_TOKENS = "ANCHOR_LLM_CONTEXT_TOKENS"
+ENV_EMBED_BASE_URL = "ANCHOR_EMBED_BASE_URL"
+ENV_EMBED_MODEL = "ANCHOR_EMBED_MODEL"
+ENV_EMBED_API_KEY = "ANCHOR_EMBED_API_KEY"
 #: n_ctx of the embedded model when no context size is set (SmolLM2-135M was trained for 8,192).
 EMBEDDED_CONTEXT_TOKENS = 8192
 
@@ -38,6 +41,9 @@ ENV_FIELDS: dict[str, str] = {
     ENV_CACHE_DIR: "cache_dir",
     ENV_SAMPLES_PER_REQUEST: "samples_per_request",
     ENV_CONTEXT_TOKENS: "context_tokens",
+    ENV_EMBED_BASE_URL: "embed_base_url",
+    ENV_EMBED_MODEL: "embed_model",
+    ENV_EMBED_API_KEY: "embed_api_key",
 }
 
 
@@ -66,6 +72,11 @@ class LLMSettings(BaseModel):
         description="The model's context window in tokens. Prompts with a long condition are fitted to it "
                     f"(see anchor.llm.context). Default: {DEFAULT_SERVER_CONTEXT_TOKENS} for a server, "
                     f"n_ctx={EMBEDDED_CONTEXT_TOKENS} for the embedded model (where it also sets n_ctx).")
+    # Embeddings (anchor.embed_server): from an OpenAI-compatible /v1/embeddings server instead of the
+    # bundled MiniLM. Same time-out and retries as the LLM's; the key is a secret like the LLM's.
+    embed_base_url: str | None = Field(default=None, description="Embeddings server; None = the bundled MiniLM.")
+    embed_model: str | None = None
+    embed_api_key: SecretStr | None = None
 
     @classmethod
     def from_env(cls, **overrides: object) -> LLMSettings:
@@ -123,6 +134,9 @@ class LLMSettings(BaseModel):
             "max_concurrency": self.max_concurrency,
             "samples_per_request": self.samples_per_request,
             "context_tokens": self.effective_context_tokens,
+            "embeddings": ({"base_url": display_url(self.embed_base_url), "model": self.embed_model,
+                            "api_key": "set" if self.embed_api_key else None}
+                           if self.embed_base_url else "bundled MiniLM"),
         }
 
 

@@ -17,16 +17,30 @@ from anchor import offload, prompts
 from anchor.embed import Embedder
 from anchor.llm.client import LLMClient
 from anchor.llm.context import fit_prompt, merge_truncations
+from anchor.llm.errors import ConfigurationError
 from anchor.mapping.config import MappingConfig
 from anchor.mapping.retrieval import CandidateIndex, FlatIndex, HierarchicalIndex
 from anchor.mapping.retrievers import KNNRetriever, Retriever
 from anchor.types import FactorSpace, MappingTrace
 
 
+def check_embedder(space: FactorSpace, embedder: Embedder) -> None:
+    """Refuse to search ``space`` with vectors of another embedder than the one that made its vectors
+    and clusters (embedders are told apart by model name: see ``anchor.embed_server``)."""
+    mine = getattr(embedder, "model_id", type(embedder).__name__)
+    if space.embedding_model != mine:
+        raise ConfigurationError(
+            f"the factor space was embedded with {space.embedding_model!r} but this run embeds with {mine!r}; "
+            "vectors of two embedders are not comparable: use the space's embedder (--embed-base-url, "
+            "--embed-model) or rebuild the space")
+
+
 def space_vectors(space: FactorSpace, embedder: Embedder) -> tuple[dict[str, np.ndarray], dict[int, np.ndarray]]:
-    """Factor and theme vectors: stored ones when the space carries them, else computed now."""
+    """Factor and theme vectors: stored ones when the space carries them, else computed now (by the
+    space's embedder only: another one is refused)."""
+    check_embedder(space, embedder)
     stored = space.embeddings
-    if stored is not None and stored.factors.model == getattr(embedder, "model_id", stored.factors.model):
+    if stored is not None and stored.factors.model == space.embedding_model:
         fmat = stored.factors.to_array()
         factor_vecs = dict(zip(stored.factor_ids, fmat, strict=True))
         theme_vecs: dict[int, np.ndarray] = {}
@@ -48,6 +62,7 @@ class ConditionMapper:
 
     def __init__(self, client: LLMClient, embedder: Embedder, space: FactorSpace,
                  config: MappingConfig | None = None, *, retriever: Retriever | None = None) -> None:
+        check_embedder(space, embedder)
         self.client = client
         self.embedder = embedder
         self.space = space

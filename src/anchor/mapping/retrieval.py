@@ -17,16 +17,18 @@ A query therefore carries the condition's vector and, for lexical backends, its 
 Only factors that survived pruning are searchable: the members listed in ``Cluster.factor_ids``
 and the ids in ``FactorSpace.unclustered``.
 
-Searches run single-threaded by default (``threads=1``): scikit-learn's distance kernels start an
-OpenMP team per call, and for the handful of rows searched per condition the team costs more than
-it saves. On a busy 2-core machine the median query went from about 10 ms to 1.5 ms this way.
-FAISS ships the same OpenMP runtime, so the limit covers it too.
+Searches run single-threaded by default (``threads=1``): FAISS's distance kernels (and
+scikit-learn's, which the exact search once used) start an OpenMP team per call, and for the
+handful of rows searched per condition the team costs more than it saves. On a busy 2-core machine
+the median query went from about 10 ms to 1.5 ms this way. The exact search runs in numpy on one
+thread anyway.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Literal, Protocol, runtime_checkable
 
@@ -109,12 +111,13 @@ class _Groups:
         return [RetrievedFactor(factor_id=ids[i], text=texts[i], distance=d, source=source) for i, d in ranked]
 
 
-@functools.lru_cache(maxsize=1)
-def _controller() -> object:
+@functools.lru_cache(maxsize=2)
+def _controller(faiss_loaded: bool) -> object:
     from threadpoolctl import ThreadpoolController
 
-    # Built once, after sklearn.neighbors has loaded its OpenMP runtime; limiting through a
-    # ready controller costs microseconds, whereas threadpool_limits() rescans libraries each time.
+    # Built once FAISS has loaded its OpenMP runtime (again if a search ran before it was loaded);
+    # limiting through a ready controller costs microseconds, whereas threadpool_limits() rescans
+    # the libraries each time.
     return ThreadpoolController()
 
 
@@ -123,7 +126,7 @@ def _threads(limit: int | None) -> Iterator[None]:
     if limit is None:
         yield
         return
-    with _controller().limit(limits=limit, user_api="openmp"):  # type: ignore[attr-defined]
+    with _controller("faiss" in sys.modules).limit(limits=limit, user_api="openmp"):  # type: ignore[attr-defined]
         yield
 
 

@@ -9,8 +9,8 @@ one group for a batch of queries.
 
 Backends:
 
-* :class:`KNNRetriever`: exact nearest neighbours with scikit-learn (brute force), the default
-  and the paper's choice;
+* :class:`KNNRetriever`: exact nearest neighbours in numpy (brute force), the default and the
+  paper's choice;
 * :class:`FaissRetriever`: FAISS, either an exact flat index (``IndexFlatL2`` / inner product,
   which must agree with the exact KNN up to float32 rounding) or an approximate HNSW graph;
 * :class:`BM25Retriever`: lexical ranking with ``rank-bm25`` over factor and theme texts. It
@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
-from sklearn.neighbors import NearestNeighbors
 
 from anchor.mapping.config import RETRIEVER_NAMES
 
@@ -99,9 +98,15 @@ class Retriever(Protocol):
 
 
 class KNNRetriever:
-    """Exact nearest neighbours (scikit-learn, brute force): one small index per group.
+    """Exact nearest neighbours (brute force): every item's distance to the query, best ``k`` first.
 
-    Spaces hold tens to a few thousand factors, where trees buy nothing in 384 dimensions.
+    Spaces hold tens to a few thousand factors, where trees buy nothing in 384 dimensions. Distances
+    are computed row by row (``|x - q|``, or ``1 - cos`` on unit rows), not through the matrix-product
+    expansion, so equal vectors get exactly equal distances wherever they sit, and ties are ordered
+    by position: the ranking is the same on every machine. (scikit-learn's ``NearestNeighbors``, used
+    before, gives the same neighbours in the same order, except that its expansion leaves equal
+    vectors a few 1e-8 apart and its heap orders tied items in a way that depends on its threads;
+    importing it cost about three seconds at every start.)
     """
 
     name = "knn"
@@ -115,19 +120,41 @@ class KNNRetriever:
         return "KNNRetriever()"
 
 
+#: Items compared with a query at once (bounds the temporary ``rows x dim`` array to a few MB).
+_KNN_CHUNK = 1024
+
+
 class _KNNSearcher:
     def __init__(self, groups: Sequence[Items], metric: Metric) -> None:
-        self._indexes = [
-            NearestNeighbors(metric=metric, algorithm="brute").fit(g.vectors) if len(g) else None for g in groups
-        ]
+        self._metric = metric
+        self._items = [self._prepare(np.asarray(g.vectors, dtype=np.float64)) if len(g) else None for g in groups]
+
+    def _prepare(self, matrix: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(_unit_rows(matrix) if self._metric == "cosine" else matrix)
+
+    def _distances(self, items: np.ndarray, query: np.ndarray) -> np.ndarray:
+        out = np.empty(items.shape[0], dtype=np.float64)
+        for start in range(0, items.shape[0], _KNN_CHUNK):
+            block = items[start:start + _KNN_CHUNK]
+            if self._metric == "euclidean":
+                diff = block - query
+                out[start:start + block.shape[0]] = np.sqrt((diff * diff).sum(axis=1))
+            else:
+                out[start:start + block.shape[0]] = 1.0 - (block * query).sum(axis=1)
+        # As scikit-learn's cosine distance: rounding must not take it below 0 or above 2.
+        return np.clip(out, 0.0, 2.0) if self._metric == "cosine" else out
 
     def search(self, group: int, queries: Queries, k: int) -> list[Ranked]:
-        index = self._indexes[group]
-        if index is None or len(queries) == 0:
+        items = self._items[group]
+        if items is None or len(queries) == 0:
             return [[] for _ in range(len(queries))]
         assert queries.vectors is not None
-        dist, idx = index.kneighbors(queries.vectors, n_neighbors=min(k, index.n_samples_fit_))
-        return [_ranked(d, i) for d, i in zip(dist, idx, strict=True)]
+        out: list[Ranked] = []
+        for query in self._prepare(np.asarray(queries.vectors, dtype=np.float64).reshape(len(queries), -1)):
+            dist = self._distances(items, query)
+            best = np.argsort(dist, kind="stable")[:k]
+            out.append(_ranked(dist[best], best))
+        return out
 
 
 def _ranked(dist: np.ndarray, idx: np.ndarray) -> Ranked:

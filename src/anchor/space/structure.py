@@ -5,8 +5,9 @@ for UMAP and anything with ``fit_predict`` for HDBSCAN (PCA, KMeans, ...). The d
 the paper's hyperparameter table, with the parameters derived from the number of factors.
 
 UMAP is imported lazily, inside :meth:`UMAPReducer.fit_transform`: importing it costs about three
-seconds and the first fit in a process another ten or more (numba compilation), so code that only
-maps conditions onto a stored space must never reach it.
+seconds, so code that only maps conditions onto a stored space must never reach it. Its numba
+kernels are cached on disk (:mod:`anchor.space.umap_cache`): the first fit in a process loads them
+instead of compiling them for ten seconds or more.
 
 Edge cases, decided here so the rest of the pipeline never sees them:
 
@@ -32,6 +33,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from anchor.space.umap_cache import import_umap
 from anchor.types import ClusteringStats
 
 # Below this many distinct points no reduction or density clustering is attempted.
@@ -129,7 +131,7 @@ class UMAPReducer:
         return UMAPParams(n_components=min(n_components, limit), n_neighbors=n_neighbors), clamped
 
     def fit_transform(self, X: np.ndarray) -> np.ndarray:
-        import umap  # lazy: see the module docstring
+        umap = import_umap()  # lazy: see the module docstring
 
         X = np.asarray(X)
         params, clamped = self.resolve(X.shape[0])
