@@ -148,6 +148,9 @@ def test_costs_per_stage(built):
     for name in expected:
         assert by_stage[name].llm_calls > 0
         assert by_stage[name].prompt_tokens > 0
+    # Five factors a round: the rounds in flight were expected to reach the 25 factors, so no round
+    # started beyond round 5 (whatever the window).
+    assert space.rounds_beyond_stop == []
     assert by_stage["abduction.generate"].llm_calls == 5
     assert by_stage["voting"].llm_calls == math.ceil(25 / 8) * M
     assert by_stage["themes"].llm_calls == len(space.clusters)
