@@ -20,9 +20,11 @@ from anchor.llm.client import LLMClient
 from anchor.llm.ledger import CostLedger
 from anchor.llm.scripted import ScriptedBackend, ScriptedRequest
 from anchor.space.abduction import Abductor
+from anchor.space.builder import FactorSpaceBuilder
 from anchor.space.io import load_space, save_space
+from anchor.space.voting import vote_labels
 from anchor.types import BuildParams, StopReason
-from tests.helpers import kind, requested_sentences, validation_items
+from tests.helpers import keyed, kind, requested_sentences, validation_items
 
 PARAPHRASE = ("boiling water temperature", "temperature of boiling water")  # ~0.98: near duplicate
 BORDERLINE = ("cooking time", "cooking duration")  # ~0.81: between 0.75 and 0.9
@@ -60,6 +62,8 @@ class ByRound:
             return {"factors": self.rounds.get(t, ["???"])}
         if k == "Validation":
             return {key: self.verdict(text, similar) for key, text, similar in validation_items(req.user)}
+        if k == "Votes":
+            return {key: "neutral" for key, _ in keyed(req.user)}
         raise AssertionError(f"unexpected request {req.schema_name}")
 
 
@@ -246,6 +250,26 @@ def test_a_build_from_its_own_cache_sends_nothing_and_gives_the_same_space(embed
     assert backend1.requests and backend2.requests == []
     assert again.factors == first.factors and beyond1 and beyond2 == beyond1
     assert [r.model_dump() for r in again.rounds] == [r.model_dump() for r in first.rounds]
+
+
+# --------------------------------------------------------------------------- voting while abduction goes on
+
+
+def test_factors_are_voted_on_as_they_merge_with_the_requests_of_one_vote_over_all(embedder, noodles):
+    script = ByRound(DISTINCT)
+    p = params(vote_batch_size=4, vote_samples=2, cluster=False, abduction_window=2)
+    backend = ScriptedBackend(script)
+    space = asyncio.run(FactorSpaceBuilder(LLMClient(backend, ledger=CostLedger()), embedder, p).build(noodles))
+    assert [f.text for f in space.factors] == [f for t in range(1, 9) for f in DISTINCT[t]]
+    order = [kind(r) for r in backend.requests]
+    # The first four factors (rounds 1 and 2) were voted on before the last rounds were asked for.
+    assert "Sentences" in order[order.index("Votes"):]
+    alone = ScriptedBackend(script)
+    asyncio.run(vote_labels(LLMClient(alone, ledger=CostLedger()), noodles, [f.text for f in space.factors],
+                            samples=2, batch_size=4))
+    assert sorted((r.user, r.seed) for r in backend.requests if kind(r) == "Votes") == sorted(
+        (r.user, r.seed) for r in alone.requests)
+    assert all(f.votes.neutral == 2 for f in space.factors)
 
 
 # --------------------------------------------------------------------------- stored spaces

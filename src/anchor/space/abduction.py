@@ -24,7 +24,7 @@ and a rebuild from the cache sends nothing; they are paid for, listed apart and 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -105,7 +105,10 @@ class Abductor:
         self.embedder = embedder
         self.params = params
 
-    async def run(self, scenario: Scenario, report: Reporter = silent) -> AbductionOutcome:
+    async def run(self, scenario: Scenario, report: Reporter = silent,
+                  on_merge: Callable[[list[str]], None] | None = None) -> AbductionOutcome:
+        """Abduce factors for ``scenario``; ``on_merge`` is told all factors merged so far after
+        each merge (to start work on them early)."""
         p = self.params
         validator = CandidateValidator(self.client, self.embedder, p, scenario)
         merged = Merged()
@@ -138,6 +141,8 @@ class Abductor:
                 if added:
                     merged = merged.plus(added, np.stack([c.vector for c in checked.added]))
                 found_in.extend([t] * len(added))
+                if added and on_merge is not None:
+                    on_merge(list(merged.texts))
                 rounds.append(work.record(added, [*work.validated.rejected, *checked.rejected], checked.reasked))
                 idle = 0 if added else idle + 1
                 report(ProgressEvent("abduction", t, p.max_rounds, f"round {t}: +{len(added)}",

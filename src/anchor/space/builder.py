@@ -1,4 +1,5 @@
-"""Stage 1 end to end: abduction, voting, embeddings, clustering, themes and pruning.
+"""Stage 1 end to end: abduction, voting (overlapping abduction), embeddings, clustering, themes and
+pruning.
 
 ``FactorSpaceBuilder`` is configured once (client, embedder, parameters, and optionally a custom
 reducer and clusterer, BERTopic-style) and builds a ``FactorSpace`` per scenario.
@@ -19,7 +20,7 @@ from anchor.progress import ProgressEvent, Reporter, silent
 from anchor.space.abduction import AbductionOutcome, Abductor
 from anchor.space.structure import Clusterer, Reducer
 from anchor.space.themes import name_and_prune
-from anchor.space.voting import vote_labels
+from anchor.space.vote_stream import VoteStream
 from anchor.types import (
     BuildParams,
     Cluster,
@@ -68,14 +69,18 @@ class FactorSpaceBuilder:
         # the first abduction rounds wait for the LLM, not later in the middle of traffic.
         offload.warm_up(self.embedder, clustering=p.cluster and self.reducer is None)
         with self.client.ledger.scope() as records:
-            abduced = await Abductor(self.client, self.embedder, p).run(scenario, report)
+            votes = VoteStream(self.client, scenario, p, report)
+            abduced: AbductionOutcome | None = None
             try:
-                organised = await self._organise(scenario, abduced, report)
+                abduced = await Abductor(self.client, self.embedder, p).run(scenario, report, on_merge=votes.add)
+                organised = await self._organise(scenario, abduced, votes, report)
                 # Rounds started before the stop ran beside the rest of the build; they are
                 # waited for last (their requests belong to this build's cost).
                 beyond_stop = await abduced.beyond_stop.collect()
-            finally:
-                await abduced.beyond_stop.cancel()
+            finally:  # a failed build leaves nothing running
+                await votes.cancel()
+                if abduced is not None:
+                    await abduced.beyond_stop.cancel()
         compute = organised.compute
         factors, clusters = organised.factors, organised.clusters
 
@@ -107,14 +112,15 @@ class FactorSpaceBuilder:
             embeddings=embeddings,
         )
 
-    async def _organise(self, scenario: Scenario, abduced: AbductionOutcome, report: Reporter) -> _Organised:
-        """Label the abduced factors by vote, cluster them, name the themes and prune."""
+    async def _organise(self, scenario: Scenario, abduced: AbductionOutcome, voting: VoteStream,
+                        report: Reporter) -> _Organised:
+        """Label the abduced factors by vote (most votes were asked for while abduction went on),
+        cluster them, name the themes and prune."""
         p = self.params
         compute: dict[str, float] = {}
         texts = abduced.factors
 
-        votes = await vote_labels(self.client, scenario, texts, samples=p.vote_samples,
-                                  batch_size=p.vote_batch_size, report=report)
+        votes = await voting.finish(texts)
         factors = [
             Factor(id=f"f{i + 1:03d}", text=text, label=v.majority(), votes=v, round=r)
             for i, (text, v, r) in enumerate(zip(texts, votes, abduced.found_in_round, strict=True))
