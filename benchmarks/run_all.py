@@ -33,6 +33,7 @@ def main() -> None:
         ("bench_throughput.py", []),  # its own local test server: the point is a known 200 ms latency
         ("bench_bird.py", llm),
         ("bench_cost_compare.py", []),  # ANCHOR vs BIRD against the local test server with a fixed latency
+        ("bench_abduction_window.py", []),  # ANCHOR vs BIRD per --abduction-window, token-proportional server
         ("bench_long_condition.py", llm),
     ]
     failed = []

@@ -205,17 +205,14 @@ def test_candidates_are_rechecked_against_factors_merged_after_they_were_validat
 
 
 def test_rounds_started_before_the_stop_run_and_are_listed_but_not_merged(embedder, noodles):
-    # Four factors a round where one a sentence (two) was expected at first: three rounds start.
-    rounds = {1: ["water temperature", "gas price", "pot size", "altitude"],
-              2: ["noodle thickness", "food hygiene", "stove power", "tap hardness"],
-              3: ["salt in the water", "stirring habits", "lid on the pot", "serving size"]}
-    outcome, beyond, backend, _ = abduce(embedder, noodles, ByRound(rounds), params(n_target=6, abduction_window=3))
+    script = ByRound(DISTINCT)
+    outcome, beyond, backend, _ = abduce(embedder, noodles, script, params(n_target=4, abduction_window=3))
     assert outcome.stop_reason == StopReason.TARGET_REACHED
     assert [r.round for r in outcome.rounds] == [1, 2]
-    assert outcome.factors == [*rounds[1], *rounds[2]]
-    # Round 3 had run when round 2 reached the target: listed apart, not merged. Round 4 never
-    # started (after round 1, round 2 alone was expected to reach the target).
-    assert [(r.round, r.added, r.extracted) for r in beyond] == [(3, [], rounds[3])]
+    assert outcome.factors == [*DISTINCT[1], *DISTINCT[2]]
+    # Rounds 1-3 started together; round 3 had run when round 2 reached the target: listed apart,
+    # not merged. Round 4 never started (after round 1, round 2 alone was expected to reach it).
+    assert [(r.round, r.added, r.extracted) for r in beyond] == [(3, [], DISTINCT[3])]
     assert sorted(generate_prompts(backend)) == [1, 2, 3]
     assert len(backend.requests) == 3 * 3
 

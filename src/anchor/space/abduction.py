@@ -162,13 +162,15 @@ class Abductor:
 
     def _enough_in_flight(self, in_flight: int, merged: int, done: int, idle: int) -> bool:
         """Whether the rounds in flight are likely to end the abduction, so that one more would run
-        beyond the stop: they are expected to reach the target (adding what the merged rounds
-        added on average, or one factor per sentence before any has merged), or the latest rounds
-        added nothing and those in flight complete the ``patience`` rounds that would stop it.
-        Only merged rounds count, so the choice, like the space, does not depend on timing."""
+        beyond the stop: they are expected to reach the target (each adding what the merged rounds
+        added on average), or the latest rounds added nothing and those in flight complete the
+        ``patience`` rounds that would stop it. Before the first merge there is nothing to go on,
+        and the window alone decides. Only merged rounds count, so the choice, like the space, does
+        not depend on timing."""
         p = self.params
-        per_round = merged / done if done else p.batch_size
-        return merged + in_flight * per_round >= p.n_target or (idle > 0 and idle + in_flight >= p.patience)
+        if not done:
+            return False
+        return merged + in_flight * merged / done >= p.n_target or (idle > 0 and idle + in_flight >= p.patience)
 
     async def _work(self, validator: CandidateValidator, scenario: Scenario, t: int, known_through: int,
                     known: Merged) -> RoundWork:

@@ -79,12 +79,10 @@ class Candidate:
 
 @dataclass
 class Validated:
-    """A round's candidates after validation: those kept (in order) and those rejected, and the
-    number of merged factors they were compared with."""
+    """A round's candidates after validation: those kept (in order) and those rejected."""
 
     kept: list[Candidate]
     rejected: list[RejectedCandidate]
-    against: int
 
 
 @dataclass
@@ -128,7 +126,7 @@ class CandidateValidator:
                 first_seen[text_key(text)] = text
                 texts.append(text)
         if not texts:
-            return Validated([], rejected, len(merged))
+            return Validated([], rejected)
 
         vectors = await offload.encode(self.embedder, texts)
         # Compare each candidate with the merged set, growing it as candidates pass, so two
@@ -161,7 +159,7 @@ class CandidateValidator:
                 kept.append(c)
             else:
                 rejected.append(self._rejection(c, verdict))
-        return Validated(kept, rejected, len(merged))
+        return Validated(kept, rejected)
 
     async def recheck(self, validated: Validated, newer: Merged, t: int) -> Rechecked:
         """Check candidates kept by ``validate`` against ``newer`` factors (merged after it ran).
