@@ -11,8 +11,8 @@ again at merge time, the run's wall time and the client's CPU time (user + sys o
 and its helper processes). The answers are random, so what either method finds is meaningless: the
 figures are the shape of the cost.
 
-    python benchmarks/bench_abduction_window.py [--limit 20] [--windows 1,2,4,8] [--steering merged,none]
-                                                [--concurrency 16] [--fixed SECONDS] [--runs 1]
+    python benchmarks/bench_abduction_window.py [--limit 20] [--windows 1,8,16,20] [--steering merged,none]
+                                                [--n-target N] [--concurrency 16] [--fixed SECONDS] [--runs 1]
                                                 [--bird-dir DIR] [--keep DIR] [--json PATH]
 """
 
@@ -74,8 +74,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", type=int, default=20, help="Common2Sense pairs (default 20).")
     parser.add_argument("--runs", type=int, default=1)
-    parser.add_argument("--windows", default="1,2,4,8", help="Abduction windows to measure (default 1,2,4,8).")
+    parser.add_argument("--windows", default="1,8,16,20", help="Abduction windows to measure (default 1,8,16,20).")
     parser.add_argument("--steering", default="merged", help="Steering settings to measure: merged, none or both.")
+    parser.add_argument("--n-target", type=int, default=None,
+                        help="ANCHOR's target factor count (default: the paper's 80); a low one makes builds reach it "
+                             "(the random answers of the test server add about two factors a round), to see the "
+                             "rounds a window runs beyond the stop.")
     parser.add_argument("--concurrency", type=int, default=16, help="Requests in flight at once (both methods).")
     parser.add_argument("--fixed", type=float, default=None,
                         help="A fixed latency per request (seconds) instead of the token-proportional server.")
@@ -104,8 +108,9 @@ def main() -> None:
                     server.reset_stats()
                     name = f"anchor-w{w}-{steering}"
                     out = base / name
+                    target = ["--n-target", str(args.n_target)] if args.n_target else []
                     wall, cpu = run_eval(server.base_url, "anchor", out, base / f"cache-{name}", args,
-                                         "--abduction-window", str(w), "--abduction-steering", steering)
+                                         "--abduction-window", str(w), "--abduction-steering", steering, *target)
                     doc = compare(bird, out)
                     total = doc["per_scenario"]["total"]
                     row = {"window": w, "steering": steering, "wall": round(wall, 1), "cpu": round(cpu, 1),

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 FACTOR_SPACE_SCHEMA_VERSION = 1
 #: Default abduction window (``BuildParams.abduction_window``); see the README for the measurements.
-ABDUCTION_WINDOW = 16
+ABDUCTION_WINDOW = 20
 #: How stage 1 ran before the abduction window existed: what a stored space or run configuration
 #: that does not name these settings was built with.
 LEGACY_BUILD = {"abduction_window": 1, "abduction_steering": "merged"}
