@@ -190,9 +190,10 @@ class BuildParams(_Model):
     cluster: bool = True
     prune: bool = True
     seed: int = 0
-    abduction_window: int = Field(default=ABDUCTION_WINDOW, ge=1, le=64, description=(
+    abduction_window: int = Field(default=ABDUCTION_WINDOW, ge=1, description=(
         "Abduction rounds in flight at once: a round starts when the one this many rounds before it has "
-        "merged; rounds still merge one by one, in order. 1 = one round at a time."))
+        "merged; rounds still merge one by one, in order. 1 = one round at a time; max_rounds or more = all "
+        "rounds at once."))
     abduction_steering: Literal["merged", "none"] = Field(default="merged", description=(
         "What a round's sentence-generation prompt lists as already covered: 'merged' = the factors merged "
         "when the round started (with a window of 1, every factor found so far), 'none' = nothing (the "
