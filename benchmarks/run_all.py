@@ -34,6 +34,7 @@ def main() -> None:
         ("bench_bird.py", llm),
         ("bench_cost_compare.py", []),  # ANCHOR vs BIRD against the local test server with a fixed latency
         ("bench_speed.py", []),  # the same per scenario with the critical path, fixed and token-proportional latency
+        ("bench_abduction_window.py", []),  # ANCHOR vs BIRD per --abduction-window, token-proportional server
         ("bench_long_condition.py", llm),
         ("bench_startup.py", []),  # fresh processes against its own local test server answering at once
     ]

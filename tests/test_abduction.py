@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from anchor.space.abduction import MAX_FACTOR_CHARS, Abductor, normalize_factor
+from anchor.space.abduction import Abductor
+from anchor.space.validation import MAX_FACTOR_CHARS, normalize_factor
 from anchor.types import BuildParams, StopReason
 from tests.helpers import ScriptedLLM, requests_of, section, validation_items
 
@@ -21,7 +22,8 @@ def cos(embedder, a: str, b: str) -> float:
 
 
 def params(**kw) -> BuildParams:
-    base = dict(n_target=100, batch_size=3, max_rounds=2, patience=5)
+    """Small sizes, one round at a time unless a test says otherwise."""
+    base = dict(n_target=100, batch_size=3, max_rounds=2, patience=5, abduction_window=1)
     base.update(kw)
     return BuildParams(**base)
 

@@ -62,7 +62,7 @@ def client_for(responder) -> LLMClient:
 
 def build(embedder, responder, **params):
     p = BuildParams(**{"n_target": 25, "batch_size": 5, "max_rounds": 8, "vote_samples": M, "vote_batch_size": 8,
-                       **params})
+                       "abduction_window": 8, **params})
     client = client_for(responder)
     space = asyncio.run(FactorSpaceBuilder(client, embedder, p).build(NOODLES))
     return space, client
@@ -148,7 +148,11 @@ def test_costs_per_stage(built):
     for name in expected:
         assert by_stage[name].llm_calls > 0
         assert by_stage[name].prompt_tokens > 0
-    assert by_stage["abduction.generate"].llm_calls == 5
+    # All eight rounds started at once (window 8); rounds 6-8 had run when round 5 reached the
+    # target: paid for and listed apart, not merged.
+    assert [r.round for r in space.rounds_beyond_stop] == [6, 7, 8]
+    assert all(r.added == [] and r.sentences for r in space.rounds_beyond_stop)
+    assert by_stage["abduction.generate"].llm_calls == 8
     assert by_stage["voting"].llm_calls == math.ceil(25 / 8) * M
     assert by_stage["themes"].llm_calls == len(space.clusters)
     assert sum(c.llm_calls for c in space.cost) == len(client.backend.requests)

@@ -15,6 +15,18 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 FACTOR_SPACE_SCHEMA_VERSION = 1
+#: Default abduction window (``BuildParams.abduction_window``); see the README for the measurements.
+ABDUCTION_WINDOW = 20
+#: How stage 1 ran before the abduction window existed: what a stored space or run configuration
+#: that does not name these settings was built with.
+LEGACY_BUILD = {"abduction_window": 1, "abduction_steering": "merged"}
+
+
+def with_legacy_build(build: object) -> object:
+    """A build-settings dict read from disk, completed with ``LEGACY_BUILD`` where it predates them."""
+    if isinstance(build, dict):
+        return {**LEGACY_BUILD, **build}
+    return build
 
 
 class _Model(BaseModel):
@@ -130,6 +142,9 @@ class RejectedCandidate(_Model):
     reason: Literal["duplicate", "near_duplicate", "irrelevant", "invalid", "example_echo"]
     similar_to: str | None = None
     similarity: float | None = None
+    at_merge: bool = Field(default=False, description=(
+        "Rejected when the round merged, against a factor merged after the round was validated "
+        "(only with several rounds in flight)."))
 
 
 class AbductionRound(_Model):
@@ -138,6 +153,16 @@ class AbductionRound(_Model):
     extracted: list[str]
     added: list[str]
     rejected: list[RejectedCandidate] = Field(default_factory=list)
+    known_through: int | None = Field(default=None, ge=0, description=(
+        "The round started once the rounds up to this one had merged (0: at the start); it was validated "
+        "against their factors and re-checked at merge time against later ones. None in spaces from before "
+        "pipelined abduction, where it is always the previous round."))
+    shown: list[str] | None = Field(default=None, description=(
+        "The factors its sentence-generation prompt listed as already covered (None: not recorded, a space "
+        "from before pipelined abduction, whose prompts listed the latest factors found before the round)."))
+    reasked: list[str] = Field(default_factory=list, description=(
+        "Candidates put to the LLM again at merge time because a factor merged after the round was "
+        "validated is a new borderline neighbour."))
 
 
 class StopReason(StrEnum):
@@ -170,6 +195,14 @@ class BuildParams(_Model):
     cluster: bool = True
     prune: bool = True
     seed: int = 0
+    abduction_window: int = Field(default=ABDUCTION_WINDOW, ge=1, description=(
+        "Abduction rounds in flight at once: a round starts when the one this many rounds before it has "
+        "merged; rounds still merge one by one, in order. 1 = one round at a time; max_rounds or more = all "
+        "rounds at once."))
+    abduction_steering: Literal["merged", "none"] = Field(default="merged", description=(
+        "What a round's sentence-generation prompt lists as already covered: 'merged' = the factors merged "
+        "when the round started (with a window of 1, every factor found so far), 'none' = nothing (the "
+        "paper's Algorithm 1)."))
 
     @model_validator(mode="after")
     def _thresholds(self) -> BuildParams:
@@ -277,6 +310,17 @@ class FactorSpace(_Model):
     llm: LLMIdentity
     embedding_model: str
     embeddings: SpaceEmbeddings | None = None
+    rounds_beyond_stop: list[AbductionRound] = Field(default_factory=list, description=(
+        "Rounds that had started (several rounds in flight) when the stop was decided: run to the end, "
+        "cached and paid for (their requests are in the abduction cost), but not merged."))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy(cls, data: object) -> object:
+        # A space written before the abduction window existed was built one round at a time.
+        if isinstance(data, dict) and "params" in data:
+            data = {**data, "params": with_legacy_build(data["params"])}
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> FactorSpace:

@@ -137,13 +137,19 @@ def space_section(space: FactorSpace, *, highlight: Sequence[str] = (), heading:
     p = space.params
     out.append(f"<p>Stopped after {len(space.rounds)} round(s): <b>{esc(space.stop_reason.value)}</b> "
                f"({esc(STOP_REASONS.get(space.stop_reason, ''))}). Target {p.n_target} factors, "
-               f"{p.batch_size} sentences per round, at most {p.max_rounds} rounds, patience {p.patience}.</p>")
+               f"{p.batch_size} sentences per round, at most {p.max_rounds} rounds, patience {p.patience}, "
+               f"up to {p.abduction_window} round(s) in flight.</p>")
+    if space.rounds_beyond_stop:
+        out.append(f"<p>{len(space.rounds_beyond_stop)} more round(s) had started when the stop was decided "
+                   f"(rounds {', '.join(str(r.round) for r in space.rounds_beyond_stop)}): they ran and are "
+                   "paid for in the cost below, but nothing of theirs was merged.</p>")
     if space.rounds:
         rows = []
         for r in space.rounds:
             reasons: dict[str, int] = {}
             for rej in r.rejected:
-                reasons[rej.reason] = reasons.get(rej.reason, 0) + 1
+                reason = rej.reason + (" at merge" if rej.at_merge else "")
+                reasons[reason] = reasons.get(reason, 0) + 1
             why = ", ".join(f"{esc(k.replace('_', ' '))} {n}" for k, n in sorted(reasons.items())) or "–"
             rows.append([str(r.round), str(len(r.sentences)), str(len(r.extracted)), str(len(r.added)),
                          str(len(r.rejected)), why])

@@ -234,9 +234,10 @@ DEMO_BUILD = dict(n_target=24, batch_size=5, max_rounds=6, patience=3, vote_samp
 @expand_options
 def demo(
     full: Annotated[bool, typer.Option("--full", help="Use the paper's build sizes (80 factors, b=10, 20 rounds) "
-                                       "instead of the quick demo sizes.")] = False,
+                                       "instead of the quick demo sizes; --n-target etc. override either.")] = False,
     out_path: Annotated[Path | None, typer.Option("--out", "-o", help="Also save the factor space here.")] = None,
     json_out: JsonOut = False,
+    sizes: BuildOptions = None,  # type: ignore[assignment]
     conn: ConnectionOptions = None,  # type: ignore[assignment]
     cache: CacheOptions = None,  # type: ignore[assignment]
     seed: SeedOption = None,  # type: ignore[assignment]
@@ -257,7 +258,7 @@ def demo(
         if out_path is not None:
             check_destination(out_path, "--out")
         settings = llm_settings(conn, cache, seed)
-        params = BuildParams(seed=settings.seed) if full else BuildParams(**DEMO_BUILD, seed=settings.seed)
+        params = sizes.params(BuildParams() if full else BuildParams(**DEMO_BUILD), seed=settings.seed)
         started = time.perf_counter()
         engine = Anchor(settings=settings, config=AnchorConfig(build=params))
         if not json_out:

@@ -352,11 +352,23 @@ class BuildOptions:
         "'w/o cluster' ablation: one flat factor group, no UMAP/HDBSCAN."))] = False
     no_prune: Annotated[bool, opt("--no-prune", panel=BUILD_PANEL, show_default=False,
                                   help="Keep redundant members of a cluster.")] = False
+    abduction_window: Annotated[int | None, opt("--abduction-window", panel=BUILD_PANEL,
+                                                bound=(BuildParams, "abduction_window"), help=(
+        "w: abduction rounds in flight at once. Later rounds generate, extract and validate while earlier ones "
+        "finish; rounds still merge in order, so a window gives the same space every time from the same "
+        "cache. 1 = one round at a time. Rounds started before the stop are paid for and listed, not "
+        "merged."))] = None
+    abduction_steering: Annotated[str | None, opt("--abduction-steering", panel=BUILD_PANEL,
+                                                  choices=("merged", "none"), default="merged", help=(
+        "What a round's sentence prompt lists as already covered: the factors merged when the round "
+        "started ('merged'; all found so far with --abduction-window 1) or nothing ('none', the paper's "
+        "algorithm)."))] = None
 
     FIELDS: typing.ClassVar[dict[str, str]] = {
         "n_target": "n_target", "batch_size": "batch_size", "max_rounds": "max_rounds", "patience": "patience",
         "vote_samples": "vote_samples", "vote_batch": "vote_batch_size", "dedup_threshold": "dedup_threshold",
         "abduction_temperature": "abduction_temperature", "vote_temperature": "vote_temperature",
+        "abduction_window": "abduction_window", "abduction_steering": "abduction_steering",
     }
 
     def params(self, base: BuildParams | None = None, *, seed: int = 0) -> BuildParams:

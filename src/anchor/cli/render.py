@@ -62,6 +62,8 @@ def space_view(space: FactorSpace) -> RenderableType:
     st = space.clustering
     facts = Text.assemble(
         f"{len(space.factors)} factors in {len(space.rounds)} round(s); stopped: {space.stop_reason.value}; ",
+        f"{len(space.rounds_beyond_stop)} more round(s) had started and ran, not merged; "
+        if space.rounds_beyond_stop else "",
         f"clustering: {st.method}, {st.n_clusters} cluster(s), {st.n_unclustered} unclustered",
         f", silhouette {st.silhouette:.3f}" if st.silhouette is not None else "",
         f"; {len(pruned)} pruned as redundant" if pruned else "",

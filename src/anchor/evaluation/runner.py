@@ -92,7 +92,7 @@ from anchor.llm.ledger import total as ledger_total
 from anchor.llm.settings import LLMSettings, make_client
 from anchor.pipeline import AnchorConfig
 from anchor.progress import ProgressEvent, Reporter, silent
-from anchor.types import BuildParams, Scenario, StageCost
+from anchor.types import BuildParams, Scenario, StageCost, with_legacy_build
 
 Instance = DecisionInstance | PairwiseInstance
 
@@ -236,7 +236,8 @@ def _identity(config: dict[str, Any]) -> dict[str, Any]:
 
     The configuration is read through ``RunConfig`` and ``AnchorConfig`` first, so that a setting
     added after a run was written counts as its default there (an older run directory stays
-    resumable as long as the new setting is left at its default).
+    resumable as long as the new setting is left at its default). The abduction window is the
+    exception: a run written before it existed built its spaces one round at a time, and reads so.
     """
     config = _with_defaults(config)
     out = {k: v for k, v in config.items() if k not in NOT_IDENTITY}
@@ -250,8 +251,10 @@ def _identity(config: dict[str, Any]) -> dict[str, Any]:
 def _with_defaults(config: dict[str, Any]) -> dict[str, Any]:
     try:
         filled = RunConfig.model_validate(config).model_dump(mode="json")
-        if isinstance(filled.get("anchor_config"), dict):
-            filled["anchor_config"] = AnchorConfig.model_validate(filled["anchor_config"]).model_dump(mode="json")
+        anchor = filled.get("anchor_config")
+        if isinstance(anchor, dict):
+            anchor = {**anchor, "build": with_legacy_build(anchor["build"])} if "build" in anchor else anchor
+            filled["anchor_config"] = AnchorConfig.model_validate(anchor).model_dump(mode="json")
     except ValidationError:
         return config  # compared as written; the difference is reported field by field
     return filled

@@ -1,41 +1,90 @@
 """Iterative bottom-up abduction: grow a factor set round by round.
 
-Each round asks for ``b`` sentences arguing for either outcome (told which aspects are already
-covered), extracts factors from them, and validates the candidates before merging: exact and
-near duplicates (by embedding similarity) are dropped outright, borderline pairs and relevance
-are judged by the LLM in one call. It stops at ``n_target`` factors, after ``max_rounds`` rounds,
-or when ``patience`` rounds in a row add nothing.
+Each round asks for ``b`` sentences arguing for either outcome, extracts factors from them, and
+validates the candidates before merging them (``anchor.space.validation``). It stops at
+``n_target`` factors, after ``max_rounds`` rounds, or when ``patience`` rounds in a row add nothing;
+the tests run after each merge, which is where the paper's Algorithm 1 tests before the next round.
+
+Up to ``abduction_window`` (w) rounds are in flight at once: a round does its generation,
+extraction and validation (against the factors merged when it started) while the rounds before it
+finish, and rounds merge one at a time and in order, each re-checked against the factors merged
+after it started. New rounds are started only at merges, from what has merged: the next ones the
+window allows, except those the stop tests would most likely make useless (the rounds in flight
+are expected to reach the target, or the latest rounds added nothing and those in flight complete
+the ``patience`` rounds). So the factors depend on the window and the answers, never on timing: a
+window gives the same space every time from the same cache, and a window of 1 is the plain
+one-round-at-a-time loop. A round's generation prompt lists as already covered the latest factors
+merged when it started (``abduction_steering="merged"``) or nothing (``"none"``, as in the
+paper's Algorithm 1).
+
+Rounds already started when the stop is decided run to their end, so that their answers are cached
+and a rebuild from the cache sends nothing; they are paid for, listed apart and never merged.
 """
 
 from __future__ import annotations
 
-import re
+import asyncio
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-from anchor import offload, prompts
+from anchor import prompts
 from anchor.embed import Embedder
+from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.progress import ProgressEvent, Reporter, silent
+from anchor.space.validation import CandidateValidator, Merged, Validated, text_key
 from anchor.types import AbductionRound, BuildParams, RejectedCandidate, Scenario, StopReason
 
-MAX_FACTOR_CHARS = 120
 _KNOWN_IN_PROMPT = 25  # factors listed as "already covered": enough to steer, short enough to stay cheap
-_LEADING_MARK = re.compile(r"^\s*(?:[-*\u2022]+|\(?\d+[.)]|F\d+:)\s*")
 
 
-def normalize_factor(text: str) -> str | None:
-    """Tidy one extracted factor; None when nothing usable remains."""
-    text = _LEADING_MARK.sub("", text)
-    text = " ".join(text.split()).strip(" \"'`.,;:!?-")
-    if not text or len(text) > MAX_FACTOR_CHARS or not any(ch.isalpha() for ch in text):
-        return None
-    return text
+@dataclass
+class RoundWork:
+    """What a round did before its turn to merge."""
+
+    t: int
+    known_through: int
+    merged_at_start: Merged
+    shown: list[str]
+    sentences: list[str]
+    extracted: list[str]
+    validated: Validated
+
+    def record(self, added: list[str], rejected: list[RejectedCandidate], reasked: list[str]) -> AbductionRound:
+        return AbductionRound(round=self.t, sentences=self.sentences, extracted=self.extracted, added=added,
+                              rejected=rejected, known_through=self.known_through, shown=self.shown,
+                              reasked=reasked)
 
 
-def _key(text: str) -> str:
-    return " ".join(text.casefold().split())
+class BeyondStop:
+    """Rounds that had started when the stop was decided, still running.
+
+    ``collect`` waits for them once the build has done the rest of its work (they hold nothing it
+    needs); ``cancel`` stops them when the build fails instead.
+    """
+
+    def __init__(self, tasks: Iterable[asyncio.Task[tuple[RoundWork, chain.Chain]]] = ()) -> None:
+        self._tasks = list(tasks)
+
+    async def collect(self) -> list[AbductionRound]:
+        rounds = []
+        for task in self._tasks:
+            work, ended = await task
+            chain.merge(ended)
+            rounds.append(work.record([], [], []))
+        return rounds
+
+    async def cancel(self) -> None:
+        await _cancel(self._tasks)
+
+
+async def _cancel(tasks: Iterable[asyncio.Task]) -> None:  # type: ignore[type-arg]
+    pending = [task for task in tasks if not task.done()]
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
 
 
 @dataclass
@@ -45,54 +94,98 @@ class AbductionOutcome:
     rounds: list[AbductionRound]
     stop_reason: StopReason
     vectors: np.ndarray
+    beyond_stop: BeyondStop
 
 
 class Abductor:
-    """Runs the abduction loop for one scenario."""
+    """Runs the abduction rounds for one scenario."""
 
     def __init__(self, client: LLMClient, embedder: Embedder, params: BuildParams) -> None:
         self.client = client
         self.embedder = embedder
         self.params = params
 
-    async def run(self, scenario: Scenario, report: Reporter = silent) -> AbductionOutcome:
+    async def run(self, scenario: Scenario, report: Reporter = silent,
+                  on_merge: Callable[[list[str]], None] | None = None) -> AbductionOutcome:
+        """Abduce factors for ``scenario``; ``on_merge`` is told all factors merged so far after
+        each merge (to start work on them early)."""
         p = self.params
-        factors: list[str] = []
+        validator = CandidateValidator(self.client, self.embedder, p, scenario)
+        merged = Merged()
         found_in: list[int] = []
-        vectors = np.zeros((0, 0), dtype=np.float32)
         rounds: list[AbductionRound] = []
-        idle = 0
-        stop = StopReason.MAX_ROUNDS
+        running: dict[int, asyncio.Task[tuple[RoundWork, chain.Chain]]] = {}
+        started = idle = 0
+
+        def start_rounds() -> None:
+            """Start the next rounds the window allows, but none that the stop tests would most
+            likely make useless (see ``_enough_in_flight``)."""
+            nonlocal started
+            done = len(rounds)
+            while started < p.max_rounds and started - done < p.abduction_window:
+                if started > done and self._enough_in_flight(started - done, len(merged), done, idle):
+                    return
+                started += 1
+                work = self._work(validator, scenario, started, done, merged)
+                running[started] = asyncio.get_running_loop().create_task(chain.traced(work))
+
         report(ProgressEvent("abduction", 0, p.max_rounds, "starting", {"factors": 0}))
-        for t in range(1, p.max_rounds + 1):
-            if len(factors) >= p.n_target:
-                stop = StopReason.TARGET_REACHED
-                break
-            sentences = await self._generate(scenario, factors, t)
-            extracted = await self._extract(sentences, t)
-            added, rejected, new_vecs = await self._validate(scenario, extracted, factors, vectors, t)
-            factors.extend(added)
-            found_in.extend([t] * len(added))
-            if added:
-                vectors = new_vecs if vectors.size == 0 else np.vstack([vectors, new_vecs])
-            rounds.append(AbductionRound(round=t, sentences=sentences, extracted=extracted, added=added,
-                                         rejected=rejected))
-            idle = 0 if added else idle + 1
-            report(ProgressEvent("abduction", t, p.max_rounds, f"round {t}: +{len(added)}",
-                                 {"factors": len(factors)}))
-            if idle >= p.patience:
-                stop = StopReason.SATURATED
-                break
-        else:
-            if len(factors) >= p.n_target:
-                stop = StopReason.TARGET_REACHED
-        return AbductionOutcome(factors, found_in, rounds, stop, vectors)
+        start_rounds()
+        stop = StopReason.MAX_ROUNDS
+        try:
+            for t in range(1, p.max_rounds + 1):
+                work, ended = await running.pop(t)
+                chain.merge(ended)
+                checked = await validator.recheck(work.validated, merged.since(work.merged_at_start), t)
+                added = [c.text for c in checked.added]
+                if added:
+                    merged = merged.plus(added, np.stack([c.vector for c in checked.added]))
+                found_in.extend([t] * len(added))
+                if added and on_merge is not None:
+                    on_merge(list(merged.texts))
+                rounds.append(work.record(added, [*work.validated.rejected, *checked.rejected], checked.reasked))
+                idle = 0 if added else idle + 1
+                report(ProgressEvent("abduction", t, p.max_rounds, f"round {t}: +{len(added)}",
+                                     {"factors": len(merged)}))
+                if len(merged) >= p.n_target:
+                    stop = StopReason.TARGET_REACHED
+                    break
+                if idle >= p.patience:
+                    stop = StopReason.SATURATED
+                    break
+                start_rounds()
+        except BaseException:
+            await _cancel(running.values())
+            raise
+        return AbductionOutcome(list(merged.texts), found_in, rounds, stop, merged.vectors,
+                                BeyondStop(running[t] for t in sorted(running)))
 
-    # ------------------------------------------------------------------ the three steps
+    def _enough_in_flight(self, in_flight: int, merged: int, done: int, idle: int) -> bool:
+        """Whether the rounds in flight are likely to end the abduction, so that one more would run
+        beyond the stop: they are expected to reach the target (each adding what the merged rounds
+        added on average), or the latest rounds added nothing and those in flight complete the
+        ``patience`` rounds that would stop it. Before the first merge there is nothing to go on,
+        and the window alone decides. Only merged rounds count, so the choice, like the space, does
+        not depend on timing."""
+        p = self.params
+        if not done:
+            return False
+        return merged + in_flight * merged / done >= p.n_target or (idle > 0 and idle + in_flight >= p.patience)
 
-    async def _generate(self, scenario: Scenario, known: list[str], t: int) -> list[str]:
+    async def _work(self, validator: CandidateValidator, scenario: Scenario, t: int, known_through: int,
+                    known: Merged) -> RoundWork:
+        """Round ``t`` up to its merge: generate, extract, validate against ``known`` (the factors
+        merged when it started)."""
+        shown = list(known.texts[-_KNOWN_IN_PROMPT:]) if self.params.abduction_steering == "merged" else []
+        sentences = await self._generate(scenario, shown, t)
+        extracted = await self._extract(sentences, t)
+        validated = await validator.validate(extracted, known, t)
+        return RoundWork(t, known_through, known, shown, sentences, extracted, validated)
+
+    # ------------------------------------------------------------------ the two LLM steps before validation
+
+    async def _generate(self, scenario: Scenario, shown: list[str], t: int) -> list[str]:
         b = self.params.batch_size
-        shown = known[-_KNOWN_IN_PROMPT:]
         answer = await self.client.ask(
             prompts.GENERATE_SENTENCES,
             schema=prompts.text_list_schema("Sentences", "sentences", b, 240),
@@ -105,8 +198,8 @@ class Abductor:
         out: list[str] = []
         for s in answer.sentences:  # type: ignore[attr-defined]
             s = " ".join(s.split())
-            if s and _key(s) not in seen:
-                seen.add(_key(s))
+            if s and text_key(s) not in seen:
+                seen.add(text_key(s))
                 out.append(s)
         return out[:b]
 
@@ -121,88 +214,3 @@ class Abductor:
             sentences=prompts.numbered(sentences),
         )
         return [f for f in answer.factors[:limit]]  # type: ignore[attr-defined]
-
-    async def _validate(
-        self, scenario: Scenario, extracted: list[str], factors: list[str], vectors: np.ndarray, t: int
-    ) -> tuple[list[str], list[RejectedCandidate], np.ndarray]:
-        p = self.params
-        rejected: list[RejectedCandidate] = []
-        existing = {_key(f): f for f in factors}
-        echoes = prompts.example_strings(prompts.EXTRACT_FACTORS)
-        candidates: list[str] = []
-        first_seen: dict[str, str] = {}
-        for raw in extracted:
-            text = normalize_factor(raw)
-            if text is None:
-                rejected.append(RejectedCandidate(text=raw[:200], reason="invalid"))
-            elif _key(text) in echoes:
-                rejected.append(RejectedCandidate(text=text, reason="example_echo"))
-            elif _key(text) in existing:
-                rejected.append(RejectedCandidate(text=text, reason="duplicate", similar_to=existing[_key(text)],
-                                                  similarity=1.0))
-            elif _key(text) in first_seen:
-                # Repeats an earlier candidate of this round: name that one, not the repeat itself.
-                rejected.append(RejectedCandidate(text=text, reason="duplicate", similar_to=first_seen[_key(text)],
-                                                  similarity=1.0))
-            else:
-                first_seen[_key(text)] = text
-                candidates.append(text)
-        if not candidates:
-            return [], rejected, np.zeros((0, 0), dtype=np.float32)
-
-        cand_vecs = await offload.encode(self.embedder, candidates)
-        # Compare each candidate with the accepted set, growing it as candidates pass, so two
-        # paraphrases within one round do not both get in.
-        pool_texts = list(factors)
-        pool = vectors if vectors.size else np.zeros((0, cand_vecs.shape[1]), dtype=np.float32)
-        pending: list[tuple[str, np.ndarray, str | None, float | None]] = []
-        for text, vec in zip(candidates, cand_vecs, strict=True):
-            nearest, sim = None, None
-            if len(pool_texts):
-                sims = pool @ vec
-                j = int(np.argmax(sims))
-                nearest, sim = pool_texts[j], float(sims[j])
-            if sim is not None and sim >= p.dedup_threshold:
-                rejected.append(RejectedCandidate(text=text, reason="near_duplicate", similar_to=nearest,
-                                                  similarity=round(sim, 4)))
-                continue
-            borderline = nearest if sim is not None and sim >= p.borderline_threshold else None
-            pending.append((text, vec, borderline, round(sim, 4) if borderline else None))
-            pool_texts.append(text)
-            pool = np.vstack([pool, vec[None, :]])
-
-        needs_llm = [i for i, (_, _, near, _) in enumerate(pending) if near is not None or p.check_relevance]
-        verdicts: dict[int, str] = {}
-        if needs_llm:
-            lines = []
-            for i in needs_llm:
-                text, _, near, _ = pending[i]
-                lines.append(text + (f"  (similar existing factor: {near})" if near else ""))
-            schema = prompts.keyed_schema("Validation", len(lines), "verdict")
-            answer = await self.client.ask(
-                prompts.VALIDATE_FACTORS, schema=schema, sample_index=t,
-                scenario=scenario.text or "(none)", outcome1=scenario.outcome1, outcome2=scenario.outcome2,
-                candidates=prompts.numbered(lines, keys=True),
-            )
-            data = answer.model_dump()
-            for key, i in zip(prompts.item_keys(len(lines)), needs_llm, strict=True):
-                verdict = data[key]
-                # The LLM may only call a pair a duplicate when there was a similar factor to compare.
-                if verdict == "duplicate" and pending[i][2] is None:
-                    verdict = "keep"
-                if verdict == "irrelevant" and not p.check_relevance:
-                    verdict = "keep"
-                verdicts[i] = verdict
-        added: list[str] = []
-        kept_vecs: list[np.ndarray] = []
-        for i, (text, vec, near, sim) in enumerate(pending):
-            verdict = verdicts.get(i, "keep")
-            if verdict == "keep":
-                added.append(text)
-                kept_vecs.append(vec)
-            elif verdict == "duplicate":
-                rejected.append(RejectedCandidate(text=text, reason="near_duplicate", similar_to=near, similarity=sim))
-            else:
-                rejected.append(RejectedCandidate(text=text, reason="irrelevant"))
-        new_vecs = np.stack(kept_vecs).astype(np.float32) if kept_vecs else np.zeros((0, 0), dtype=np.float32)
-        return added, rejected, new_vecs

@@ -1,4 +1,5 @@
-"""Stage 1 end to end: abduction, voting, embeddings, clustering, themes and pruning.
+"""Stage 1 end to end: abduction, voting (overlapping abduction), embeddings, clustering, themes and
+pruning.
 
 ``FactorSpaceBuilder`` is configured once (client, embedder, parameters, and optionally a custom
 reducer and clusterer, BERTopic-style) and builds a ``FactorSpace`` per scenario.
@@ -7,6 +8,9 @@ reducer and clusterer, BERTopic-style) and builds a ``FactorSpace`` per scenario
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+
+import numpy as np
 
 from anchor import offload
 from anchor.embed import Embedder, MiniLMEmbedder
@@ -14,13 +18,14 @@ from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import summarize
 from anchor.progress import ProgressEvent, Reporter, silent
-from anchor.space.abduction import Abductor
+from anchor.space.abduction import AbductionOutcome, Abductor
 from anchor.space.structure import Clusterer, Reducer
 from anchor.space.themes import name_and_prune
-from anchor.space.voting import vote_labels
+from anchor.space.vote_stream import VoteStream
 from anchor.types import (
     BuildParams,
     Cluster,
+    ClusteringStats,
     CriticalPath,
     EmbeddingMatrix,
     Factor,
@@ -30,6 +35,17 @@ from anchor.types import (
 )
 
 FLAT_THEME = "all factors"
+
+
+@dataclass
+class _Organised:
+    factors: list[Factor]
+    clusters: list[Cluster]
+    unclustered: list[str]
+    clustering: ClusteringStats
+    vectors: np.ndarray
+    theme_vectors: np.ndarray | None
+    compute: dict[str, float]
 
 
 class FactorSpaceBuilder:
@@ -51,73 +67,47 @@ class FactorSpaceBuilder:
     async def build(self, scenario: Scenario, report: Reporter = silent) -> FactorSpace:
         p = self.params
         started = time.perf_counter()
-        compute: dict[str, float] = {}
         # Slow first-use costs (loading MiniLM, compiling UMAP) are paid on worker threads while
         # the first abduction rounds wait for the LLM, not later in the middle of traffic.
         offload.warm_up(self.embedder, clustering=p.cluster and self.reducer is None)
         before = chain.current()
         with self.client.ledger.scope() as records:
-            abduced = await Abductor(self.client, self.embedder, p).run(scenario, report)
-            texts = abduced.factors
-
-            votes = await vote_labels(self.client, scenario, texts, samples=p.vote_samples,
-                                      batch_size=p.vote_batch_size, temperature=p.vote_temperature, report=report)
-            factors = [
-                Factor(id=f"f{i + 1:03d}", text=text, label=v.majority(), votes=v, round=r)
-                for i, (text, v, r) in enumerate(zip(texts, votes, abduced.found_in_round, strict=True))
-            ]
-
-            t0 = time.perf_counter()
-            vectors = abduced.vectors if len(texts) else self.embedder.encode([])
-            compute["embedding"] = round(time.perf_counter() - t0, 4)
-
-            report(ProgressEvent("clustering", 0, 1, f"{len(factors)} factors"))
-            timed = await offload.cluster(vectors, enabled=p.cluster, reducer=self.reducer,
-                                          clusterer=self.clusterer, seed=p.seed)
-            result = timed.result
-            compute["clustering"] = round(timed.seconds, 4)
-            report(ProgressEvent("clustering", 1, 1, f"{result.stats.n_clusters} clusters"))
-
-            groups: dict[int, list[Factor]] = {}
-            unclustered: list[str] = []
-            for factor, label in zip(factors, result.labels.tolist(), strict=True):
-                if label < 0:
-                    unclustered.append(factor.id)
-                else:
-                    groups.setdefault(int(label), []).append(factor)
-
-            if p.cluster and result.stats.method != "flat":
-                clusters = await name_and_prune(self.client, scenario, groups, prune=p.prune, report=report)
-            else:
-                clusters = [Cluster(id=cid, theme=FLAT_THEME, factor_ids=[f.id for f in members])
-                            for cid, members in sorted(groups.items())]
-            placed = {fid: c.id for c in clusters for fid in c.factor_ids}
-            for factor in factors:
-                factor.cluster_id = placed.get(factor.id)
-
-            t0 = time.perf_counter()
-            theme_vectors = await offload.encode(self.embedder, [c.theme for c in clusters]) if clusters else None
-            compute["embedding"] = round(compute["embedding"] + time.perf_counter() - t0, 4)
+            votes = VoteStream(self.client, scenario, p, report)
+            abduced: AbductionOutcome | None = None
+            try:
+                abduced = await Abductor(self.client, self.embedder, p).run(scenario, report, on_merge=votes.add)
+                organised = await self._organise(scenario, abduced, votes, report)
+                # Rounds started before the stop ran beside the rest of the build; they are
+                # waited for last (their requests belong to this build's cost).
+                beyond_stop = await abduced.beyond_stop.collect()
+            finally:  # a failed build leaves nothing running
+                await votes.cancel()
+                if abduced is not None:
+                    await abduced.beyond_stop.cancel()
+        compute = organised.compute
+        factors, clusters = organised.factors, organised.clusters
 
         model_id = getattr(self.embedder, "model_id", type(self.embedder).__name__)
         embeddings = None
         if factors:
             embeddings = SpaceEmbeddings(
                 factor_ids=[f.id for f in factors],
-                factors=EmbeddingMatrix.from_array(model_id, vectors),
+                factors=EmbeddingMatrix.from_array(model_id, organised.vectors),
                 cluster_ids=[c.id for c in clusters],
-                themes=EmbeddingMatrix.from_array(model_id, theme_vectors) if theme_vectors is not None else None,
+                themes=(EmbeddingMatrix.from_array(model_id, organised.theme_vectors)
+                        if organised.theme_vectors is not None else None),
             )
         compute["total_wall"] = round(time.perf_counter() - started, 4)
         return FactorSpace(
             scenario=scenario,
             factors=factors,
             clusters=clusters,
-            unclustered=unclustered,
+            unclustered=organised.unclustered,
             stop_reason=abduced.stop_reason,
             rounds=abduced.rounds,
+            rounds_beyond_stop=beyond_stop,
             params=p,
-            clustering=result.stats,
+            clustering=organised.clustering,
             cost=summarize(records),
             critical_path=CriticalPath(**chain.since(before)._asdict()),
             compute_seconds=compute,
@@ -125,3 +115,50 @@ class FactorSpaceBuilder:
             embedding_model=model_id,
             embeddings=embeddings,
         )
+
+    async def _organise(self, scenario: Scenario, abduced: AbductionOutcome, voting: VoteStream,
+                        report: Reporter) -> _Organised:
+        """Label the abduced factors by vote (most votes were asked for while abduction went on),
+        cluster them, name the themes and prune."""
+        p = self.params
+        compute: dict[str, float] = {}
+        texts = abduced.factors
+
+        votes = await voting.finish(texts)
+        factors = [
+            Factor(id=f"f{i + 1:03d}", text=text, label=v.majority(), votes=v, round=r)
+            for i, (text, v, r) in enumerate(zip(texts, votes, abduced.found_in_round, strict=True))
+        ]
+
+        t0 = time.perf_counter()
+        vectors = abduced.vectors if len(texts) else self.embedder.encode([])
+        compute["embedding"] = round(time.perf_counter() - t0, 4)
+
+        report(ProgressEvent("clustering", 0, 1, f"{len(factors)} factors"))
+        timed = await offload.cluster(vectors, enabled=p.cluster, reducer=self.reducer,
+                                      clusterer=self.clusterer, seed=p.seed)
+        result = timed.result
+        compute["clustering"] = round(timed.seconds, 4)
+        report(ProgressEvent("clustering", 1, 1, f"{result.stats.n_clusters} clusters"))
+
+        groups: dict[int, list[Factor]] = {}
+        unclustered: list[str] = []
+        for factor, label in zip(factors, result.labels.tolist(), strict=True):
+            if label < 0:
+                unclustered.append(factor.id)
+            else:
+                groups.setdefault(int(label), []).append(factor)
+
+        if p.cluster and result.stats.method != "flat":
+            clusters = await name_and_prune(self.client, scenario, groups, prune=p.prune, report=report)
+        else:
+            clusters = [Cluster(id=cid, theme=FLAT_THEME, factor_ids=[f.id for f in members])
+                        for cid, members in sorted(groups.items())]
+        placed = {fid: c.id for c in clusters for fid in c.factor_ids}
+        for factor in factors:
+            factor.cluster_id = placed.get(factor.id)
+
+        t0 = time.perf_counter()
+        theme_vectors = await offload.encode(self.embedder, [c.theme for c in clusters]) if clusters else None
+        compute["embedding"] = round(compute["embedding"] + time.perf_counter() - t0, 4)
+        return _Organised(factors, clusters, unclustered, result.stats, vectors, theme_vectors, compute)
