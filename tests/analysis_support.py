@@ -10,6 +10,7 @@ from anchor.evaluation.metrics import pairwise_prediction
 from anchor.evaluation.results import MetricsReport, Prediction
 from anchor.evaluation.runner import EvalRunner, make_run_config
 from anchor.llm.settings import LLMSettings
+from anchor.types import Scenario
 
 
 def pair(i: int, human: int, p1: float | None, p2: float | None, run: int = 0) -> Prediction:
@@ -33,5 +34,8 @@ def metrics(tmp_path: Path, predictions: list[Prediction], *, dataset: str = "co
                              seed=0, settings=settings, anchor_config=None)
     runner = EvalRunner(config, tmp_path / "run", settings=settings)
     ids = list(dict.fromkeys(p.id for p in predictions))
-    return runner.compute_metrics([SimpleNamespace(id=i) for i in ids],  # type: ignore[misc]
+    # Each hand-made instance stands for a scenario of its own (the critical path is per scenario).
+    instances = [SimpleNamespace(id=i, scenario=Scenario(text=f"scenario {i}", outcome1="yes", outcome2="no"))
+                 for i in ids]
+    return runner.compute_metrics(instances,  # type: ignore[arg-type]
                                   {(p.run, p.id): p for p in predictions})
