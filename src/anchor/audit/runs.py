@@ -34,9 +34,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from anchor.audit.index_page import IndexRow, Status, instance_intro, run_index_html
-from anchor.audit.markup import write_text_atomic
 from anchor.audit.pages import explanation_document, space_html
 from anchor.evaluation.results import Prediction, RunConfig
+from anchor.files import write_text_atomic
 from anchor.llm.errors import AnchorError
 from anchor.space.io import SpaceFileError, load_space
 from anchor.types import FactorSpace, InferenceResult, Scenario
