@@ -33,6 +33,8 @@ from anchor.cli.options import (
 from anchor.files import DestinationError, PageWriteError, check_destination, write_text_atomic
 from anchor.types import InferenceResult
 
+# The machinery a command drives is imported inside the command, to keep start-up light: see anchor.cli.
+
 PAGE_PANEL = "Page"
 
 
