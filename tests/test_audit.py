@@ -32,6 +32,7 @@ from anchor.audit import (
     read_traces,
     run_index_html,
     space_html,
+    space_page,
     write_run_index,
 )
 from anchor.audit.figures import MAP_LABEL_LIMIT, project_2d
@@ -446,7 +447,7 @@ def test_texts_are_escaped_and_nothing_executes(case, page):
 def test_python_api_writes_the_pages(case, embedder, tmp_path):
     space, _, _ = case
     path = tmp_path / "out" / "space.html"
-    assert space.to_html(path) == path.read_text(encoding="utf-8") == space_html(space)
+    assert space_page(space, path) == path.read_text(encoding="utf-8") == space_html(space)
     client = LLMClient(ScriptedBackend(make_script()), cache=None, ledger=CostLedger())
     target = tmp_path / "explain.html"
     html_text = Anchor(client=client, embedder=embedder).explain(space, HOT, path=target)
@@ -460,9 +461,9 @@ def test_unwritable_page_path_is_a_clear_error(case, tmp_path):
     space, _, _ = case
     (tmp_path / "a-file").write_text("x", encoding="utf-8")
     with pytest.raises(PageWriteError, match=r"a-file/space\.html: cannot write the page \("):
-        space.to_html(tmp_path / "a-file" / "space.html")
+        space_page(space, tmp_path / "a-file" / "space.html")
     with pytest.raises(PageWriteError, match=r"cannot write the page \(Is a directory\)"):
-        space.to_html(tmp_path)
+        space_page(space, tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # no temporary file left behind
 
 

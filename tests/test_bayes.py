@@ -10,9 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from anchor.inference.bayes import (
-    _cbn_log_likelihoods_enumeration,
-    _check_cbn,
-    _posterior_from_log_likelihoods,
     bayesian_model_average,
     cbn_log_likelihoods,
     cbn_posterior,
@@ -24,6 +21,8 @@ from anchor.inference.bayes import (
     linear_opinion_pool,
     naive_bayes_posterior,
 )
+from anchor.inference.cbn_reference import _cbn_log_likelihoods_enumeration
+from anchor.inference.numeric import check_cbn, posterior_from_log_likelihoods
 from anchor.types import FactorLabel
 
 # --------------------------------------------------------------------------- strategies
@@ -182,10 +181,10 @@ def test_cbn_degenerate_latents_are_finite() -> None:
 
 
 def test_posterior_guard_for_impossible_evidence() -> None:
-    assert _posterior_from_log_likelihoods(-math.inf, -math.inf) == 0.5
-    assert _posterior_from_log_likelihoods(-math.inf, -3.0) == 0.0
-    assert _posterior_from_log_likelihoods(-3.0, -math.inf) == 1.0
-    assert _posterior_from_log_likelihoods(math.log(0.3), math.log(0.1)) == pytest.approx(0.75, abs=1e-12)
+    assert posterior_from_log_likelihoods(-math.inf, -math.inf) == 0.5
+    assert posterior_from_log_likelihoods(-math.inf, -3.0) == 0.0
+    assert posterior_from_log_likelihoods(-3.0, -math.inf) == 1.0
+    assert posterior_from_log_likelihoods(math.log(0.3), math.log(0.1)) == pytest.approx(0.75, abs=1e-12)
 
 
 # --------------------------------------------------------------------------- CBN: properties
@@ -264,7 +263,7 @@ def test_cbn_closed_form_matches_enumeration(net: tuple) -> None:
 @given(networks(phi=st.one_of(extreme_phi, open_phi), max_latents=8, max_factors=200))
 def test_cbn_closed_form_matches_enumeration_in_log_space(net: tuple) -> None:
     closed = cbn_log_likelihoods(*net)
-    brute = _cbn_log_likelihoods_enumeration(*_check_cbn(*net))
+    brute = _cbn_log_likelihoods_enumeration(*check_cbn(*net))
     for c, b in zip(closed, brute, strict=True):
         assert c == pytest.approx(b, rel=1e-11, abs=1e-11)
     assert cbn_posterior(*net) == pytest.approx(cbn_posterior_enumeration(*net), abs=1e-9)

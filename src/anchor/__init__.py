@@ -14,11 +14,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-
 # Light types are imported eagerly; the pipeline (which pulls in numpy, scikit-learn and the
 # LLM stack) only when first used, so `import anchor` stays cheap.
-from anchor.types import (  # noqa: E402
+from anchor.types import (
     BuildParams,
     Condition,
     Factor,
@@ -29,6 +27,7 @@ from anchor.types import (  # noqa: E402
     MappingTrace,
     Scenario,
 )
+from anchor.version import __version__ as __version__  # re-exported: anchor.__version__
 
 _LAZY = {
     "Anchor": "anchor.pipeline",

@@ -39,6 +39,7 @@ from anchor.llm.errors import (
     RequestRejected,
     RetryBudgetExhausted,
     TransientBackendError,
+    retry_after_seconds,
 )
 from anchor.secrets import display_url, register, register_url, scrub
 
@@ -166,8 +167,6 @@ class ServerEmbedder:
         return random.uniform(cap / 2, cap)  # as the LLM client: never zero, never synchronised
 
     def _classify(self, exc: openai.APIStatusError) -> Exception:
-        from anchor.llm.openai_backend import retry_after_seconds  # imports the SDK, loaded by now
-
         status = exc.status_code
         detail = " ".join(scrub(str(exc.message)).split())[:300]
         if status in (408, 409, 429) or status >= 500:

@@ -2,8 +2,10 @@
 
 Every artefact anchor writes (factor spaces, BIRD models, run configurations, metrics) goes through
 ``write_atomic``: a temporary file in the same folder, flushed, then renamed over the target, so a
-crash never leaves half a file behind. ``check_destination`` is for commands: it says before any LLM
-call is made whether a path can be written at all.
+crash never leaves half a file behind; ``write_text_atomic`` does the same for the pages written
+for people (audit pages) and reports a failure as a ``PageWriteError`` naming the path.
+``check_destination`` is for commands: it says before any LLM call is made whether a path can be
+written at all.
 """
 
 from __future__ import annotations
@@ -46,6 +48,18 @@ def write_atomic(path: Path | str, text: str) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+class PageWriteError(AnchorError):
+    """A page that could not be written, with the path and the reason."""
+
+
+def write_text_atomic(path: Path | str, text: str) -> Path:
+    """Write a page atomically (readers never see half of it), as ``PageWriteError`` on failure."""
+    try:
+        return write_atomic(path, text)
+    except OSError as exc:
+        raise PageWriteError(f"{path}: cannot write the page ({exc.strerror or exc})") from exc
 
 
 def check_destination(path: Path | str, what: str) -> Path:

@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from anchor import offload
-from anchor.audit.markup import write_text_atomic
 from anchor.audit.pages import explain_html
 from anchor.config import ABLATIONS, AnchorConfig
 from anchor.embed import Embedder
 from anchor.embed_server import make_embedder
+from anchor.files import write_text_atomic
 from anchor.inference.engine import InferenceEngine
 from anchor.llm import chain
 from anchor.llm.client import LLMClient

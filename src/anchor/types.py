@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 from enum import StrEnum
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -360,18 +359,6 @@ class FactorSpace(_Model):
         for cluster in self.clusters:
             out.extend(cluster.factor_ids)
         return out
-
-    def to_html(self, path: Path | str | None = None) -> str:
-        """This space as one self-contained HTML page (see ``anchor.audit``); with ``path``, also
-        written there."""
-        # Imported here: the audit package builds on these types, not the other way round.
-        from anchor.audit.markup import write_text_atomic
-        from anchor.audit.pages import space_html
-
-        page = space_html(self)
-        if path is not None:
-            write_text_atomic(path, page)
-        return page
 
 
 # --------------------------------------------------------------------------- mapping

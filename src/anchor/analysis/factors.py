@@ -24,6 +24,7 @@ from anchor.analysis.common import (
     fmt,
     markdown_table,
     pct,
+    task_scores,
     write_analysis,
 )
 from anchor.evaluation.results import MetricsReport
@@ -85,8 +86,6 @@ def factor_count_analysis(dataset: str, reports: Mapping[int, MetricsReport],
     ``spaces`` are the full-size spaces the slice was evaluated on; with them each point also says
     how many factors were searchable on average and how many spaces were smaller than ``N``.
     """
-    from anchor.analysis.common import task_scores
-
     if not reports:
         raise ValueError("no evaluations given: pass one metrics report per factor count")
     kinds = {r.kind for r in reports.values()}

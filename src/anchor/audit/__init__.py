@@ -1,8 +1,9 @@
 """Self-contained HTML audit views: a factor space, the explanation of conditions, and the index
 of an evaluation run.
 
-    from anchor.audit import space_html, explain_html, write_run_index
+    from anchor.audit import space_html, space_page, explain_html, write_run_index
     html = explain_html(space, results)          # one file: no CDN, no fonts, nothing fetched
+    space_page(space, "space.html")              # the factor space alone, written to a file
     write_run_index("runs/c2s-anchor")           # index.html + one page per instance
 
 Only the run index carries a (small, inline) script, for filtering its rows; every page reads
@@ -11,8 +12,7 @@ fully with JavaScript disabled.
 
 from __future__ import annotations
 
-from anchor.audit.markup import PageWriteError
-from anchor.audit.pages import explain_html, space_html
+from anchor.audit.pages import explain_html, space_html, space_page
 from anchor.audit.runs import (
     IndexRow,
     RunIndexError,
@@ -23,8 +23,9 @@ from anchor.audit.runs import (
     run_index_html,
     write_run_index,
 )
+from anchor.files import PageWriteError
 
 __all__ = [
     "IndexRow", "PageWriteError", "RunIndexError", "RunIndexResult", "TraceRecord", "explain_html", "index_rows", "read_traces",
-    "run_index_html", "space_html", "write_run_index",
+    "run_index_html", "space_html", "space_page", "write_run_index",
 ]

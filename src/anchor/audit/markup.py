@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
-from anchor.files import write_atomic
-from anchor.llm.errors import AnchorError
 from anchor.llm.ledger import merge_costs
 from anchor.types import FactorLabel, StageCost
 
@@ -169,15 +166,3 @@ def page(title: str, body: str, *, script: str = "") -> str:
         f"<title>{esc(title)}</title><style>{CSS}</style></head>"
         f"<body>{body}{js}</body></html>\n"
     )
-
-
-class PageWriteError(AnchorError):
-    """A page that could not be written, with the path and the reason."""
-
-
-def write_text_atomic(path: Path | str, text: str) -> Path:
-    """Write a page atomically (readers never see half of it), as ``PageWriteError`` on failure."""
-    try:
-        return write_atomic(path, text)
-    except OSError as exc:
-        raise PageWriteError(f"{path}: cannot write the page ({exc.strerror or exc})") from exc

@@ -6,8 +6,8 @@ Both are single self-contained HTML documents: inline CSS and SVG, no script, no
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
-from anchor import __version__
 from anchor.audit.figures import UNCLUSTERED_COLOUR, embedding_map, network_svg, theme_style
 from anchor.audit.markup import (
     LABEL_CLASS,
@@ -19,6 +19,7 @@ from anchor.audit.markup import (
     prob_bar,
     table,
 )
+from anchor.files import write_text_atomic
 from anchor.types import (
     AggregationMethod,
     Factor,
@@ -29,6 +30,7 @@ from anchor.types import (
     Scenario,
     StopReason,
 )
+from anchor.version import __version__
 
 STOP_REASONS = {
     StopReason.TARGET_REACHED: "reached the target number of factors",
@@ -391,6 +393,15 @@ def space_html(space: FactorSpace, *, title: str | None = None) -> str:
     body = (f"<header><h1>{esc(heading)}</h1>{scenario_card(space.scenario)}</header>"
             f"{space_section(space)}{footer()}")
     return page(f"{heading}: {space.scenario.outcome1}", body)
+
+
+def space_page(space: FactorSpace, path: Path | str | None = None) -> str:
+    """``space_html(space)``; with ``path``, also written there (atomically; a failure is a
+    ``PageWriteError`` naming the path)."""
+    html_text = space_html(space)
+    if path is not None:
+        write_text_atomic(path, html_text)
+    return html_text
 
 
 def explanation_document(

@@ -34,9 +34,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from anchor.audit.index_page import IndexRow, Status, instance_intro, run_index_html
-from anchor.audit.markup import write_text_atomic
 from anchor.audit.pages import explanation_document, space_html
+from anchor.evaluation import datasets
 from anchor.evaluation.results import Prediction, RunConfig
+from anchor.evaluation.selection import load_eval_data
+from anchor.files import write_text_atomic
 from anchor.llm.errors import AnchorError
 from anchor.space.io import SpaceFileError, load_space
 from anchor.types import FactorSpace, InferenceResult, Scenario
@@ -185,8 +187,6 @@ def _dataset_texts(config: RunConfig) -> tuple[dict[str, tuple[Scenario, list[st
     """Scenario and condition texts per instance id, from the run's dataset file, for instances
     without traces (e.g. baseline runs). Used only when the file still has the hash the run
     recorded; otherwise returns a note saying why the texts are missing."""
-    from anchor.evaluation import datasets  # the loaders are only needed for this fallback
-
     try:
         if config.data_path:
             data = Path(config.data_path).read_bytes()
@@ -196,8 +196,6 @@ def _dataset_texts(config: RunConfig) -> tuple[dict[str, tuple[Scenario, list[st
         return {}, f"Condition texts not shown: the dataset file cannot be read ({exc})"
     if hashlib.sha256(data).hexdigest() != config.data_sha256:
         return {}, "Condition texts not shown: the dataset file has changed since the run"
-    from anchor.evaluation.selection import load_eval_data
-
     try:
         # Read as the runner read it: rows it skipped are already counted in metrics.json, so they
         # are not warned about again here.

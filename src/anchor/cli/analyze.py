@@ -34,11 +34,14 @@ from anchor.cli.options import (
     llm_settings,
     opt,
 )
+from anchor.config import AnchorConfig
 from anchor.evaluation.datasets import DATASET_NAMES
 from anchor.evaluation.results import RunConfig
 from anchor.files import check_directory
 from anchor.mapping.config import RETRIEVER_NAMES
 from anchor.secrets import redact_argv
+
+# The machinery a command drives is imported inside the command, to keep start-up light: see anchor.cli.
 
 SLICE_PANEL = "Dataset slice"
 ANALYSIS_PANEL = "Analysis"
@@ -83,7 +86,6 @@ def _slice(name: str, sl: SliceOptions, build: BuildOptions, mapping: MappingOpt
            conn: ConnectionOptions, cache: CacheOptions, seed: SeedOption) -> tuple[Any, Path]:
     """The analysis's evaluation settings and output folder (checked before any request)."""
     from anchor.analysis.runs import EvalSlice
-    from anchor.config import AnchorConfig
     from anchor.evaluation.runner import default_build_params
 
     dataset = sl.dataset

@@ -30,8 +30,10 @@ from anchor.cli.options import (
     SeedOption,
     expand_options,
 )
-from anchor.files import DestinationError, check_destination
+from anchor.files import DestinationError, PageWriteError, check_destination, write_text_atomic
 from anchor.types import InferenceResult
+
+# The machinery a command drives is imported inside the command, to keep start-up light: see anchor.cli.
 
 PAGE_PANEL = "Page"
 
@@ -48,8 +50,6 @@ def human_size(n_bytes: int) -> str:
 def write_page_or_rescue(html_text: str, path: Path) -> Path:
     """Write the page at ``path``; if that fails after the LLM work is done, write it into a
     temporary folder instead and say where, so the answers that were paid for are not lost."""
-    from anchor.audit.markup import PageWriteError, write_text_atomic
-
     try:
         return write_text_atomic(path, html_text)
     except PageWriteError as exc:

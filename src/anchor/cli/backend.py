@@ -10,8 +10,14 @@ import typer
 from anchor.cli.build import JsonOut
 from anchor.cli.console import emit_json, friendly_errors, out
 from anchor.cli.options import FLAG_NAMES, CacheDirOption, ConnectionOptions, expand_options, llm_settings
-from anchor.llm.settings import LLMSettings
+from anchor.embed import MiniLMEmbedder
+from anchor.llm.cache import ResponseCache
+from anchor.llm.prompt import PromptSpec
+from anchor.llm.settings import LLMSettings, make_client
 from anchor.llm.sync import run_sync
+from anchor.prompts import VerbalProbability
+from anchor.space.structure import cluster_embeddings
+from anchor.space.umap_cache import cache_report
 
 PING_PARSE_RETRIES = 3
 
@@ -22,10 +28,6 @@ def llm_ping(conn: ConnectionOptions, json_out: JsonOut = False) -> None:
 
     The cache is never used: a cached answer would say nothing about the server.
     """
-    from anchor.llm.prompt import PromptSpec
-    from anchor.llm.settings import make_client
-    from anchor.prompts import VerbalProbability
-
     prompt = PromptSpec(stage="ping", system="Answer in JSON.", schema=VerbalProbability, max_tokens=24,
                         user="What is the probability that a fair coin lands heads?")
     with friendly_errors(FLAG_NAMES):
@@ -56,8 +58,6 @@ def _cache_path(cache: CacheDirOption):  # noqa: ANN202 - a Path
 @expand_options
 def cache_info(cache: CacheDirOption) -> None:
     """Where the cache lives and how many answers it holds per stage."""
-    from anchor.llm.cache import ResponseCache
-
     with friendly_errors(FLAG_NAMES):
         store = ResponseCache(_cache_path(cache))
         out.print(f"{store.path}: {len(store)} cached answers")
@@ -69,8 +69,6 @@ def cache_info(cache: CacheDirOption) -> None:
 def cache_clear(cache: CacheDirOption,
                 yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False) -> None:
     """Delete every cached answer."""
-    from anchor.llm.cache import ResponseCache
-
     with friendly_errors(FLAG_NAMES):
         path = _cache_path(cache)
         if not yes and not typer.confirm(f"Delete all cached answers in {path}?"):
@@ -85,10 +83,6 @@ def warm_up(json_out: JsonOut = False) -> None:
     the bundled MiniLM loads. `make venv` runs this; safe to run again (a warm cache is only read).
     """
     import numpy as np
-
-    from anchor.embed import MiniLMEmbedder
-    from anchor.space.structure import cluster_embeddings
-    from anchor.space.umap_cache import cache_report
 
     with friendly_errors(FLAG_NAMES):
         t0 = time.perf_counter()

@@ -24,9 +24,15 @@ from anchor.cli.options import (
     expand_options,
     llm_settings,
 )
+from anchor.cli.render import cost_table, result_view, space_view
+from anchor.demo import NOODLE_CONDITIONS, NOODLES
 from anchor.files import DestinationError, check_destination
+from anchor.llm.ledger import merge_costs
 from anchor.llm.sync import run_sync
-from anchor.types import FactorSpace, InferenceResult
+from anchor.space.io import load_space, save_space
+from anchor.types import BuildParams, FactorSpace, InferenceResult
+
+# The machinery a command drives is imported inside the command, to keep start-up light: see anchor.cli.
 
 JsonOut = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout instead of the readable view.")]
 
@@ -34,8 +40,6 @@ JsonOut = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on 
 def save_or_rescue(space: FactorSpace, path: Path, what: str) -> Path:
     """Save the space at ``path``; if that fails after the work is done, save it in a temporary
     folder instead and say where, so no paid-for result is lost."""
-    from anchor.space.io import save_space
-
     try:
         return save_space(space, path)
     except OSError as exc:
@@ -64,7 +68,6 @@ def build(
     Example: anchor build --scenario "Cooking noodles in hot vs warm water." --outcome1 "Hot water
     is more efficient." --outcome2 "Warm water is more efficient." --out noodles.json
     """
-    from anchor.cli.render import space_view
     from anchor.pipeline import Anchor, AnchorConfig
 
     with friendly_errors(FLAG_NAMES):
@@ -122,8 +125,6 @@ def space_source(space_path: Path | None, scen: ScenarioOptions,
                  save_space_to: Path | None) -> tuple[FactorSpace | None, Any]:
     """(the stored space, None) for --space, or (None, the scenario) to build one first; the two
     forms and --save-space checked against each other."""
-    from anchor.space.io import load_space
-
     if space_path is not None and scen.given():
         raise fail("give either --space or --scenario/--outcome1/--outcome2, not both")
     if space_path is not None and save_space_to is not None:
@@ -178,8 +179,6 @@ def infer(
     Uses a stored space (--space) or builds one first (--scenario/--outcome1/--outcome2).
     Example: anchor infer --space noodles.json -c "You are at a high altitude." --json
     """
-    from anchor.cli.render import result_view, space_view
-
     with friendly_errors(FLAG_NAMES):
         conds = read_conditions(condition or [], conditions_file)
         space, scenario = space_source(space_path, scen, save_space_to)
@@ -248,11 +247,7 @@ def demo(
     Runs on the embedded model by default; point it at a server for meaningful numbers (a 135M
     model shows that the pipeline works, not what the method can do).
     """
-    from anchor.cli.render import cost_table, result_view, space_view
-    from anchor.demo import NOODLE_CONDITIONS, NOODLES
-    from anchor.llm.ledger import merge_costs
     from anchor.pipeline import Anchor, AnchorConfig
-    from anchor.types import BuildParams
 
     with friendly_errors(FLAG_NAMES):
         if out_path is not None:

@@ -9,6 +9,9 @@ import typer
 
 from anchor.cli.build import JsonOut
 from anchor.cli.console import emit_json, err, fail, friendly_errors, out
+from anchor.files import check_destination
+
+# The machinery a command drives is imported inside the command, to keep start-up light: see anchor.cli.
 
 
 def cost_command(
@@ -26,7 +29,6 @@ def cost_command(
     on the concurrency each run used (stated). Example: anchor cost runs/c2s-anchor runs/c2s-bird --out cost.png
     """
     from anchor.evaluation.costcompare import compare, markdown, plot
-    from anchor.files import check_destination
 
     with friendly_errors():
         if png is not None:

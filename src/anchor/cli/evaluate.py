@@ -11,6 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from anchor.cli.audit import index_summary, write_html_indexes
 from anchor.cli.build import JsonOut
 from anchor.cli.console import RichReporter, emit_json, err, fail, friendly_errors, invocation, out
 from anchor.cli.options import (
@@ -30,8 +31,11 @@ from anchor.config import ABLATIONS, AnchorConfig
 from anchor.evaluation.datasets import DATASET_NAMES
 from anchor.evaluation.methods import METHODS
 from anchor.evaluation.results import RunConfig
+from anchor.evaluation.sampling import SampleError, parse_sample_size
 from anchor.files import check_directory
 from anchor.secrets import redact_argv
+
+# The machinery a command drives is imported inside the command, to keep start-up light: see anchor.cli.
 
 EVAL_PANEL = "Evaluation"
 SIZE_PANEL = "Factor space (stage 1)"
@@ -47,7 +51,6 @@ EVAL_FLAGS = {**FLAG_NAMES, "limit": "--limit", "runs": "--runs", "decision_thre
 
 def _sample_size(value: str | None) -> str | None:
     """--sample: a positive whole number or 'all', refused as a usage error naming the flag otherwise."""
-    from anchor.evaluation.sampling import SampleError, parse_sample_size
 
     if value is None:
         return None
@@ -212,7 +215,6 @@ def report_command(
     Also writes the HTML index of each run: DIR/index.html, one row per instance (filterable by
     correct / wrong / unknown), each row opening its explanation page in DIR/explain/.
     """
-    from anchor.cli.audit import index_summary, write_html_indexes
     from anchor.evaluation.report import build_report
 
     with friendly_errors():

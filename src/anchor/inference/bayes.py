@@ -11,18 +11,31 @@ phi > 0.5 likely. Latent parameters are ``(P(L_i=1 | O1), P(L_i=1 | O2))``. With
 latent whose first number exceeds its second is an O1-leaning latent.
 
 Everything is done with log-probabilities, so long evidence lists of near-certain factors neither
-underflow nor turn into NaN; posteriors come out of a numerically stable logistic function.
+underflow nor turn into NaN; posteriors come out of a numerically stable logistic function (the
+helpers are in ``anchor.inference.numeric``). The slow reference posteriors that tests and
+benchmarks compare the closed form with live in ``anchor.inference.cbn_reference`` and are
+re-exported here.
 """
 
 from __future__ import annotations
 
 import math
 import operator
-import warnings
 from collections.abc import Mapping, Sequence
 from enum import Enum
 
-import numpy as np
+from anchor.inference.cbn_reference import cbn_posterior_enumeration, cbn_posterior_pgmpy
+from anchor.inference.numeric import (
+    as_real,
+    check_cbn,
+    check_closed_unit,
+    check_open_unit,
+    logaddexp,
+    posterior_from_log_likelihoods,
+    safe_log,
+    safe_log1m,
+    sigmoid,
+)
 
 __all__ = [
     "bayesian_model_average",
@@ -39,129 +52,8 @@ __all__ = [
 
 # Values this close outside [0, 1] are treated as rounding noise rather than as a caller's mistake.
 _FLOAT_NOISE = 1e-9
-# 2**20 joint states is about a million rows: the most the brute-force reference should attempt.
-_MAX_ENUMERATION_LATENTS = 20
-# States evaluated per block by the brute-force reference, to bound its memory use.
-_ENUMERATION_BLOCK = 1 << 14
 
 _LABEL_PRIORS: dict[str, float] = {"outcome1": 0.75, "neutral": 0.5, "outcome2": 0.25}
-
-
-# --------------------------------------------------------------------------- scalar helpers
-
-
-def _sigmoid(x: float) -> float:
-    """Logistic function that never overflows: only ever exponentiates a non-positive number."""
-    if x >= 0.0:
-        return 1.0 / (1.0 + math.exp(-x))
-    z = math.exp(x)
-    return z / (1.0 + z)
-
-
-def _log(p: float) -> float:
-    """log(p), with log(0) = -inf instead of an exception."""
-    return -math.inf if p == 0.0 else math.log(p)
-
-
-def _log1m(p: float) -> float:
-    """log(1 - p), with log(0) = -inf instead of an exception."""
-    return -math.inf if p == 1.0 else math.log1p(-p)
-
-
-def _logaddexp(a: float, b: float) -> float:
-    """log(exp(a) + exp(b)) without overflow; two -inf inputs give -inf, not NaN."""
-    hi = max(a, b)
-    if hi == -math.inf:
-        return -math.inf
-    return hi + math.log1p(math.exp(-abs(a - b)))
-
-
-def _logsumexp(values: np.ndarray) -> float:
-    if values.size == 0:
-        return -math.inf
-    hi = float(values.max())
-    if hi == -math.inf:
-        return -math.inf
-    return hi + math.log(float(np.exp(values - hi).sum()))
-
-
-def _posterior_from_log_likelihoods(log_l1: float, log_l2: float) -> float:
-    """P(O1 | E) under a uniform prior from the two (possibly unnormalised) log-likelihoods.
-
-    When both likelihoods are zero the evidence is impossible under either outcome and Bayes'
-    rule is 0/0; we answer 0.5 (no information) instead of propagating NaN.
-    """
-    if math.isnan(log_l1) or math.isnan(log_l2):
-        raise ValueError("log-likelihoods must not be NaN")
-    if log_l1 == log_l2:  # covers both -inf, where the difference would be NaN
-        return 0.5
-    return _sigmoid(log_l1 - log_l2)
-
-
-# --------------------------------------------------------------------------- validation
-
-
-def _as_real(value: object, what: str) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"{what} must be a number, got a bool")
-    try:
-        x = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{what} must be a number, got {value!r}") from exc
-    if math.isnan(x):
-        raise ValueError(f"{what} is NaN")
-    return x
-
-
-def _check_open_unit(values: Sequence[float], what: str) -> list[float]:
-    """Every value must lie strictly inside (0, 1): callers clip before inference."""
-    out: list[float] = []
-    for j, value in enumerate(values):
-        x = _as_real(value, f"{what}[{j}]")
-        if not 0.0 < x < 1.0:
-            raise ValueError(f"{what}[{j}] = {x!r} is not strictly inside (0, 1); clip it first")
-        out.append(x)
-    return out
-
-
-def _check_closed_unit(value: object, what: str) -> float:
-    x = _as_real(value, what)
-    if not 0.0 <= x <= 1.0:
-        raise ValueError(f"{what} = {x!r} is outside [0, 1]")
-    return x
-
-
-def _check_cbn(
-    phis: Sequence[float],
-    assignment: Sequence[int],
-    latent_params: Sequence[tuple[float, float]],
-) -> tuple[list[float], list[int], list[tuple[float, float]]]:
-    phi_list = _check_open_unit(phis, "phis")
-    params: list[tuple[float, float]] = []
-    for i, pair in enumerate(latent_params):
-        if len(pair) != 2:
-            raise ValueError(f"latent_params[{i}] must be a pair (P(L=1|O1), P(L=1|O2)), got {pair!r}")
-        params.append(
-            (
-                _check_closed_unit(pair[0], f"latent_params[{i}][0]"),
-                _check_closed_unit(pair[1], f"latent_params[{i}][1]"),
-            )
-        )
-    if len(assignment) != len(phi_list):
-        raise ValueError(f"assignment has {len(assignment)} entries but there are {len(phi_list)} factors")
-    k = len(params)
-    assign: list[int] = []
-    for j, raw in enumerate(assignment):
-        if isinstance(raw, bool):
-            raise ValueError(f"assignment[{j}] must be an integer latent index, got a bool")
-        try:
-            idx = operator.index(raw)
-        except TypeError as exc:
-            raise ValueError(f"assignment[{j}] must be an integer latent index, got {raw!r}") from exc
-        if not 0 <= idx < k:
-            raise ValueError(f"assignment[{j}] = {idx} is not a valid latent index (there are {k} latents)")
-        assign.append(idx)
-    return phi_list, assign, params
 
 
 # --------------------------------------------------------------------------- parameter preparation
@@ -173,10 +65,10 @@ def clip_probability(p: float, eps: float = 0.01) -> float:
     Values a hair outside [0, 1] (float noise up to 1e-9) are accepted and clamped; NaN and
     genuinely out-of-range values raise ``ValueError``.
     """
-    e = _as_real(eps, "eps")
+    e = as_real(eps, "eps")
     if not 0.0 <= e < 0.5:
         raise ValueError(f"eps must be in [0, 0.5), got {e!r}")
-    x = _as_real(p, "probability")
+    x = as_real(p, "probability")
     if x < -_FLOAT_NOISE or x > 1.0 + _FLOAT_NOISE:
         raise ValueError(f"probability {x!r} is outside [0, 1]")
     return min(max(x, e), 1.0 - e)
@@ -230,7 +122,7 @@ def latent_params_from_counts(c1: int, c2: int, cn: int, smoothing: float = 0.5)
         if c < 0:
             raise ValueError(f"{name} must be non-negative, got {c}")
         counts.append(c)
-    alpha = _as_real(smoothing, "smoothing")
+    alpha = as_real(smoothing, "smoothing")
     if not (alpha >= 0.0 and math.isfinite(alpha)):
         raise ValueError(f"smoothing must be a finite non-negative number, got {alpha!r}")
     n1, n2, nn = counts
@@ -253,11 +145,11 @@ def naive_bayes_posterior(phis: Sequence[float]) -> float:
     posterior is the logistic function of their sum. No evidence gives 0.5.
     Every phi must be strictly inside (0, 1).
     """
-    values = _check_open_unit(phis, "phis")
+    values = check_open_unit(phis, "phis")
     # fsum is correctly rounded, so adding a non-negative term can never lower the total; the
     # ratio form makes phi = 0.5 contribute exactly 0.
     log_odds = math.fsum(math.log(p / (1.0 - p)) for p in values)
-    return _sigmoid(log_odds)
+    return sigmoid(log_odds)
 
 
 # --------------------------------------------------------------------------- latent CBN
@@ -290,8 +182,8 @@ def _group_terms(
             g1.append(0.0)
             g2.append(0.0)
         else:
-            g1.append(_logaddexp(_log(a1) + d, _log1m(a1)))
-            g2.append(_logaddexp(_log(a2) + d, _log1m(a2)))
+            g1.append(logaddexp(safe_log(a1) + d, safe_log1m(a1)))
+            g2.append(logaddexp(safe_log(a2) + d, safe_log1m(a2)))
     return s0, g1, g2
 
 
@@ -309,7 +201,7 @@ def cbn_log_likelihoods(
     cost is linear in the number of factors. A latent with no observed factors contributes log 1.
     With phis strictly inside (0, 1) both values are always finite.
     """
-    phi_list, assign, params = _check_cbn(phis, assignment, latent_params)
+    phi_list, assign, params = check_cbn(phis, assignment, latent_params)
     s0, g1, g2 = _group_terms(phi_list, assign, params)
     return math.fsum(s0 + g1), math.fsum(s0 + g2)
 
@@ -324,123 +216,11 @@ def cbn_posterior(
     Same arguments as :func:`cbn_log_likelihoods`. The sum of log(1 - phi) is common to both
     outcomes, so it is left out before taking the difference, which keeps full precision even
     when the likelihoods themselves are astronomically small. If both likelihoods were zero the
-    answer would be 0.5 rather than NaN (see ``_posterior_from_log_likelihoods``).
+    answer would be 0.5 rather than NaN (see ``posterior_from_log_likelihoods``).
     """
-    phi_list, assign, params = _check_cbn(phis, assignment, latent_params)
+    phi_list, assign, params = check_cbn(phis, assignment, latent_params)
     _, g1, g2 = _group_terms(phi_list, assign, params)
-    return _posterior_from_log_likelihoods(math.fsum(g1), math.fsum(g2))
-
-
-def _cbn_log_likelihoods_enumeration(
-    phis: list[float], assignment: list[int], params: list[tuple[float, float]]
-) -> tuple[float, float]:
-    """Brute-force log-likelihoods: log-sum-exp of the joint over all 2**k latent states."""
-    k = len(params)
-    if k > _MAX_ENUMERATION_LATENTS:
-        raise ValueError(f"enumeration over {k} latents (2**{k} states) is refused; the limit is 20")
-    phi_arr = np.asarray(phis, dtype=np.float64)
-    assign_arr = np.asarray(assignment, dtype=np.intp)
-    log_on = np.log(phi_arr)  # log P(f=1 | L=1)
-    log_off = np.log1p(-phi_arr)  # log P(f=1 | L=0)
-    a = np.asarray(params, dtype=np.float64).reshape(k, 2)
-    with np.errstate(divide="ignore"):  # latent parameters of exactly 0 or 1 are legal: log -> -inf
-        log_a = np.log(a)
-        log_not_a = np.log1p(-a)
-    bits = np.arange(k)
-    totals = [-math.inf, -math.inf]
-    n_states = 1 << k
-    for start in range(0, n_states, _ENUMERATION_BLOCK):
-        idx = np.arange(start, min(start + _ENUMERATION_BLOCK, n_states))
-        states = ((idx[:, None] >> bits) & 1).astype(bool)  # one row per joint latent state
-        log_factors = np.where(states[:, assign_arr], log_on, log_off).sum(axis=1)
-        for r in (0, 1):
-            log_latents = np.where(states, log_a[:, r], log_not_a[:, r]).sum(axis=1)
-            totals[r] = _logaddexp(totals[r], _logsumexp(log_latents + log_factors))
-    return totals[0], totals[1]
-
-
-def cbn_posterior_enumeration(
-    phis: Sequence[float],
-    assignment: Sequence[int],
-    latent_params: Sequence[tuple[float, float]],
-) -> float:
-    """Reference P(O1 | E) that sums the joint over every latent state explicitly.
-
-    Exponential in the number of latents (refuses more than 20); meant for tests and benchmarks,
-    not for production use. Works in log space like the closed form.
-    """
-    phi_list, assign, params = _check_cbn(phis, assignment, latent_params)
-    log_l1, log_l2 = _cbn_log_likelihoods_enumeration(phi_list, assign, params)
-    return _posterior_from_log_likelihoods(log_l1, log_l2)
-
-
-def cbn_posterior_pgmpy(
-    phis: Sequence[float],
-    assignment: Sequence[int],
-    latent_params: Sequence[tuple[float, float]],
-) -> float:
-    """Reference P(O1 | E) from pgmpy's variable elimination on the explicit network.
-
-    Builds Outcome -> L_i -> F_j with a uniform outcome prior and queries the outcome with every
-    passed factor observed as 1. pgmpy is a development dependency, so it is imported here only.
-    pgmpy multiplies plain probabilities, so very long or extreme evidence lists can underflow
-    there even though the closed form copes.
-    """
-    phi_list, assign, params = _check_cbn(phis, assignment, latent_params)
-    with warnings.catch_warnings():
-        # pgmpy 1.x warns about its own deprecated modules on import; that is not our concern.
-        warnings.simplefilter("ignore", FutureWarning)
-        warnings.simplefilter("ignore", DeprecationWarning)
-        import pgmpy.models as pgm_models
-        from pgmpy.factors.discrete import TabularCPD
-        from pgmpy.inference import VariableElimination
-
-    # pgmpy >= 1.0 names the class DiscreteBayesianNetwork and keeps a BayesianNetwork stub that
-    # raises on construction; older releases only have BayesianNetwork.
-    network_cls = getattr(pgm_models, "DiscreteBayesianNetwork", None) or pgm_models.BayesianNetwork
-
-    outcome = "Outcome"
-    latents = [f"L{i}" for i in range(len(params))]
-    factors = [f"F{j}" for j in range(len(phi_list))]
-    model = network_cls()
-    model.add_node(outcome)
-    model.add_nodes_from(latents)
-    model.add_nodes_from(factors)
-    model.add_edges_from([(outcome, name) for name in latents])
-    model.add_edges_from([(latents[i], factors[j]) for j, i in enumerate(assign)])
-
-    cpds = [TabularCPD(outcome, 2, [[0.5], [0.5]], state_names={outcome: ["O1", "O2"]})]
-    for name, (a1, a2) in zip(latents, params, strict=True):
-        # Rows are the latent's states (0, 1); columns follow the outcome's states (O1, O2).
-        cpds.append(
-            TabularCPD(
-                name,
-                2,
-                [[1.0 - a1, 1.0 - a2], [a1, a2]],
-                evidence=[outcome],
-                evidence_card=[2],
-                state_names={name: [0, 1], outcome: ["O1", "O2"]},
-            )
-        )
-    for name, i, phi in zip(factors, assign, phi_list, strict=True):
-        # Columns follow the parent latent's states (0, 1): P(f=1 | L=1) = phi, P(f=1 | L=0) = 1 - phi.
-        cpds.append(
-            TabularCPD(
-                name,
-                2,
-                [[phi, 1.0 - phi], [1.0 - phi, phi]],
-                evidence=[latents[i]],
-                evidence_card=[2],
-                state_names={name: [0, 1], latents[i]: [0, 1]},
-            )
-        )
-    model.add_cpds(*cpds)
-    model.check_model()
-
-    result = VariableElimination(model).query(
-        variables=[outcome], evidence={name: 1 for name in factors}, show_progress=False
-    )
-    return float(result.get_value(**{outcome: "O1"}))
+    return posterior_from_log_likelihoods(math.fsum(g1), math.fsum(g2))
 
 
 # --------------------------------------------------------------------------- aggregation
@@ -449,7 +229,7 @@ def cbn_posterior_pgmpy(
 def _check_posteriors(posteriors: Mapping[str, float]) -> dict[str, float]:
     if not posteriors:
         raise ValueError("at least one model posterior is required")
-    return {name: _check_closed_unit(p, f"posterior of {name!r}") for name, p in posteriors.items()}
+    return {name: check_closed_unit(p, f"posterior of {name!r}") for name, p in posteriors.items()}
 
 
 def _check_model_weights(
@@ -464,7 +244,7 @@ def _check_model_weights(
         )
     out: dict[str, float] = {}
     for name in models:
-        w = _as_real(weights[name], f"{what} of {name!r}")
+        w = as_real(weights[name], f"{what} of {name!r}")
         if not (w >= 0.0 and math.isfinite(w)):
             raise ValueError(f"{what} of {name!r} must be finite and non-negative, got {w!r}")
         out[name] = w
@@ -507,7 +287,7 @@ def bayesian_model_average(
     else:
         prior_w = _check_model_weights(prior, post, "prior")
     # In log space so that several near-certain models do not all underflow to a 0/0.
-    log_w = {name: _log(prior_w[name]) + _log(p) + _log1m(p) for name, p in post.items()}
+    log_w = {name: safe_log(prior_w[name]) + safe_log(p) + safe_log1m(p) for name, p in post.items()}
     top = max(log_w.values())
     if top == -math.inf:
         weights = dict(prior_w)

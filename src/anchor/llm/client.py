@@ -3,7 +3,8 @@
 It adds what a raw backend lacks: bounded concurrency, retries with exponential back-off and
 jitter on transient failures (honouring ``Retry-After``), schema validation with re-asking on
 malformed, truncated or schema-violating answers, a persistent response cache and a cost
-ledger that records every attempt.
+ledger that records every attempt. Sending (concurrency, retries, ledger records per attempt) is
+its base class, ``anchor.llm.transport.Transport``.
 
 Self-consistency samples of one prompt (``ask_samples``) go out as one request for ``n`` answers
 when the backend honours ``n``, and as separate requests otherwise. Either way each sample is
@@ -23,9 +24,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
-import random
-import time
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -33,19 +31,13 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from anchor.llm import chain
-from anchor.llm.base import Backend, Message, MultiCompletion, RawCompletion, SamplingBackend, TokenLogprob
+from anchor.llm.base import Backend, Message, SamplingBackend, TokenLogprob
 from anchor.llm.cache import CachedResponse, ResponseCache, cache_key, legacy_keys
-from anchor.llm.context import estimate_prompt_tokens
-from anchor.llm.errors import (
-    FatalBackendError,
-    LLMOutputError,
-    LogprobsUnavailable,
-    RetryBudgetExhausted,
-    TransientBackendError,
-)
+from anchor.llm.errors import LLMOutputError, LogprobsUnavailable
 from anchor.llm.ledger import CallRecord, CostLedger
 from anchor.llm.prompt import PromptSpec
 from anchor.llm.structured import OutputInvalid, inline_schema, parse_structured
+from anchor.llm.transport import Transport, chain_fields
 from anchor.secrets import scrub
 from anchor.types import LLMIdentity
 
@@ -65,7 +57,7 @@ class Answer(Generic[T]):
     logprobs: list[TokenLogprob] | None = None
 
 
-class LLMClient:
+class LLMClient(Transport):
     """Configured once, shared by every stage of a run."""
 
     def __init__(
@@ -88,29 +80,17 @@ class LLMClient:
             raise ValueError("retry counts must be >= 0")
         if samples_per_request < 1:
             raise ValueError("samples_per_request must be >= 1")
-        self.backend = backend
+        super().__init__(backend, ledger=ledger, transport_retries=transport_retries, backoff_base=backoff_base,
+                         backoff_max=backoff_max, retry_after_max=retry_after_max,
+                         max_concurrency=max_concurrency, sleep=sleep)
         self.cache = cache
-        self.ledger = ledger if ledger is not None else CostLedger()
         self.seed = seed
         self.parse_retries = parse_retries
-        self.transport_retries = transport_retries
-        self.backoff_base = backoff_base
-        self.backoff_max = backoff_max
-        self.retry_after_max = retry_after_max
         self.samples_per_request = samples_per_request
-        limit = backend.max_parallel if max_concurrency is None else min(max_concurrency, backend.max_parallel)
-        self._limit = max(1, limit)
-        self._semaphores: dict[int, asyncio.Semaphore] = {}
         self._inflight_by_loop: dict[int, dict[str, asyncio.Future[Any]]] = {}
-        self._sleep = sleep
         self._ready = False
 
     # ------------------------------------------------------------------ identity
-
-    @property
-    def concurrency(self) -> int:
-        """Most requests this client has in flight at once."""
-        return self._limit
 
     @property
     def identity(self) -> LLMIdentity:
@@ -148,14 +128,6 @@ class LLMClient:
     async def aclose(self) -> None:
         """Release network connections held for the running event loop."""
         await self.backend.aclose()
-
-    def _semaphore(self) -> asyncio.Semaphore:
-        # One semaphore per event loop: asyncio primitives are bound to the loop that uses them.
-        loop_id = id(asyncio.get_running_loop())
-        sem = self._semaphores.get(loop_id)
-        if sem is None:
-            sem = self._semaphores[loop_id] = asyncio.Semaphore(self._limit)
-        return sem
 
     # ------------------------------------------------------------------ public calls
 
@@ -427,7 +399,7 @@ class LLMClient:
         self.ledger.record(CallRecord(
             stage=stage, outcome=outcome, samples=len(multi.choices),  # type: ignore[arg-type]
             prompt_tokens=multi.prompt_tokens, completion_tokens=multi.completion_tokens, seconds=timed.seconds,
-            started=timed.started, detail=scrub(detail)[:300], request_id=timed.request_id, **_stamp(timed.ended)))
+            started=timed.started, detail=scrub(detail)[:300], request_id=timed.request_id, **chain_fields(timed.ended)))
         if again:
             results = await chain.gather(*(
                 self._ask_backend(stage, messages, keys[i], json_schema, schema, temperature, max_tokens, i, check,
@@ -517,108 +489,3 @@ class LLMClient:
             return (base + sample_index) & 0x7FFFFFFF
         digest = hashlib.sha256(f"{self.seed}:{sample_index}:{attempt}".encode()).digest()
         return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
-
-    def _record(self, stage: str, outcome: str, raw: _Timed, detail: str) -> None:
-        self.ledger.record(CallRecord(
-            stage=stage, outcome=outcome, samples=1,  # type: ignore[arg-type]
-            prompt_tokens=raw.completion.prompt_tokens, completion_tokens=raw.completion.completion_tokens,
-            seconds=raw.seconds, started=raw.started, detail=scrub(detail)[:300], request_id=raw.request_id,
-            **_stamp(raw.ended)))
-
-    def _backoff(self, retry: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, self.retry_after_max)
-        cap = min(self.backoff_max, self.backoff_base * (2 ** retry))
-        return random.uniform(cap / 2, cap)  # "equal jitter": never zero, never synchronised
-
-    async def _send(self, stage: str, messages: list[Message], **kwargs: Any) -> _Timed:
-        return await self._transmit(stage, lambda: self.backend.complete(messages, **kwargs),
-                                    estimate_prompt_tokens(messages))
-
-    async def _send_choices(self, stage: str, messages: list[Message], **kwargs: Any) -> _TimedMulti:
-        backend = self.backend
-        assert isinstance(backend, SamplingBackend)
-        timed = await self._transmit(stage, lambda: backend.complete_choices(messages, **kwargs),
-                                     estimate_prompt_tokens(messages))
-        return _TimedMulti(timed.completion, timed.seconds, timed.started,  # type: ignore[arg-type]
-                           timed.request_id, timed.ended)
-
-    async def _transmit(self, stage: str, call: Callable[[], Awaitable[Any]], prompt_tokens: int) -> _Timed:
-        """One request (``call``, whose prompt is about ``prompt_tokens`` long) under the concurrency
-        limit, retried on transient failures; each attempt lengthens the chain of dependent requests."""
-        last_error = ""
-        for retry in range(self.transport_retries + 1):
-            started = time.perf_counter()
-            wall = 0.0
-            request_id = uuid.uuid4().hex[:16]
-            try:
-                async with self._semaphore():
-                    started, wall = time.perf_counter(), time.time()
-                    # Announced before it is sent: a process killed while waiting leaves this record
-                    # alone, an interrupted request (see ledger.collapse_sent).
-                    self.ledger.announce(CallRecord(stage=stage, outcome="sent", started=wall, request_id=request_id,
-                                                    estimated_prompt_tokens=prompt_tokens))
-                    completion = await call()
-                fallbacks = getattr(completion, "format_fallbacks", 0)
-                refused = getattr(completion, "n_refused", 0)
-                elapsed = time.perf_counter() - started
-                ended = chain.advance(elapsed, 1 + fallbacks + refused)
-                self._record_fallbacks(stage, fallbacks, wall, ended)
-                self._record_fallbacks(stage, refused, wall, ended,
-                                       "the server refused a request for several answers (n); asked for one")
-                return _Timed(completion, elapsed, wall, request_id, ended)
-            except TransientBackendError as exc:
-                elapsed = time.perf_counter() - started
-                fallbacks = getattr(exc, "format_fallbacks", 0)
-                ended = chain.advance(elapsed, 1 + fallbacks)
-                self._record_fallbacks(stage, fallbacks, wall, ended)
-                last_error = scrub(str(exc))
-                self.ledger.record(CallRecord(stage=stage, outcome="transient_error", seconds=elapsed, started=wall,
-                                              detail=last_error[:300], request_id=request_id, **_stamp(ended)))
-                if retry < self.transport_retries:
-                    await self._sleep(self._backoff(retry, exc.retry_after))
-            except FatalBackendError as exc:
-                elapsed = time.perf_counter() - started
-                fallbacks = getattr(exc, "format_fallbacks", 0)
-                ended = chain.advance(elapsed, 1 + fallbacks)
-                self._record_fallbacks(stage, fallbacks, wall, ended)
-                message = scrub(str(exc))
-                self.ledger.record(CallRecord(stage=stage, outcome="fatal_error", started=wall, request_id=request_id,
-                                              seconds=elapsed, detail=message[:300], **_stamp(ended)))
-                raise type(exc)(f"stage '{stage}': {message}") from exc
-        raise RetryBudgetExhausted(
-            f"stage '{stage}': {self.transport_retries + 1} attempts to reach {scrub(self.backend.name)} failed; "
-            f"last error: {last_error}"
-        )
-
-    def _record_fallbacks(self, stage: str, n: int, wall: float, ended: chain.Chain,
-                          detail: str = "the server refused the response_format; asked again in a simpler format",
-                          ) -> None:
-        """Requests the backend spent finding a request shape the server accepts (a structured-output
-        format, or one answer instead of several): the server received them, so they are counted."""
-        for _ in range(n):
-            self.ledger.record(CallRecord(stage=stage, outcome="format_rejected", started=wall, detail=detail,
-                                          **_stamp(ended)))
-
-
-@dataclass
-class _Timed:
-    completion: RawCompletion
-    seconds: float
-    started: float = 0.0
-    request_id: str = ""
-    ended: chain.Chain = chain.Chain()
-
-
-@dataclass
-class _TimedMulti:
-    completion: MultiCompletion
-    seconds: float
-    started: float = 0.0
-    request_id: str = ""
-    ended: chain.Chain = chain.Chain()
-
-
-def _stamp(ended: chain.Chain) -> dict[str, Any]:
-    """The CallRecord fields of the chain a request ended."""
-    return {"chain_requests": ended.requests, "chain_seconds": ended.seconds}

@@ -6,10 +6,8 @@ It uses the official ``openai`` SDK with the SDK's own retries switched off: the
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
-import time
 from typing import Any
 
 import openai
@@ -22,6 +20,7 @@ from anchor.llm.errors import (
     FatalBackendError,
     RequestRejected,
     TransientBackendError,
+    retry_after_seconds,
 )
 from anchor.secrets import display_url, register, register_url, scrub
 
@@ -31,30 +30,6 @@ log = logging.getLogger("anchor.llm")
 #: "json_schema"; llama-cpp-python's server only takes "json_object" with a "schema" field; a
 #: server with neither gets the schema in the prompt and its answer is validated all the same.
 FORMAT_MODES = ("json_schema", "json_object", "prompt")
-
-
-def retry_after_seconds(headers: Any) -> float | None:
-    """Read ``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms`` from response headers."""
-    if headers is None:
-        return None
-    try:
-        ms = headers.get("retry-after-ms")
-        if ms is not None:
-            return max(0.0, float(ms) / 1000.0)
-        value = headers.get("retry-after")
-    except Exception:  # headers of an unexpected type: no hint
-        return None
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 class OpenAICompatibleBackend:

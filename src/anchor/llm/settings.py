@@ -13,6 +13,7 @@ from anchor.llm.client import LLMClient
 from anchor.llm.context import DEFAULT_SERVER_CONTEXT_TOKENS
 from anchor.llm.errors import ConfigurationError
 from anchor.llm.ledger import CostLedger
+from anchor.llm.local_backend import LocalLlamaBackend
 from anchor.secrets import display_url
 
 ENV_BASE_URL = "ANCHOR_LLM_BASE_URL"
@@ -142,6 +143,7 @@ class LLMSettings(BaseModel):
 
 def make_backend(settings: LLMSettings):  # noqa: ANN201 - returns a Backend
     if settings.uses_server:
+        # Imported here: it loads the openai SDK (about 0.3 s), which the embedded model never needs.
         from anchor.llm.openai_backend import OpenAICompatibleBackend
 
         return OpenAICompatibleBackend(
@@ -152,8 +154,6 @@ def make_backend(settings: LLMSettings):  # noqa: ANN201 - returns a Backend
             max_parallel=settings.max_concurrency,
             context_tokens=settings.effective_context_tokens,
         )
-    from anchor.llm.local_backend import LocalLlamaBackend
-
     return LocalLlamaBackend(settings.local_model_path, n_ctx=settings.effective_context_tokens)
 
 

@@ -14,7 +14,7 @@ is what a build stopped at ``N`` factors would report. LLM cost and timings are 
 
 from __future__ import annotations
 
-from anchor.types import Cluster, FactorSpace, PrunedFactor, SpaceEmbeddings, StopReason
+from anchor.types import Cluster, EmbeddingMatrix, FactorSpace, PrunedFactor, SpaceEmbeddings, StopReason
 
 
 def _id_number(factor_id: str) -> int:
@@ -95,8 +95,6 @@ def truncate_space(space: FactorSpace, n: int) -> FactorSpace:
 
 
 def _truncate_embeddings(emb: SpaceEmbeddings, kept: set[str], clusters: set[int]) -> SpaceEmbeddings:
-    from anchor.types import EmbeddingMatrix
-
     rows = [i for i, fid in enumerate(emb.factor_ids) if fid in kept]
     factors = EmbeddingMatrix.from_array(emb.factors.model, emb.factors.to_array()[rows])
     themes = None

@@ -1,0 +1,174 @@
+"""Sending requests: the base of ``LLMClient`` that talks to the backend.
+
+One request at a time goes out under the client's concurrency limit (one semaphore per event
+loop), is retried with exponential back-off and jitter on transient failures (honouring
+``Retry-After``), and leaves one ledger record per attempt, announced before it is sent. Every
+attempt lengthens the caller's chain of dependent requests (``llm.chain``) by its time.
+Caching, validation and re-asking live in ``anchor.llm.client``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from anchor.llm import chain
+from anchor.llm.base import Backend, Message, MultiCompletion, RawCompletion, SamplingBackend
+from anchor.llm.context import estimate_prompt_tokens
+from anchor.llm.errors import FatalBackendError, RetryBudgetExhausted, TransientBackendError
+from anchor.llm.ledger import CallRecord, CostLedger
+from anchor.secrets import scrub
+
+
+class Transport:
+    """The backend, the ledger and the retry and concurrency settings of a client."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        ledger: CostLedger | None,
+        transport_retries: int,
+        backoff_base: float,
+        backoff_max: float,
+        retry_after_max: float,
+        max_concurrency: int | None,
+        sleep: Callable[[float], Awaitable[None]],
+    ) -> None:
+        self.backend = backend
+        self.ledger = ledger if ledger is not None else CostLedger()
+        self.transport_retries = transport_retries
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.retry_after_max = retry_after_max
+        limit = backend.max_parallel if max_concurrency is None else min(max_concurrency, backend.max_parallel)
+        self._limit = max(1, limit)
+        self._semaphores: dict[int, asyncio.Semaphore] = {}
+        self._sleep = sleep
+
+    @property
+    def concurrency(self) -> int:
+        """Most requests this client has in flight at once."""
+        return self._limit
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        # One semaphore per event loop: asyncio primitives are bound to the loop that uses them.
+        loop_id = id(asyncio.get_running_loop())
+        sem = self._semaphores.get(loop_id)
+        if sem is None:
+            sem = self._semaphores[loop_id] = asyncio.Semaphore(self._limit)
+        return sem
+
+    def _record(self, stage: str, outcome: str, raw: Timed, detail: str) -> None:
+        self.ledger.record(CallRecord(
+            stage=stage, outcome=outcome, samples=1,  # type: ignore[arg-type]
+            prompt_tokens=raw.completion.prompt_tokens, completion_tokens=raw.completion.completion_tokens,
+            seconds=raw.seconds, started=raw.started, detail=scrub(detail)[:300], request_id=raw.request_id,
+            **chain_fields(raw.ended)))
+
+    def _backoff(self, retry: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self.retry_after_max)
+        cap = min(self.backoff_max, self.backoff_base * (2 ** retry))
+        return random.uniform(cap / 2, cap)  # "equal jitter": never zero, never synchronised
+
+    async def _send(self, stage: str, messages: list[Message], **kwargs: Any) -> Timed:
+        return await self._transmit(stage, lambda: self.backend.complete(messages, **kwargs),
+                                    estimate_prompt_tokens(messages))
+
+    async def _send_choices(self, stage: str, messages: list[Message], **kwargs: Any) -> TimedMulti:
+        backend = self.backend
+        assert isinstance(backend, SamplingBackend)
+        timed = await self._transmit(stage, lambda: backend.complete_choices(messages, **kwargs),
+                                     estimate_prompt_tokens(messages))
+        return TimedMulti(timed.completion, timed.seconds, timed.started,  # type: ignore[arg-type]
+                          timed.request_id, timed.ended)
+
+    async def _transmit(self, stage: str, call: Callable[[], Awaitable[Any]], prompt_tokens: int) -> Timed:
+        """One request (``call``, whose prompt is about ``prompt_tokens`` long) under the concurrency
+        limit, retried on transient failures; each attempt lengthens the chain of dependent requests."""
+        last_error = ""
+        for retry in range(self.transport_retries + 1):
+            started = time.perf_counter()
+            wall = 0.0
+            request_id = uuid.uuid4().hex[:16]
+            try:
+                async with self._semaphore():
+                    started, wall = time.perf_counter(), time.time()
+                    # Announced before it is sent: a process killed while waiting leaves this record
+                    # alone, an interrupted request (see ledger.collapse_sent).
+                    self.ledger.announce(CallRecord(stage=stage, outcome="sent", started=wall, request_id=request_id,
+                                                    estimated_prompt_tokens=prompt_tokens))
+                    completion = await call()
+                fallbacks = getattr(completion, "format_fallbacks", 0)
+                refused = getattr(completion, "n_refused", 0)
+                elapsed = time.perf_counter() - started
+                ended = chain.advance(elapsed, 1 + fallbacks + refused)
+                self._record_fallbacks(stage, fallbacks, wall, ended)
+                self._record_fallbacks(stage, refused, wall, ended,
+                                       "the server refused a request for several answers (n); asked for one")
+                return Timed(completion, elapsed, wall, request_id, ended)
+            except TransientBackendError as exc:
+                elapsed = time.perf_counter() - started
+                fallbacks = getattr(exc, "format_fallbacks", 0)
+                ended = chain.advance(elapsed, 1 + fallbacks)
+                self._record_fallbacks(stage, fallbacks, wall, ended)
+                last_error = scrub(str(exc))
+                self.ledger.record(CallRecord(stage=stage, outcome="transient_error", seconds=elapsed, started=wall,
+                                              detail=last_error[:300], request_id=request_id, **chain_fields(ended)))
+                if retry < self.transport_retries:
+                    await self._sleep(self._backoff(retry, exc.retry_after))
+            except FatalBackendError as exc:
+                elapsed = time.perf_counter() - started
+                fallbacks = getattr(exc, "format_fallbacks", 0)
+                ended = chain.advance(elapsed, 1 + fallbacks)
+                self._record_fallbacks(stage, fallbacks, wall, ended)
+                message = scrub(str(exc))
+                self.ledger.record(CallRecord(stage=stage, outcome="fatal_error", started=wall, request_id=request_id,
+                                              seconds=elapsed, detail=message[:300], **chain_fields(ended)))
+                raise type(exc)(f"stage '{stage}': {message}") from exc
+        raise RetryBudgetExhausted(
+            f"stage '{stage}': {self.transport_retries + 1} attempts to reach {scrub(self.backend.name)} failed; "
+            f"last error: {last_error}"
+        )
+
+    def _record_fallbacks(self, stage: str, n: int, wall: float, ended: chain.Chain,
+                          detail: str = "the server refused the response_format; asked again in a simpler format",
+                          ) -> None:
+        """Requests the backend spent finding a request shape the server accepts (a structured-output
+        format, or one answer instead of several): the server received them, so they are counted."""
+        for _ in range(n):
+            self.ledger.record(CallRecord(stage=stage, outcome="format_rejected", started=wall, detail=detail,
+                                          **chain_fields(ended)))
+
+
+@dataclass
+class Timed:
+    """A completion with when its request started, how long it took, and the chain it ended."""
+
+    completion: RawCompletion
+    seconds: float
+    started: float = 0.0
+    request_id: str = ""
+    ended: chain.Chain = chain.Chain()
+
+
+@dataclass
+class TimedMulti:
+    """The same for a request answered with several choices."""
+
+    completion: MultiCompletion
+    seconds: float
+    started: float = 0.0
+    request_id: str = ""
+    ended: chain.Chain = chain.Chain()
+
+
+def chain_fields(ended: chain.Chain) -> dict[str, Any]:
+    """The CallRecord fields of the chain a request ended."""
+    return {"chain_requests": ended.requests, "chain_seconds": ended.seconds}

@@ -1,0 +1,81 @@
+"""Prompts of stage 3, elicitation: phi per mapped factor, latent concepts grouping the factors,
+and the two parameters of each latent."""
+
+from __future__ import annotations
+
+from anchor.llm.prompt import Example, PromptSpec
+
+ELICIT_PHI = PromptSpec(
+    stage="inference.phi",
+    system=(
+        "You estimate how strongly single factors favour one outcome over another. For each factor give the "
+        "probability (0 to 1) that, with this factor present, outcome 1 rather than outcome 2 holds: near 1 "
+        "strongly favours outcome 1, near 0 strongly favours outcome 2, 0.5 favours neither."
+    ),
+    user=(
+        "Scenario: {scenario}\nOutcome 1: {outcome1}\nOutcome 2: {outcome2}\n"
+        "Factors (with a first rough estimate you may revise):\n{factors}\nGive a probability for every key."
+    ),
+    schema=None,
+    examples=(
+        Example(
+            user=(
+                "Scenario: Heating a small flat.\nOutcome 1: A heat pump is the better choice.\nOutcome 2: A gas "
+                "boiler is the better choice.\n"
+                "Factors (with a first rough estimate you may revise):\nF1: running cost per unit of heat (rough: "
+                "0.75)\nF2: installation price (rough: 0.25)\nF3: colour of the casing (rough: 0.5)\n"
+                "Give a probability for every key."
+            ),
+            answer='{"F1": 0.82, "F2": 0.3, "F3": 0.5}',
+        ),
+    ),
+    max_tokens=300,
+    temperature=0.5,
+)
+
+
+DISCOVER_LATENTS = PromptSpec(
+    stage="inference.latents",
+    system=(
+        "You find hidden common causes. Group the factors into a few latent concepts so that factors in the "
+        "same group tend to appear together because of that concept. Every factor belongs to exactly one "
+        "group; use only the factors listed, copied exactly; give each group a short name."
+    ),
+    user="Scenario: {scenario}\nFactors:\n{factors}\nGroup them into at most {max_latents} latent concepts.",
+    schema=None,
+    examples=(
+        Example(
+            user="Scenario: Picking a city for a weekend trip.\nFactors:\n- museum opening hours\n- art galleries\n"
+                 "- hotel prices\n- train fare\nGroup them into at most 3 latent concepts.",
+            answer='{"latents": [{"name": "Culture", "factors": ["museum opening hours", "art galleries"]}, '
+                   '{"name": "Budget", "factors": ["hotel prices", "train fare"]}]}',
+        ),
+    ),
+    max_tokens=500,
+    temperature=0.0,
+)
+
+ELICIT_LATENT_PARAMS = PromptSpec(
+    stage="inference.latent_params",
+    system=(
+        "Each latent concept below groups related factors. In a given situation a concept either leans "
+        "towards outcome 1 or it does not. For each concept estimate p_outcome1 = the probability that it "
+        "leans towards outcome 1 when outcome 1 is in fact true, and p_outcome2 = the probability that it "
+        "leans towards outcome 1 when outcome 2 is in fact true. A concept that tracks the truth well has a "
+        "high p_outcome1 and a low p_outcome2; one that says little has both near 0.5."
+    ),
+    user="Scenario: {scenario}\nOutcome 1: {outcome1}\nOutcome 2: {outcome2}\nLatent concepts:\n{latents}\n"
+         "Give both probabilities for every key.",
+    schema=None,
+    examples=(
+        Example(
+            user="Scenario: A team considers holding its weekly meeting online.\nOutcome 1: Online meetings make "
+                 "the team more productive.\nOutcome 2: Online meetings do not make the team more productive.\n"
+                 "Latent concepts:\nL1: Time savings (no travel between offices, shorter meetings)\nL2: "
+                 "Communication quality (video glitches, side conversations)\nGive both probabilities for every key.",
+            answer='{"L1": {"p_outcome1": 0.8, "p_outcome2": 0.3}, "L2": {"p_outcome1": 0.55, "p_outcome2": 0.45}}',
+        ),
+    ),
+    max_tokens=400,
+    temperature=0.5,
+)
