@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 FACTOR_SPACE_SCHEMA_VERSION = 1
-#: Default abduction window (``BuildParams.abduction_window``); see the README for the measurements.
+#: Default abduction window (``BuildParams.abduction_window``); see docs/speed.md for the measurements.
 ABDUCTION_WINDOW = 20
 #: How stage 1 ran before the abduction window existed: what a stored space or run configuration
 #: that does not name these settings was built with.

@@ -5,7 +5,7 @@ Per scenario, ``build_bird_model`` (or ``BirdMethod.prepare``) runs forward abdu
 mutually exclusive values), labels and prunes the values, has the LLM judge 128 complete
 assignments on a seven-level verbal scale and fits the CPT. Per condition,
 ``BirdMethod.estimate`` maps the condition onto values (strict, or relaxed with a closest-value
-fallback) and averages the CPT over the consistent completions. See README, "BIRD baseline", for
+fallback) and averages the CPT over the consistent completions. See docs/bird.md for
 where this follows the reference code and where it departs from it.
 """
 

@@ -95,7 +95,7 @@ class BirdConfig(_Model):
 
     @classmethod
     def strict_replication(cls, **overrides: object) -> BirdConfig:
-        """The reference code's behaviour, bugs included (see README, 'BIRD baseline')."""
+        """The reference code's behaviour, bugs included (see docs/bird.md)."""
         values: dict[str, object] = {"case_sensitive_labels": True, "reconciliation": "original",
                                      "constrain_parameters": False, "seeded_sampling": False}
         values.update(overrides)

@@ -1,5 +1,5 @@
 """Prompts of the BIRD baseline (``anchor.bird``). Our own wording and examples; the structure of
-each call follows the public BIRD code (see README, "BIRD baseline"). Stage names start with
+each call follows the public BIRD code (see docs/bird.md). Stage names start with
 "bird.".
 """
 
