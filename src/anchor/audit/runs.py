@@ -196,7 +196,7 @@ def _dataset_texts(config: RunConfig) -> tuple[dict[str, tuple[Scenario, list[st
         return {}, f"Condition texts not shown: the dataset file cannot be read ({exc})"
     if hashlib.sha256(data).hexdigest() != config.data_sha256:
         return {}, "Condition texts not shown: the dataset file has changed since the run"
-    from anchor.evaluation.selection import load_eval_data
+    from anchor.evaluation.datasets.selection import load_eval_data
 
     try:
         # Read as the runner read it: rows it skipped are already counted in metrics.json, so they

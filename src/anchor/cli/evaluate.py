@@ -47,7 +47,7 @@ EVAL_FLAGS = {**FLAG_NAMES, "limit": "--limit", "runs": "--runs", "decision_thre
 
 def _sample_size(value: str | None) -> str | None:
     """--sample: a positive whole number or 'all', refused as a usage error naming the flag otherwise."""
-    from anchor.evaluation.sampling import SampleError, parse_sample_size
+    from anchor.evaluation.datasets.sampling import SampleError, parse_sample_size
 
     if value is None:
         return None

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ValidationError
 from anchor import __version__, offload, prompts
 from anchor.embed import Embedder
 from anchor.embed_server import make_embedder
-from anchor.evaluation.attribution import run_critical_path
+from anchor.evaluation.cost.attribution import run_critical_path
 from anchor.evaluation.datasets import (
     DATASET_NAMES,
     DecisionInstance,
@@ -42,6 +42,14 @@ from anchor.evaluation.datasets import (
     PairwiseInstance,
     bundled_file,
     is_factcheck_dataset,
+)
+from anchor.evaluation.datasets.sampling import SampleRecord
+from anchor.evaluation.datasets.selection import (
+    data_summary,
+    record_sample,
+    resolve_sample,
+    sample_summary,
+    select_instances,
 )
 from anchor.evaluation.methods import (
     INSTANCE_FAILURES,
@@ -74,14 +82,6 @@ from anchor.evaluation.results import (
     RunConfig,
     SideRecord,
     TraceRecord,
-)
-from anchor.evaluation.sampling import SampleRecord
-from anchor.evaluation.selection import (
-    data_summary,
-    record_sample,
-    resolve_sample,
-    sample_summary,
-    select_instances,
 )
 from anchor.files import write_atomic
 from anchor.llm import chain
@@ -322,7 +322,7 @@ class EvalRunner:
     # ------------------------------------------------------------------ setup
 
     def load_instances(self) -> list[Instance]:
-        # The sample is drawn before --limit, which then takes its first N (see evaluation/selection.py).
+        # The sample is drawn before --limit, which then takes its first N (see datasets/selection.py).
         instances, self.data, self.sample_record = select_instances(self.config)
         return instances
 

@@ -2,7 +2,7 @@
 
 Everything comes from each run directory's ``calls.jsonl``, where every request the run made was
 logged once (and ``config.json``, ``sample.json`` and ``predictions.jsonl`` to know the slice, the
-instances it scored and their scenarios; see ``evaluation.attribution``):
+instances it scored and their scenarios; see ``evaluation.cost.attribution``):
 
 * **calls** are requests sent whose outcome is known, failed attempts included. A request cut off
   by a kill (a "sent" announcement with no outcome, ``ledger.collapse_sent``) is counted apart as
@@ -28,11 +28,11 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field, ValidationError
 
-from anchor.evaluation.attribution import RUN_LEVEL, by_scenario, critical_paths, scope_scenarios
+from anchor.evaluation.cost.attribution import RUN_LEVEL, by_scenario, critical_paths, scope_scenarios
 from anchor.evaluation.datasets import DatasetError
+from anchor.evaluation.datasets.sampling import SampleError
+from anchor.evaluation.datasets.selection import read_sample, select_instances
 from anchor.evaluation.results import Prediction, RunConfig
-from anchor.evaluation.sampling import SampleError
-from anchor.evaluation.selection import read_sample, select_instances
 from anchor.llm.errors import AnchorError
 from anchor.llm.ledger import CallRecord, busy_seconds, collapse_sent
 from anchor.plots import new_figure

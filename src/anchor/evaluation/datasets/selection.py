@@ -30,8 +30,7 @@ from anchor.evaluation.datasets import (
     load_dataset,
     load_factcheck_set,
 )
-from anchor.evaluation.results import RunConfig
-from anchor.evaluation.sampling import (
+from anchor.evaluation.datasets.sampling import (
     DEFAULT_SAMPLE_SEED,
     DEFAULT_SAMPLE_SIZE,
     SampleError,
@@ -41,6 +40,7 @@ from anchor.evaluation.sampling import (
     draw_sample,
     parse_sample_size,
 )
+from anchor.evaluation.results import RunConfig
 from anchor.files import write_atomic
 
 __all__ = [

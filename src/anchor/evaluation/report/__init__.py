@@ -35,15 +35,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from anchor.evaluation.costcompare import phase_of
+from anchor.evaluation.cost.compare import phase_of
 from anchor.evaluation.datasets import PAPER_FACTCHECK_SETS
 from anchor.evaluation.methods import DIRECT_METHODS, METHODS, ORACLE_METHODS
+from anchor.evaluation.report.transplant import transplant_section
 from anchor.evaluation.results import (
     CostSummary,
     MetricsReport,
     RunConfig,
 )
-from anchor.evaluation.transplant_report import transplant_section
 from anchor.plots import colours, new_figure, save_figure
 
 __all__ = [

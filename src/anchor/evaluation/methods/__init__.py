@@ -421,14 +421,14 @@ class CompareMethod:
         self.client = ctx.client
 
     async def compare(self, scenario: Scenario, outcome: str, condition1: str, condition2: str) -> int:
-        from anchor.evaluation import baselines
+        from anchor.evaluation.methods import baselines
 
         return await baselines.compare(self.client, scenario, outcome, condition1, condition2)
 
 
 def _baseline(name: str) -> Callable[[MethodContext], Method]:
     def factory(ctx: MethodContext) -> Method:
-        from anchor.evaluation import baselines
+        from anchor.evaluation.methods import baselines
 
         return BaselineMethod(ctx, baselines.ESTIMATORS[name])
 
@@ -437,7 +437,7 @@ def _baseline(name: str) -> Callable[[MethodContext], Method]:
 
 def _bird(variant: str) -> Callable[[MethodContext], Method]:
     def factory(ctx: MethodContext) -> Method:
-        from anchor.evaluation import bird_methods
+        from anchor.evaluation.methods import bird as bird_methods
 
         return bird_methods.make(variant, ctx)
 
@@ -445,7 +445,7 @@ def _bird(variant: str) -> Callable[[MethodContext], Method]:
 
 
 def _bird_config(dataset: str) -> dict[str, Any]:
-    from anchor.evaluation.bird_methods import bird_config_for
+    from anchor.evaluation.methods.bird import bird_config_for
 
     return bird_config_for(dataset).model_dump(mode="json")
 
