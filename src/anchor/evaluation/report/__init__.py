@@ -37,7 +37,7 @@ from pydantic import ValidationError
 
 from anchor.evaluation.cost.compare import phase_of
 from anchor.evaluation.datasets import PAPER_FACTCHECK_SETS
-from anchor.evaluation.methods import DIRECT_METHODS, METHODS, ORACLE_METHODS
+from anchor.evaluation.methods.registry import DIRECT_METHODS, METHODS, ORACLE_METHODS
 from anchor.evaluation.report.transplant import transplant_section
 from anchor.evaluation.results import (
     CostSummary,
