@@ -35,7 +35,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from anchor.evaluation.cost.compare import phase_of
+from anchor.evaluation.cost.phases import phase_of
 from anchor.evaluation.datasets import PAPER_FACTCHECK_SETS
 from anchor.evaluation.methods.registry import DIRECT_METHODS, METHODS, ORACLE_METHODS
 from anchor.evaluation.report.transplant import transplant_section
