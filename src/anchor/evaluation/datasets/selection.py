@@ -21,15 +21,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from anchor.evaluation.datasets import (
-    DecisionInstance,
-    FactcheckData,
-    PairwiseInstance,
-    balance_outcome_order,
-    is_factcheck_dataset,
-    load_dataset,
-    load_factcheck_set,
-)
+from anchor.evaluation.datasets.bundled import is_factcheck_dataset
+from anchor.evaluation.datasets.factcheck import FactcheckData, load_factcheck_set
+from anchor.evaluation.datasets.instances import DecisionInstance, PairwiseInstance, balance_outcome_order
+from anchor.evaluation.datasets.loading import load_dataset
 from anchor.evaluation.datasets.sampling import (
     DEFAULT_SAMPLE_SEED,
     DEFAULT_SAMPLE_SIZE,
