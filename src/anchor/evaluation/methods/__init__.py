@@ -5,10 +5,11 @@
 * :mod:`.artefacts`: per-scenario artefacts (factor spaces, BIRD models) stored in the run directory;
 * :mod:`.registry`: ``METHODS``, every family's specs by name, and ``build_method``;
 * the families: :mod:`.anchor_method` (ANCHOR), :mod:`.baselines` (the direct-LLM baselines and
-  Compare), :mod:`.bird` (BIRD, strict and relaxed) and :mod:`.bird_on_anchor` (BIRD's CPT on
-  ANCHOR's factor space).
+  Compare) and :mod:`.bird` (BIRD's three methods: :mod:`.bird_eval`, strict and relaxed, and
+  :mod:`.bird_on_anchor`, BIRD's CPT on ANCHOR's factor space).
 
-The names below are re-exported so that ``anchor.evaluation.methods.X`` keeps working.
+The names below are re-exported so that ``anchor.evaluation.methods.X`` keeps working. Nothing here
+imports a method's heavy dependencies (the pipeline, BIRD): the CLI imports this to list the methods.
 """
 
 from anchor.evaluation.methods.anchor_method import AnchorMethod
@@ -20,8 +21,6 @@ from anchor.evaluation.methods.artefacts import (
     reused_artefacts,
 )
 from anchor.evaluation.methods.baselines import BaselineMethod, CompareMethod
-from anchor.evaluation.methods.bird import BirdEvalMethod, bird_config_for
-from anchor.evaluation.methods.bird_on_anchor import BirdOnAnchorMethod, TransplantArtefact
 from anchor.evaluation.methods.contract import Estimate, Method, MethodContext, MethodSpec, PairJudge, Status
 from anchor.evaluation.methods.registry import (
     DIRECT_METHODS,
@@ -45,8 +44,6 @@ __all__ = [
     "ArtefactFailed",
     "ArtefactStore",
     "BaselineMethod",
-    "BirdEvalMethod",
-    "BirdOnAnchorMethod",
     "CompareMethod",
     "Estimate",
     "FallbackMethod",
@@ -56,8 +53,6 @@ __all__ = [
     "PairJudge",
     "ReuseMismatch",
     "Status",
-    "TransplantArtefact",
-    "bird_config_for",
     "build_method",
     "register",
     "reused_artefacts",

@@ -1,15 +1,16 @@
 """ANCHOR in the evaluation runner: a factor space per scenario (per run, or shared by the runs),
-then mapping and inference for each condition."""
+then mapping and inference for each condition.
+
+The pipeline is imported when a run builds the method, not with this module: the registry imports
+every family to list the methods (``anchor --help``, ``--method`` choices), and loading the
+pipeline there would add about a tenth of a second to the start of every command.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from anchor import offload
 from anchor.evaluation.methods.contract import Estimate, MethodContext, MethodSpec
-from anchor.pipeline import Anchor, AnchorConfig
-from anchor.space.io import load_space, save_space
-from anchor.space.truncate import truncate_space
 from anchor.types import Scenario
 
 
@@ -17,6 +18,10 @@ class AnchorMethod:
     """ANCHOR: a factor space per scenario (per run, or shared by the runs), then mapping and inference."""
 
     def __init__(self, ctx: MethodContext) -> None:
+        from anchor import offload  # start-up time, see the module docstring
+        from anchor.pipeline import Anchor, AnchorConfig
+        from anchor.space.io import load_space, save_space
+
         config = ctx.anchor_config or AnchorConfig()
         # Start loading MiniLM (in its helper process) now, not when the first condition or space
         # needs it; a space build also starts UMAP's compilation, which loaded spaces never need.
@@ -45,6 +50,8 @@ class AnchorMethod:
     def _view(self, key: str, space: Any) -> Any:
         if self.max_factors is None:
             return space
+        from anchor.space.truncate import truncate_space
+
         view = self._views.get(key)
         if view is None or view[0] is not space:
             view = self._views[key] = (space, truncate_space(space, self.max_factors))

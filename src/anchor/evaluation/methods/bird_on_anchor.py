@@ -8,7 +8,8 @@ factor space comes from ANCHOR's own ``spaces/`` store (so ``--spaces-from`` an 
 it); the trained CPT and the mapping of every condition of the scenario live in
 ``bird-on-anchor/``. Training needs the mapped base set of each condition first, so ``prepare``
 maps all the run's conditions of the scenario (``MethodContext.conditions``) before training. The
-BIRD settings are those of :mod:`anchor.evaluation.methods.bird`.
+BIRD settings are those of :mod:`anchor.evaluation.methods.bird_eval`; the method's spec is in
+:mod:`anchor.evaluation.methods.bird`.
 """
 
 from __future__ import annotations
@@ -30,15 +31,13 @@ from anchor.bird.transplant import (
 )
 from anchor.bird.types import BIRD_MODEL_SCHEMA_VERSION, BirdMappingTrace, TransplantModel
 from anchor.evaluation.methods.anchor_method import AnchorMethod
-from anchor.evaluation.methods.bird import bird_method_config, run_bird_config
-from anchor.evaluation.methods.contract import Estimate, MethodContext, MethodSpec
+from anchor.evaluation.methods.bird_eval import run_bird_config
+from anchor.evaluation.methods.contract import Estimate, MethodContext
 from anchor.files import write_atomic
-from anchor.inference.engine import InferenceEngine
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.llm.errors import AnchorError
 from anchor.llm.ledger import summarize
-from anchor.mapping.mapper import ConditionMapper
 from anchor.types import FactorSpace, InferenceResult, MappingTrace, Scenario, StageCost
 
 
@@ -111,6 +110,9 @@ class BirdOnAnchorMethod:
 
     def _anchor_stages(self, space: FactorSpace, client: LLMClient) -> tuple[Any, Any]:
         """ANCHOR's mapper and inference engine over ``space``, asking ``client``."""
+        from anchor.inference.engine import InferenceEngine  # start-up time, as in anchor_method
+        from anchor.mapping.mapper import ConditionMapper
+
         entry = self._stages.get((id(space), id(client)))
         if entry is None or entry[0] is not space or entry[1] is not client:
             entry = (space, client, ConditionMapper(client, self.embedder(), space, self.anchor_config.mapping),
@@ -183,9 +185,3 @@ class BirdOnAnchorMethod:
                             reason="the model gives exactly 0.5: no decision (BIRD's decision rule)")
         return Estimate(p_outcome1=p, trace=trace, **base)
 
-
-SPECS = (
-    MethodSpec("bird-on-anchor", BirdOnAnchorMethod, "BIRD-double-dagger's CPT on ANCHOR's factor space (the "
-               "paper's Table 4; --stage factors|mapping|pool)", uses_anchor_config=True,
-               stages=("factors", "mapping", "pool"), method_config=bird_method_config, per_scenario_artefact=True),
-)

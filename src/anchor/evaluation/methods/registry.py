@@ -1,25 +1,26 @@
 """The one registry of the methods ``anchor eval`` can run: ``METHODS``, by name.
 
-Each family of methods describes itself beside its implementation: its module ends with ``SPECS``,
-the ``MethodSpec`` of each method it provides (:mod:`.anchor_method`, :mod:`.baselines`,
-:mod:`.bird`, :mod:`.bird_on_anchor`). This module imports every family and registers their specs
-in the order of ``FAMILIES``, which is the order the command line lists them in; so whichever module
-a program imports first, ``--method X`` finds X, and no family needs to import the registry (the
-imports run one way: contract <- families <- registry <- runner). A new family adds its module to
-``FAMILIES``; :func:`register` also takes a spec made elsewhere (a name may be registered once).
+Each family of methods describes itself: its module ends with ``SPECS``, the ``MethodSpec`` of each
+method it provides (:mod:`.anchor_method`, :mod:`.baselines`, :mod:`.bird`). This module imports
+every family and registers their specs in the order of ``FAMILIES`` (the order the command line
+lists them in), so whichever module a program imports first, ``--method X`` finds X; and no family
+imports the registry (contract <- families <- registry <- runner). The CLI imports the registry to
+list the methods, so a family module stays light: what its methods need at run time (the pipeline,
+BIRD) is imported when a run builds one. A new family adds its module to ``FAMILIES``;
+:func:`register` also takes a spec made elsewhere (a name may be registered once).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from anchor.evaluation.methods import anchor_method, baselines, bird, bird_on_anchor
+from anchor.evaluation.methods import anchor_method, baselines, bird
 from anchor.evaluation.methods.contract import Estimate, Method, MethodContext, MethodSpec, PairJudge
 from anchor.types import Scenario
 
 #: The method families, in the order their methods are listed (baselines before the BIRD methods,
 #: whose fallback is one of them).
-FAMILIES = (anchor_method, baselines, bird, bird_on_anchor)
+FAMILIES = (anchor_method, baselines, bird)
 
 METHODS: dict[str, MethodSpec] = {}
 
