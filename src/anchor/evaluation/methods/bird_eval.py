@@ -1,11 +1,11 @@
 """BIRD in the evaluation runner, ``bird`` (strict mapping) and ``bird-relaxed``: ``BirdEvalMethod``.
 
 Each is a :class:`~anchor.evaluation.methods.contract.Method` built by its ``MethodSpec`` (see
-:mod:`anchor.evaluation.methods.bird`): one ``BirdModel`` per scenario (abduction, labels, 128 judged assignments, the CPT fit), kept in the
-run directory's ``bird/`` store and shared by both variants (they differ only in how a condition is
-mapped), then one mapping per condition. Where BIRD says "unknown" on decision data, CoT answers
-instead, as the paper does (the spec's fallback). BIRD's CPT on ANCHOR's factor space is
-:mod:`anchor.evaluation.methods.bird_on_anchor`.
+:mod:`anchor.evaluation.methods.bird`): one ``BirdModel`` per scenario (abduction, labels, 128
+judged assignments, the CPT fit), kept in the run directory's ``bird/`` store and shared by both
+variants (they differ only in how a condition is mapped), then one mapping per condition. Where
+BIRD says "unknown" on decision data, CoT answers instead, as the paper does (the spec's fallback).
+BIRD's CPT on ANCHOR's factor space is :mod:`anchor.evaluation.methods.bird_on_anchor`.
 
 The BIRD settings of a run come from :func:`bird_config_for` (per dataset), are recorded in
 config.json as ``method_config`` and read back from there, so a resumed run uses the same ones.

@@ -75,12 +75,14 @@ def cost_section(runs: Sequence[ReportedRun], glabels: dict[int, str]) -> list[s
         for r in with_cost:
             for stage, c in stage_costs(r):
                 rows.append([glabels[id(r)], _phase(stage), stage, int_cell(c.llm_calls), int_cell(c.failed_attempts),
-                             int_cell(c.interrupted), int_cell(c.cache_hits), f"{int_cell(tokens_of(c))} ({int_cell(c.prompt_tokens)} + "
-                             f"{int_cell(c.completion_tokens)})", seconds_cell(c.wall_seconds), seconds_cell(c.request_seconds)])
+                             int_cell(c.interrupted), int_cell(c.cache_hits),
+                             f"{int_cell(tokens_of(c))} ({int_cell(c.prompt_tokens)} + {int_cell(c.completion_tokens)})",
+                             seconds_cell(c.wall_seconds), seconds_cell(c.request_seconds)])
             t = total_cost(r)
             rows.append([f"**{glabels[id(r)]}**", "", "**total**", f"**{int_cell(t.llm_calls)}**",
-                         int_cell(t.failed_attempts), int_cell(t.interrupted), int_cell(t.cache_hits), f"**{int_cell(tokens_of(t))}**",
-                         f"**{seconds_cell(t.wall_seconds)}**", f"**{seconds_cell(t.request_seconds)}**"])
+                         int_cell(t.failed_attempts), int_cell(t.interrupted), int_cell(t.cache_hits),
+                         f"**{int_cell(tokens_of(t))}**", f"**{seconds_cell(t.wall_seconds)}**",
+                         f"**{seconds_cell(t.request_seconds)}**"])
         lines += md_table(header, rows, ["l", "l", "l", "r", "r", "r", "r", "r", "r", "r"])
         lines.append("")
         lines += ["Per instance:", ""]
