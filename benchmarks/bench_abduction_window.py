@@ -69,7 +69,7 @@ def abduction_figures(run: Path) -> dict[str, float]:
 def main() -> None:
     from tests.fakeserver import FakeOpenAIServer
 
-    from anchor.evaluation.costcompare import compare
+    from anchor.evaluation.cost.compare import compare
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", type=int, default=20, help="Common2Sense pairs (default 20).")

@@ -48,7 +48,7 @@ def run_eval(server_url: str, method: str, out: Path, cache: Path, limit: int, c
 def main() -> None:
     from tests.fakeserver import FakeOpenAIServer
 
-    from anchor.evaluation.costcompare import compare, markdown
+    from anchor.evaluation.cost.compare import compare, markdown
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", type=int, default=20, help="Common2Sense pairs (default 20).")

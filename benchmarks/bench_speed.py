@@ -101,7 +101,7 @@ def run_eval(server: Server, method: str, out: Path, cache: Path, limit: int, si
 
 
 def one_mode(name: str, limit: int, sizes: str, tmp: Path) -> dict[str, Any]:
-    from anchor.evaluation.costcompare import compare
+    from anchor.evaluation.cost.compare import compare
 
     server = Server(MODES[name])
     runs: dict[str, Any] = {}

@@ -308,7 +308,7 @@ def test_the_space_page_lists_rounds_beyond_the_stop_and_rejections_at_merge(mak
 
 def test_a_run_written_before_the_window_existed_resumes_only_one_round_at_a_time():
     from anchor.config import AnchorConfig
-    from anchor.evaluation.runner import _first_difference, _identity, make_run_config
+    from anchor.evaluation.runner import first_difference, make_run_config, run_identity
     from anchor.llm.settings import LLMSettings
 
     def config(**build):
@@ -319,6 +319,6 @@ def test_a_run_written_before_the_window_existed_resumes_only_one_round_at_a_tim
     old = config()
     del old["anchor_config"]["build"]["abduction_window"], old["anchor_config"]["build"]["abduction_steering"]
     # Its spaces were built one round at a time: resumed as such, not with today's default window.
-    assert _first_difference(_identity(old), _identity(config(abduction_window=1))) is None
-    assert _first_difference(_identity(old), _identity(config(abduction_window=4))) == (
+    assert first_difference(run_identity(old), run_identity(config(abduction_window=1))) is None
+    assert first_difference(run_identity(old), run_identity(config(abduction_window=4))) == (
         "anchor_config.build.abduction_window", 1, 4)

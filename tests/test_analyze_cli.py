@@ -248,14 +248,14 @@ def test_runs_written_before_the_new_settings_still_resume():
     """A config.json without mapping.retriever, max_factors and estimator (an older version's) is
     read with their defaults, so the same command resumes it; a real change is still refused."""
     from anchor.config import AnchorConfig
-    from anchor.evaluation.runner import _first_difference, _identity, make_run_config
+    from anchor.evaluation.runner import first_difference, make_run_config, run_identity
     from anchor.llm.settings import LLMSettings
 
     config = make_run_config(dataset="today", method="anchor", data_path=None, ablations=[], limit=2, runs=1, seed=0,
                              settings=LLMSettings(), anchor_config=AnchorConfig()).model_dump(mode="json")
     old = json.loads(json.dumps(config))
     del old["max_factors"], old["estimator"], old["anchor_config"]["mapping"]["retriever"]
-    assert _first_difference(_identity(old), _identity(config)) is None
+    assert first_difference(run_identity(old), run_identity(config)) is None
     changed = json.loads(json.dumps(config))
     changed["anchor_config"]["mapping"]["retriever"] = "bm25"
-    assert _first_difference(_identity(old), _identity(changed)) == ("anchor_config.mapping.retriever", "knn", "bm25")
+    assert first_difference(run_identity(old), run_identity(changed)) == ("anchor_config.mapping.retriever", "knn", "bm25")

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from anchor.cli import app
 from anchor.evaluation.datasets import load_factcheck_set, scenario_key
+from anchor.evaluation.datasets.sampling import SampleRecord
 from anchor.evaluation.results import TraceRecord
-from anchor.evaluation.sampling import SampleRecord
 from anchor.space.io import load_space
 from anchor.types import CriticalPath
 from tests.fakeserver import FakeOpenAIServer

@@ -7,7 +7,7 @@ import asyncio
 
 from pydantic import BaseModel, Field
 
-from anchor.evaluation.attribution import critical_path_report, scope_scenarios
+from anchor.evaluation.cost.attribution import critical_path_report, scope_scenarios
 from anchor.evaluation.methods import ArtefactStore
 from anchor.llm import CostLedger, LLMClient, PromptSpec, ResponseCache, chain
 from anchor.llm.chain import Chain

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from anchor.cli import app
 from anchor.evaluation.datasets import DatasetWarning, load_factcheck_set, scenario_key
+from anchor.evaluation.datasets.sampling import SampleRecord, draw_sample
 from anchor.evaluation.results import MetricsReport, Prediction, RunConfig
-from anchor.evaluation.sampling import SampleRecord, draw_sample
 from tests.fakeserver import FakeOpenAIServer
 
 runner = CliRunner()

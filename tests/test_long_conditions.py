@@ -12,7 +12,7 @@ import pytest
 
 from anchor import prompts
 from anchor.embed import embed_condition
-from anchor.evaluation import baselines
+from anchor.evaluation.methods import baselines
 from anchor.llm.base import RawCompletion, TokenLogprob
 from anchor.llm.client import LLMClient
 from anchor.llm.context import (

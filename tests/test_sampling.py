@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from anchor.evaluation.datasets import load_factcheck
-from anchor.evaluation.sampling import (
+from anchor.evaluation.datasets.sampling import (
     SampleError,
     SampleRecord,
     draw_sample,
@@ -66,7 +66,7 @@ def test_sample_is_the_seeded_order_independent_of_input_order() -> None:
 
 def test_sample_is_the_same_in_another_process_with_another_hash_seed() -> None:
     code = ("from anchor.evaluation.datasets import load_factcheck as l; "
-            "from anchor.evaluation.sampling import sample_instances as s; "
+            "from anchor.evaluation.datasets.sampling import sample_instances as s; "
             "print(','.join(i.id for i in s(l(dataset='xsum'), 100, 42)))")
     env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(SRC)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from anchor import prompts
 from anchor.cli import app
 from anchor.config import AnchorConfig
-from anchor.evaluation.runner import _first_difference, _identity, make_run_config
+from anchor.evaluation.runner import first_difference, make_run_config, run_identity
 from anchor.inference.engine import InferenceConfig
 from anchor.llm.settings import LLMSettings
 from anchor.mapping.config import MappingConfig
@@ -85,5 +85,5 @@ def test_runs_and_spaces_written_before_the_settings_read_as_the_defaults():
     build, mapping, inference = (old["anchor_config"][k] for k in ("build", "mapping", "inference"))
     del build["abduction_temperature"], build["vote_temperature"], mapping["selection_temperature"]
     del inference["temperature"]
-    assert _first_difference(_identity(old), _identity(config)) is None
+    assert first_difference(run_identity(old), run_identity(config)) is None
     assert BuildParams.model_validate(build) == BuildParams()

@@ -36,8 +36,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from anchor.audit.index_page import IndexRow, Status, instance_intro, run_index_html
 from anchor.audit.pages import explanation_document, space_html
 from anchor.evaluation import datasets
+from anchor.evaluation.datasets.selection import load_eval_data
 from anchor.evaluation.results import Prediction, RunConfig
-from anchor.evaluation.selection import load_eval_data
 from anchor.files import write_text_atomic
 from anchor.llm.errors import AnchorError
 from anchor.space.io import SpaceFileError, load_space

@@ -28,7 +28,8 @@ def cost_command(
     are listed apart); time is the wall time during which a scenario had a request in flight, which depends
     on the concurrency each run used (stated). Example: anchor cost runs/c2s-anchor runs/c2s-bird --out cost.png
     """
-    from anchor.evaluation.costcompare import compare, markdown, plot
+    from anchor.evaluation.cost.compare import compare, markdown
+    from anchor.evaluation.cost.compare_plot import plot
 
     with friendly_errors():
         if png is not None:

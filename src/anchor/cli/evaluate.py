@@ -29,9 +29,9 @@ from anchor.cli.options import (
 )
 from anchor.config import ABLATIONS, AnchorConfig
 from anchor.evaluation.datasets import DATASET_NAMES
+from anchor.evaluation.datasets.sampling import SampleError, parse_sample_size
 from anchor.evaluation.methods import METHODS
 from anchor.evaluation.results import RunConfig
-from anchor.evaluation.sampling import SampleError, parse_sample_size
 from anchor.files import check_directory
 from anchor.secrets import redact_argv
 

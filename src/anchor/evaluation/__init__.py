@@ -1,1 +1,17 @@
-"""Benchmark datasets and evaluation metrics for the experiments of the ANCHOR paper."""
+"""The evaluation harness of the ANCHOR paper's experiments (``anchor eval``, ``report``, ``cost``).
+
+One folder per job, each with its contract beside its implementations:
+
+* :mod:`.datasets`: the benchmark datasets by family (decision, pairwise, fact checking), the
+  paper's seeded sample and which instances a run scores;
+* :mod:`.methods`: the shape every method fills, one module per family (ANCHOR, the direct
+  baselines, BIRD, BIRD on ANCHOR's space) and the registry ``METHODS`` that the runner reads;
+* :mod:`.runner`: the evaluation loop, apart from the run directory's storage, the run's
+  configuration and identity, and the scoring into ``metrics.json``;
+* :mod:`.report`: ``report.md``'s tables, and each of its figures in a module of its own;
+* :mod:`.cost`: which scenario each request served, and ``anchor cost``'s comparison of two runs.
+
+Beside them: :mod:`.results` (the typed files of a run directory, which every folder reads) and
+:mod:`.metrics` (F1, accuracy, balanced accuracy, calibration). Imports run one way: datasets and
+results at the bottom, then methods, then runner; report and cost read what a run wrote.
+"""

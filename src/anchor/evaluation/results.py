@@ -7,8 +7,8 @@
 ``DIR/calls.jsonl``       one ``CallRecord`` per LLM request or cache hit, as it happens: the
                           exact cost of everything the run directory asked for, kills included
                           (a request cut off by one is counted apart, as interrupted).
-``DIR/sample.json``       ``SampleRecord`` (evaluation/sampling.py): the seeded sample of instance ids the
-                          run scores (with ``--limit N``, the first N of them), when the run samples.
+``DIR/sample.json``       ``SampleRecord`` (evaluation/datasets/sampling.py): the seeded sample of
+                          instance ids the run scores (with ``--limit N``, the first N of them), when the run samples.
 ``DIR/metrics.json``      ``MetricsReport``: per-run metrics, mean and std over runs, calibration, cost.
 ``DIR/spaces/*.json``     factor spaces (ANCHOR), built once per scenario (and run, or shared).
 """

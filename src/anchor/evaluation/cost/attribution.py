@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from anchor.evaluation.datasets import DecisionInstance, PairwiseInstance, scenario_key
+from anchor.evaluation.datasets.instances import DecisionInstance, PairwiseInstance, scenario_key
 from anchor.evaluation.results import CriticalPathReport
 from anchor.llm.ledger import CallRecord, critical_path
 from anchor.types import CriticalPath

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from anchor.evaluation.costcompare import phase_of
+from anchor.evaluation.cost.phases import phase_of
 from anchor.evaluation.results import MetricsReport, RunConfig
 from anchor.llm.ledger import CallRecord, busy_seconds, collapse_sent
 

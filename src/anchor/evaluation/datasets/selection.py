@@ -21,17 +21,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from anchor.evaluation.datasets import (
-    DecisionInstance,
-    FactcheckData,
-    PairwiseInstance,
-    balance_outcome_order,
-    is_factcheck_dataset,
-    load_dataset,
-    load_factcheck_set,
-)
-from anchor.evaluation.results import RunConfig
-from anchor.evaluation.sampling import (
+from anchor.evaluation.datasets.bundled import is_factcheck_dataset
+from anchor.evaluation.datasets.factcheck import FactcheckData, load_factcheck_set
+from anchor.evaluation.datasets.instances import DecisionInstance, PairwiseInstance, balance_outcome_order
+from anchor.evaluation.datasets.loading import load_dataset
+from anchor.evaluation.datasets.sampling import (
     DEFAULT_SAMPLE_SEED,
     DEFAULT_SAMPLE_SIZE,
     SampleError,
@@ -41,6 +35,7 @@ from anchor.evaluation.sampling import (
     draw_sample,
     parse_sample_size,
 )
+from anchor.evaluation.results import RunConfig
 from anchor.files import write_atomic
 
 __all__ = [

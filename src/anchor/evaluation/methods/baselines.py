@@ -9,6 +9,9 @@ gold outcome, so it is not a fair comparison and every report flags it.
 Every prompt that carries the condition is fitted to the backend's context window first
 (:mod:`anchor.llm.context`): a condition too long for it keeps its beginning and a marker of what
 was omitted, and the estimate's ``note`` says so.
+
+At the end of the module each baseline is wrapped in the runner's method shape
+(:mod:`anchor.evaluation.methods.contract`) and described by its ``MethodSpec`` in ``SPECS``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from anchor import prompts
+from anchor.evaluation.methods import contract
 from anchor.llm import chain
 from anchor.llm.base import Message
 from anchor.llm.client import LLMClient
@@ -158,3 +162,53 @@ ESTIMATORS: dict[str, Estimator] = {
     "logits": logits,
     "factor-based": factor_based,
 }
+
+
+# --------------------------------------------------------------------------- as the runner's methods
+
+
+class BaselineMethod:
+    """A direct-LLM baseline: nothing per scenario, one estimate per condition."""
+
+    def __init__(self, ctx: contract.MethodContext, estimator: Callable[..., Awaitable[Any]]) -> None:
+        self.client = ctx.client
+        self.estimator = estimator
+
+    async def prepare(self, scenario: Scenario) -> None:
+        return None
+
+    async def estimate(self, scenario: Scenario, condition: str, gold: int | None) -> contract.Estimate:
+        result = await self.estimator(self.client, scenario, condition, gold)
+        if result.p_outcome1 is None:
+            return contract.Estimate(status="abstained", reason=result.note, truncated=result.truncated)
+        return contract.Estimate(p_outcome1=result.p_outcome1, reason=result.note, truncated=result.truncated)
+
+
+class CompareMethod:
+    """The Compare baseline: which of two conditions supports the gold outcome more."""
+
+    def __init__(self, ctx: contract.MethodContext) -> None:
+        self.client = ctx.client
+
+    async def compare(self, scenario: Scenario, outcome: str, condition1: str, condition2: str) -> int:
+        return await compare(self.client, scenario, outcome, condition1, condition2)
+
+
+def _baseline(name: str) -> Callable[[contract.MethodContext], contract.Method]:
+    def factory(ctx: contract.MethodContext) -> contract.Method:
+        return BaselineMethod(ctx, ESTIMATORS[name])
+
+    return factory
+
+
+SPECS = (
+    contract.MethodSpec("vanilla", _baseline("vanilla"), "the LLM states P(O1) directly"),
+    contract.MethodSpec("vanilla-direct", _baseline("vanilla-direct"), "the LLM chooses O1 or O2", direct=True),
+    contract.MethodSpec("cot", _baseline("cot"), "reasons step by step, then states P(O1)"),
+    contract.MethodSpec("cot-direct", _baseline("cot-direct"), "reasons step by step, then chooses", direct=True),
+    contract.MethodSpec("logits", _baseline("logits"), "P(O1) from the answer token's log-probabilities"),
+    contract.MethodSpec("compare", CompareMethod, "judges the two conditions of a pair together",
+                        pairwise_only=True),
+    contract.MethodSpec("factor-based", _baseline("factor-based"), "averages P(O1) over factors written knowing the "
+                        "gold outcome (an oracle)", oracle=True),
+)

@@ -2,7 +2,7 @@
 
 Everything comes from each run directory's ``calls.jsonl``, where every request the run made was
 logged once (and ``config.json``, ``sample.json`` and ``predictions.jsonl`` to know the slice, the
-instances it scored and their scenarios; see ``evaluation.attribution``):
+instances it scored and their scenarios; see ``evaluation.cost.attribution``):
 
 * **calls** are requests sent whose outcome is known, failed attempts included. A request cut off
   by a kill (a "sent" announcement with no outcome, ``ledger.collapse_sent``) is counted apart as
@@ -28,41 +28,22 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field, ValidationError
 
-from anchor.evaluation.attribution import RUN_LEVEL, by_scenario, critical_paths, scope_scenarios
-from anchor.evaluation.datasets import DatasetError
+from anchor.evaluation.cost.attribution import RUN_LEVEL, by_scenario, critical_paths, scope_scenarios
+from anchor.evaluation.cost.phases import PHASES, phase_of
+from anchor.evaluation.datasets.reading import DatasetError
+from anchor.evaluation.datasets.sampling import SampleError
+from anchor.evaluation.datasets.selection import read_sample, select_instances
 from anchor.evaluation.results import Prediction, RunConfig
-from anchor.evaluation.sampling import SampleError
-from anchor.evaluation.selection import read_sample, select_instances
 from anchor.llm.errors import AnchorError
 from anchor.llm.ledger import CallRecord, busy_seconds, collapse_sent
-from anchor.plots import new_figure
 from anchor.types import CriticalPath
 
 #: Run settings that define a dataset slice: two runs compare only when all of them agree.
 SLICE_FIELDS = ("dataset", "data_sha256", "kind", "sample", "sample_seed", "limit", "balance_outcomes", "runs")
-#: Phases in display order; a stage's phase comes from its name (``phase_of``).
-PHASES = ("construction", "mapping", "inference", "baseline", "other")
 
 
 class CostCompareError(AnchorError):
     """Two run directories that cannot be compared (missing files, different slices)."""
-
-
-def phase_of(stage: str) -> str:
-    """construction: building the per-scenario artefact (ANCHOR's abduction, voting and themes; BIRD's
-    sentences, factors, labels and CPT data); mapping: a condition onto factors (ANCHOR's selection and
-    reflection, BIRD's value choice, reflection and relaxed pass); inference: ANCHOR's parameter
-    elicitation; baseline: a direct baseline's call (e.g. BIRD's CoT fallback)."""
-    if stage.startswith(("abduction.", "space.")) or stage in ("voting", "themes") or stage in (
-            "bird.sentences", "bird.factors", "bird.labels", "bird.cpt_data"):
-        return "construction"
-    if stage.startswith(("mapping.", "bird.mapping")) or stage == "bird.reflect":
-        return "mapping"
-    if stage.startswith("inference."):
-        return "inference"
-    if stage.startswith("baseline."):
-        return "baseline"
-    return "other"
 
 
 class Figures(BaseModel):
@@ -384,38 +365,6 @@ def markdown(doc: dict[str, Any]) -> str:
                      f"{_path(cp['a'])} | {_path(cp['b'])} | {_ratio_cell(cp['ratio']['seconds'])} |")
     lines += ["", *[f"- {n}" for n in doc["notes"]]]
     return "\n".join(lines) + "\n"
-
-
-def plot(doc: dict[str, Any], path: Path) -> Path:
-    """Bar chart like the paper's cost figure: time, tokens and calls per scenario for A and B, each bar
-    stacked by phase, the ratio B/A written above B's bar."""
-    fig = new_figure(10, 3.6)
-    phases = doc["per_scenario"]["phases"]
-    phase_colours = {"construction": "#4C72B0", "mapping": "#DD8452", "inference": "#55A868", "baseline": "#8172B3",
-               "other": "#937860"}
-    who = [doc["a"]["method"] + (f" ({doc['a']['stage']})" if doc["a"]["stage"] else ""),
-           doc["b"]["method"] + (f" ({doc['b']['stage']})" if doc["b"]["stage"] else "")]
-    for i, (key, title) in enumerate((("seconds", "Time per scenario (s)"), ("tokens", "Tokens per scenario"),
-                                      ("calls", "Calls per scenario"))):
-        ax = fig.add_subplot(1, 3, i + 1)
-        bottoms = [0.0, 0.0]
-        for ph, r in phases.items():
-            vals = [r["a"][key], r["b"][key]]
-            ax.bar([0, 1], vals, bottom=bottoms, color=phase_colours.get(ph, "#999999"), label=ph, width=0.6)
-            bottoms = [bottoms[0] + vals[0], bottoms[1] + vals[1]]
-        ratio = doc["per_scenario"]["total"]["ratio"][key]
-        if ratio is not None:
-            ax.text(1, bottoms[1], f"{ratio:.2f}x", ha="center", va="bottom", fontsize=9)
-        ax.set_ylim(0, max(bottoms) * 1.15 or 1.0)
-        ax.set_xticks([0, 1], who, fontsize=8)
-        ax.set_title(title, fontsize=10)
-        if i == 0:
-            ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    return path
 
 
 def to_json(doc: dict[str, Any]) -> str:

@@ -1,21 +1,15 @@
-"""BIRD in the evaluation runner: ``bird`` (strict mapping), ``bird-relaxed`` and ``bird-on-anchor``.
+"""``bird-on-anchor`` in the evaluation runner: BIRD-double-dagger's CPT on ANCHOR's factor space
+(the paper's Table 4), at one ``--stage``.
 
-Each is a :class:`~anchor.evaluation.methods.Method` built by its ``MethodSpec`` (see ``METHODS``):
-
-* ``bird`` / ``bird-relaxed``: one ``BirdModel`` per scenario (abduction, labels, 128 judged
-  assignments, the CPT fit), kept in the run directory's ``bird/`` store and shared by both variants
-  (they differ only in how a condition is mapped), then one mapping per condition.
-* ``bird-on-anchor`` (the paper's Table 4), with ``--stage``:
-  ``factors``: BIRD's mapping (relaxed) over ANCHOR's factor space, BIRD's CPT trained on it by the
-  structured Monte-Carlo scheme; ``mapping``: the same CPT with ANCHOR's mapping supplying the mapped
-  factors; ``pool``: that CPT's probability pooled with ANCHOR's Naive Bayes and CBN posteriors.
-  The factor space comes from ANCHOR's own ``spaces/`` store (so ``--spaces-from`` an ANCHOR run
-  reuses it); the trained CPT and the mapping of every condition of the scenario live in
-  ``bird-on-anchor/``. Training needs the mapped base set of each condition first, so ``prepare``
-  maps all the run's conditions of the scenario (``MethodContext.conditions``) before training.
-
-The BIRD settings of a run come from :func:`bird_config_for` (per dataset), are recorded in
-config.json as ``method_config`` and read back from there, so a resumed run uses the same ones.
+``factors``: BIRD's mapping (relaxed) over ANCHOR's factor space, BIRD's CPT trained on it by the
+structured Monte-Carlo scheme; ``mapping``: the same CPT with ANCHOR's mapping supplying the mapped
+factors; ``pool``: that CPT's probability pooled with ANCHOR's Naive Bayes and CBN posteriors. The
+factor space comes from ANCHOR's own ``spaces/`` store (so ``--spaces-from`` an ANCHOR run reuses
+it); the trained CPT and the mapping of every condition of the scenario live in
+``bird-on-anchor/``. Training needs the mapped base set of each condition first, so ``prepare``
+maps all the run's conditions of the scenario (``MethodContext.conditions``) before training. The
+BIRD settings are those of :mod:`anchor.evaluation.methods.bird_eval`; the method's spec is in
+:mod:`anchor.evaluation.methods.bird`.
 """
 
 from __future__ import annotations
@@ -27,9 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from anchor.bird.builder import build_bird_model
-from anchor.bird.io import BirdModelFileError, load_model, save_model
-from anchor.bird.method import BirdMethod, reusable
+from anchor.bird.io import BirdModelFileError
 from anchor.bird.transplant import (
     DEFAULT_MAX_LENGTH,
     map_condition_on_space,
@@ -37,89 +29,16 @@ from anchor.bird.transplant import (
     train_on_space,
     transplant_probability,
 )
-from anchor.bird.types import (
-    BIRD_MODEL_SCHEMA_VERSION,
-    BirdConfig,
-    BirdMappingTrace,
-    BirdModel,
-    TransplantModel,
-)
-from anchor.evaluation.methods import Estimate, Method, MethodContext
+from anchor.bird.types import BIRD_MODEL_SCHEMA_VERSION, BirdMappingTrace, TransplantModel
+from anchor.evaluation.methods.anchor_method import AnchorMethod
+from anchor.evaluation.methods.bird_eval import run_bird_config
+from anchor.evaluation.methods.contract import Estimate, MethodContext
 from anchor.files import write_atomic
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.llm.errors import AnchorError
 from anchor.llm.ledger import summarize
 from anchor.types import FactorSpace, InferenceResult, MappingTrace, Scenario, StageCost
-
-#: The stages that count as "mapping" in the transplant table (BIRD's and ANCHOR's mapping calls).
-MAPPING_STAGES = ("bird.mapping", "bird.reflect", "bird.mapping.relaxed", "mapping.select", "mapping.reflect")
-
-
-def bird_config_for(dataset: str) -> BirdConfig:
-    """The BIRD settings for a bundled dataset: the reference code's defaults, plus, for Common2Sense
-    (pairwise or not), the value-completion turn that adds the opposite of every value (the reference
-    code does this for datasets named common2sense only)."""
-    if dataset.startswith("common2sense"):
-        return BirdConfig(value_completion="opposites")
-    return BirdConfig()
-
-
-def make(variant: str, ctx: MethodContext) -> Method:
-    """The method for one run: ``strict``, ``relaxed`` or ``on-anchor`` (its stage from the run config)."""
-    if variant == "on-anchor":
-        return BirdOnAnchorMethod(ctx)
-    if variant not in ("strict", "relaxed"):
-        raise ValueError(f"unknown BIRD variant {variant!r}")
-    return BirdEvalMethod(ctx, relaxed=variant == "relaxed")
-
-
-def _run_config(ctx: MethodContext) -> BirdConfig:
-    """The run's BirdConfig, seeded like the run's artefacts (``MethodContext.artefact_seed``)."""
-    base = (BirdConfig.model_validate(ctx.config.method_config) if ctx.config.method_config
-            else bird_config_for(ctx.config.dataset))
-    return base.model_copy(update={"seed": ctx.artefact_seed})
-
-
-# --------------------------------------------------------------------------- BIRD (strict / relaxed)
-
-
-class BirdEvalMethod:
-    """BIRD with strict (``relaxed=False``) or relaxed mapping, one stored model per scenario."""
-
-    def __init__(self, ctx: MethodContext, *, relaxed: bool) -> None:
-        self.config = _run_config(ctx)
-        self.relaxed = relaxed
-        self.build_client = ctx.artefact_client
-        self.key = ctx.artefact_key
-        self.estimator = BirdMethod(ctx.client, self.config, relaxed=relaxed)
-        self.models = ctx.store("bird", load_model, save_model)
-
-    async def prepare(self, scenario: Scenario) -> BirdModel:
-        key = self.key(scenario)
-
-        async def build() -> BirdModel:
-            with self.build_client.ledger.scope(f"bird:{key}"):
-                return await build_bird_model(self.build_client, scenario, self.config)
-
-        def mismatch(model: BirdModel) -> str | None:
-            if not reusable(model, scenario, self.config):
-                return "it was built for another scenario or with other BIRD settings"
-            if model.llm.model != self.build_client.backend.model:
-                return f"it was built by {model.llm.model!r}, this run uses {self.build_client.backend.model!r}"
-            return None
-
-        model: BirdModel = await self.models.get(key, build, mismatch)
-        return model
-
-    async def estimate(self, scenario: Scenario, condition: str, gold: int | None) -> Estimate:
-        model = await self.prepare(scenario)
-        est = await self.estimator.estimate(model, condition)
-        return Estimate(p_outcome1=est.p_outcome1, status=est.status, reason=est.reason, n_factors=est.n_values,
-                        trace=est.model_dump(mode="json"), artefact=self.key(scenario))
-
-
-# --------------------------------------------------------------------------- BIRD on ANCHOR's factor space
 
 
 class MappedCondition(BaseModel):
@@ -165,14 +84,12 @@ class BirdOnAnchorMethod:
     """BIRD-double-dagger's CPT on ANCHOR's factor space, at one ``--stage`` of the paper's Table 4."""
 
     def __init__(self, ctx: MethodContext) -> None:
-        from anchor.evaluation.methods import AnchorMethod
-
         stage = ctx.config.stage
         if stage not in ("factors", "mapping", "pool"):
             raise AnchorError(f"--method bird-on-anchor needs --stage factors, mapping or pool (got {stage!r})")
         self.stage = stage
         self.anchor = AnchorMethod(ctx)  # the factor-space store, keys and reuse checks are ANCHOR's
-        self.config = _run_config(ctx)
+        self.config = run_bird_config(ctx)
         self.client = ctx.client
         # The stored artefact (the mapping of the scenario's conditions and the CPT) is built like the
         # factor space under it: by the artefact client, so that under --spaces shared it does not
@@ -193,7 +110,7 @@ class BirdOnAnchorMethod:
 
     def _anchor_stages(self, space: FactorSpace, client: LLMClient) -> tuple[Any, Any]:
         """ANCHOR's mapper and inference engine over ``space``, asking ``client``."""
-        from anchor.inference.engine import InferenceEngine
+        from anchor.inference.engine import InferenceEngine  # start-up time, as in anchor_method
         from anchor.mapping.mapper import ConditionMapper
 
         entry = self._stages.get((id(space), id(client)))
@@ -267,3 +184,4 @@ class BirdOnAnchorMethod:
             return Estimate(p_outcome1=0.5, status="abstained", trace=trace, **base,
                             reason="the model gives exactly 0.5: no decision (BIRD's decision rule)")
         return Estimate(p_outcome1=p, trace=trace, **base)
+

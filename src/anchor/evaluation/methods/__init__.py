@@ -1,0 +1,59 @@
+"""The methods the evaluation runner drives, one family per module, with their contract and registry.
+
+* :mod:`.contract`: the shape every method fills (``Method``, ``PairJudge``, ``Estimate``), what the
+  runner hands it (``MethodContext``) and how it is described (``MethodSpec``);
+* :mod:`.artefacts`: per-scenario artefacts (factor spaces, BIRD models) stored in the run directory;
+* :mod:`.registry`: ``METHODS``, every family's specs by name, and ``build_method``;
+* the families: :mod:`.anchor_method` (ANCHOR), :mod:`.baselines` (the direct-LLM baselines and
+  Compare) and :mod:`.bird` (BIRD's three methods: :mod:`.bird_eval`, strict and relaxed, and
+  :mod:`.bird_on_anchor`, BIRD's CPT on ANCHOR's factor space).
+
+The names below are re-exported so that ``anchor.evaluation.methods.X`` keeps working. Nothing here
+imports a method's heavy dependencies (the pipeline, BIRD): the CLI imports this to list the methods.
+"""
+
+from anchor.evaluation.methods.anchor_method import AnchorMethod
+from anchor.evaluation.methods.artefacts import (
+    INSTANCE_FAILURES,
+    ArtefactFailed,
+    ArtefactStore,
+    ReuseMismatch,
+    reused_artefacts,
+)
+from anchor.evaluation.methods.baselines import BaselineMethod, CompareMethod
+from anchor.evaluation.methods.contract import Estimate, Method, MethodContext, MethodSpec, PairJudge, Status
+from anchor.evaluation.methods.registry import (
+    DIRECT_METHODS,
+    METHODS,
+    ORACLE_METHODS,
+    PAIRWISE_ONLY_METHODS,
+    STAGED_METHODS,
+    FallbackMethod,
+    build_method,
+    register,
+)
+
+__all__ = [
+    "DIRECT_METHODS",
+    "INSTANCE_FAILURES",
+    "METHODS",
+    "ORACLE_METHODS",
+    "PAIRWISE_ONLY_METHODS",
+    "STAGED_METHODS",
+    "AnchorMethod",
+    "ArtefactFailed",
+    "ArtefactStore",
+    "BaselineMethod",
+    "CompareMethod",
+    "Estimate",
+    "FallbackMethod",
+    "Method",
+    "MethodContext",
+    "MethodSpec",
+    "PairJudge",
+    "ReuseMismatch",
+    "Status",
+    "build_method",
+    "register",
+    "reused_artefacts",
+]

@@ -1,0 +1,55 @@
+"""Turn finished evaluation run directories into a Markdown report with PNG plots.
+
+Each run directory holds ``config.json`` (:class:`RunConfig`) and ``metrics.json`` (:class:`MetricsReport`),
+as written by ``anchor eval``. :func:`build_report` reads any number of them, of any kind, and writes
+``report.md`` with tables laid out like the paper's:
+
+* pairwise F1 per dataset (the paper's Table 1), plus the same scores on covered pairs only;
+* decision accuracy / fact-check balanced accuracy with coverage, one column per dataset, the four
+  fact-checking sets first in the paper's order (ExpertQA, XSum, COVID, CNN) (Table 2);
+* ablation variants against the full ANCHOR run on the same dataset and model (Table 3);
+* LLM cost per stage and per instance (the cost-analysis figure), and calibration numbers.
+
+Two plots go next to it: ``cost_per_stage.png`` and ``reliability.png``. A plot with no data behind it is
+not drawn; the Markdown says so (and a stale file of that name from an earlier report is removed).
+
+Honesty markers that every table carries: runs on the embedded 135M model are tagged (§) and announced in
+bold at the top, because their numbers only show that the pipeline runs; the Factor-based baseline is an
+oracle (†) and is flagged as an unfair comparison; direct-decision baselines carry ⋆ as in the paper; the
+bundled ExpertQA set, an approximation of the paper's, carries ‡ and its caveat wherever its numbers appear.
+
+One module per part: :mod:`.loading` reads a run directory; :mod:`.runs` names the runs;
+:mod:`.names` and :mod:`.markdown` hold the paper's names, the marks and the cell formats;
+:mod:`.tables` the header, runs, Tables 1-3 and calibration; :mod:`.transplant` Table 4;
+:mod:`.cost_table` the cost section; :mod:`.cost_plot` and :mod:`.reliability_plot` one figure each;
+:mod:`.build` puts them together (:func:`build_report`).
+
+Plots are drawn on :class:`matplotlib.figure.Figure` objects rendered by the Agg canvas directly, without
+``pyplot``: nothing is registered in pyplot's global figure list (so nothing can leak or pop up), the
+process-wide backend is left untouched, and no display is ever needed.
+"""
+
+from anchor.evaluation.report.build import (
+    COST_PLOT,
+    RELIABILITY_PLOT,
+    REPORT_FILE,
+    ReportResult,
+    build_report,
+)
+from anchor.evaluation.report.loading import LoadedRun, ReportError, load_run
+from anchor.evaluation.report.markdown import format_delta, format_mean_std
+from anchor.evaluation.report.names import display_name
+
+__all__ = [
+    "COST_PLOT",
+    "RELIABILITY_PLOT",
+    "REPORT_FILE",
+    "LoadedRun",
+    "ReportError",
+    "ReportResult",
+    "build_report",
+    "display_name",
+    "format_delta",
+    "format_mean_std",
+    "load_run",
+]

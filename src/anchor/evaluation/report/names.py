@@ -1,0 +1,68 @@
+"""The paper's names and marks in the report: method and ablation names, the marks that flag a
+direct choice, an oracle, the embedded model or an approximate dataset, and the headline metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from anchor.evaluation.methods.registry import ORACLE_METHODS
+
+DASH = "–"  # en dash: the cell of a missing (null) value
+MINUS = "−"  # proper minus sign for negative deltas
+SMALL_MARK = "§"
+ORACLE_MARK = "†"
+DIRECT_MARK = "⋆"
+SMALL_WARNING = (
+    "numbers from a 135M-parameter embedded model: they show the pipeline works, not the method's accuracy"
+)
+APPROX_MARK = "‡"
+#: Datasets that stand in for the paper's and must say so wherever their numbers appear.
+APPROXIMATE_DATASETS: dict[str, str] = {
+    "expertqa": "expertqa is built from the ExpertQA release (claims with their cited evidence); it approximates, "
+                "but is not, the LLM-AggreFact ExpertQA subset the paper most likely used (its evidence averages "
+                "922 characters against the paper's 2,399), so its numbers are not comparable with the paper's.",
+}
+
+METHOD_NAMES: dict[str, str] = {
+    "anchor": "ANCHOR",
+    "vanilla": "Vanilla",
+    "vanilla-direct": "Vanilla" + DIRECT_MARK,
+    "cot": "CoT",
+    "cot-direct": "CoT" + DIRECT_MARK,
+    "logits": "Logits",
+    "compare": "Compare",
+    "factor-based": "Factor-based",
+    "bird": "BIRD (strict)",
+    "bird-relaxed": "BIRD (relaxed)",
+    "bird-on-anchor": "BIRD (relaxed) on ANCHOR",
+}
+ABLATION_NAMES: dict[str, str] = {
+    "no-cbn": "w/o cbn",
+    "no-nb": "w/o nb",
+    "no-cluster": "w/o cluster",
+    "no-hierarchy": "w/o hierarchy",
+    "no-pe-llm": "w/o pe-llm",
+    "bma": "BMA",
+}
+ABLATION_ORDER = tuple(ABLATION_NAMES)
+#: Row order in the tables: baselines first, then ANCHOR variants, then full ANCHOR (as in the paper).
+METHOD_ORDER = (
+    "vanilla", "vanilla-direct", "cot", "cot-direct", "logits", "compare", "factor-based", "bird", "bird-relaxed",
+    "bird-on-anchor", "anchor",
+)
+PAIRWISE_F1 = (("f1_context1", "Context1"), ("f1_context2", "Context2"), ("f1_same", "Same"),
+               ("f1_micro", "Average"))
+HEADLINE_METRIC = {"pairwise": "f1_micro", "decision": "accuracy", "factcheck": "balanced_accuracy"}
+METRIC_WORDS = {
+    "f1_micro": "F1 Avg (micro)", "accuracy": "accuracy", "balanced_accuracy": "balanced accuracy",
+}
+
+
+def display_name(method: str, ablations: Sequence[str] = (), oracle: bool = False) -> str:
+    """The paper's name for a method (``Vanilla⋆``, ``Factor-based†``, ``ANCHOR (w/o cbn)``)."""
+    name = METHOD_NAMES.get(method, method)
+    if ablations:
+        name += " (" + ", ".join(ABLATION_NAMES.get(a, a) for a in ablations) + ")"
+    if (oracle or method in ORACLE_METHODS) and not name.endswith(ORACLE_MARK):
+        name += ORACLE_MARK
+    return name

@@ -1,0 +1,43 @@
+"""Evaluation runs: resumable, repeatable over seeds, with metrics and exact costs on disk.
+
+* :mod:`.loop`: ``EvalRunner``, the loop over (run, instance) that asks the method and appends
+  each prediction as it finishes;
+* :mod:`.store`: the run directory's append-only JSON-lines logs and its lock;
+* :mod:`.config`: ``make_run_config`` (the options, checked and recorded) and the paper's sizes;
+* :mod:`.identity`: which recorded settings must match for a rerun to resume a run directory;
+* :mod:`.scoring`: ``metrics.json``, the metrics, calibration, cost and notes of a run;
+* :mod:`.errors`: ``EvalError``.
+
+The names below are re-exported so that ``anchor.evaluation.runner.X`` keeps working.
+"""
+
+from anchor.evaluation.runner.config import (
+    BUILD_SIZES,
+    dataset_kind,
+    default_build_params,
+    file_sha256,
+    make_run_config,
+)
+from anchor.evaluation.runner.errors import EvalError
+from anchor.evaluation.runner.identity import check_resumable, first_difference, run_identity
+from anchor.evaluation.runner.loop import EvalRunner, Instance, instance_slots
+from anchor.evaluation.runner.scoring import RunScorer
+from anchor.evaluation.runner.store import DirectoryLock, JsonLines
+
+__all__ = [
+    "BUILD_SIZES",
+    "DirectoryLock",
+    "EvalError",
+    "EvalRunner",
+    "Instance",
+    "JsonLines",
+    "RunScorer",
+    "check_resumable",
+    "dataset_kind",
+    "default_build_params",
+    "file_sha256",
+    "first_difference",
+    "instance_slots",
+    "make_run_config",
+    "run_identity",
+]

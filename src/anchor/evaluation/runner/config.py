@@ -1,0 +1,94 @@
+"""A run's configuration: the paper's build sizes per dataset, the task kind, and ``make_run_config``,
+which checks the options of ``anchor eval`` and records them (no secrets) as ``RunConfig``."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+from anchor import __version__
+from anchor.evaluation.datasets.bundled import DATASET_NAMES, bundled_file, is_factcheck_dataset
+from anchor.evaluation.datasets.selection import resolve_sample
+from anchor.evaluation.methods.registry import METHODS
+from anchor.evaluation.results import Kind, RunConfig
+from anchor.evaluation.runner.errors import EvalError
+from anchor.llm.settings import LLMSettings
+from anchor.pipeline import AnchorConfig
+from anchor.types import BuildParams
+
+#: Paper Appendix B: factor-generation sizes per dataset group.
+BUILD_SIZES: dict[str, dict[str, int]] = {
+    "large": {"n_target": 80, "batch_size": 10, "max_rounds": 20},  # Common2Sense, Plasma
+    "small": {"n_target": 40, "batch_size": 5, "max_rounds": 10},  # Today, fact checking
+    # For the embedded 135M model, which adds a factor or two per round at best: a paper-size
+    # build takes ~3 minutes per scenario there and yields no better a space.
+    "quick": {"n_target": 16, "batch_size": 4, "max_rounds": 4},
+}
+
+
+def dataset_kind(name: str) -> Kind:
+    if name == "common2sense-pairwise":
+        return "pairwise"
+    if is_factcheck_dataset(name):
+        return "factcheck"
+    return "decision"
+
+
+def default_build_params(dataset: str, seed: int = 0, sizes: str = "paper") -> BuildParams:
+    """The paper's per-dataset sizes (``sizes="paper"``) or the quick ones (``"quick"``)."""
+    if sizes == "quick":
+        return BuildParams(**BUILD_SIZES["quick"], seed=seed)
+    if sizes != "paper":
+        raise EvalError(f"unknown build sizes {sizes!r}; use 'paper' or 'quick'")
+    size = BUILD_SIZES["large" if dataset in ("common2sense-pairwise", "common2sense", "plasma") else "small"]
+    return BuildParams(**size, seed=seed)
+
+
+def file_sha256(dataset: str, path: Path | None) -> str:
+    data = Path(path).read_bytes() if path is not None else bundled_file(dataset).read_bytes()
+    return hashlib.sha256(data).hexdigest()
+
+
+def make_run_config(
+    *, dataset: str, method: str, data_path: Path | None, ablations: Sequence[str], limit: int | None, runs: int,
+    seed: int, settings: LLMSettings, anchor_config: AnchorConfig | None, negation: str = "template",
+    decision_threshold: float = 0.9, balance_outcomes: bool = False, spaces: str = "per-run",
+    spaces_from: Path | None = None, command: str = "", stage: str | None = None,
+    sample: str | int | None = None, sample_seed: int | None = None, max_factors: int | None = None,
+    estimator: LLMSettings | None = None,
+) -> RunConfig:
+    """The run's configuration, checked. ``sample``/``sample_seed`` are the options as given (None: not
+    given); the dataset's default protocol fills them in (a seeded 100 for the fact-checking sets)."""
+    if data_path is not None and not Path(data_path).is_file():
+        raise EvalError(f"--data {data_path}: no such file")
+    if dataset not in DATASET_NAMES:
+        raise EvalError(f"unknown dataset {dataset!r}; choose from {', '.join(DATASET_NAMES)}")
+    if method not in METHODS:
+        raise EvalError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    spec = METHODS[method]
+    if stage is not None and not spec.stages:
+        staged = [name for name, m in METHODS.items() if m.stages]
+        raise EvalError(f"--stage applies only to --method {' or '.join(staged)}, not to {method!r}")
+    if spec.stages and stage not in spec.stages:
+        raise EvalError(f"--method {method} needs --stage, one of: {', '.join(spec.stages)}"
+                        + (f" (got {stage!r})" if stage is not None else ""))
+    if spaces_from is not None and not Path(spaces_from).is_dir():
+        raise EvalError(f"--spaces-from {spaces_from}: no such run directory")
+    sample_size, sample_seed = resolve_sample(dataset, sample, sample_seed)
+    llm = settings.describe()
+    llm.pop("api_key", None)
+    estimator_llm = None
+    if estimator is not None:
+        estimator_llm = estimator.describe()
+        estimator_llm.pop("api_key", None)
+    return RunConfig(
+        anchor_version=__version__, dataset=dataset, data_path=str(data_path) if data_path else None,
+        data_sha256=file_sha256(dataset, Path(data_path) if data_path else None), kind=dataset_kind(dataset),
+        method=method, ablations=list(ablations), limit=limit, runs=runs, seed=seed, negation=negation,  # type: ignore[arg-type]
+        decision_threshold=decision_threshold, balance_outcomes=balance_outcomes, spaces=spaces,  # type: ignore[arg-type]
+        spaces_from=str(spaces_from) if spaces_from else None, llm=llm, sample=sample_size, sample_seed=sample_seed,
+        anchor_config=anchor_config.model_dump(mode="json") if anchor_config else None, command=command,
+        stage=stage, method_config=spec.method_config(dataset) if spec.method_config else None,
+        max_factors=max_factors, estimator=estimator_llm,
+    )

@@ -1,0 +1,75 @@
+"""Run identity: which settings of a run directory's ``config.json`` must match for a rerun to resume it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from anchor.evaluation.results import RunConfig
+from anchor.evaluation.runner.errors import EvalError
+from anchor.pipeline import AnchorConfig
+from anchor.types import with_legacy_build
+
+#: RunConfig fields that do not define a run: a rerun may change them and still resume.
+NOT_IDENTITY = {"command", "data_path", "anchor_version"}
+#: Of the LLM description, only these define a run (not where the server listens or how the key arrives).
+LLM_IDENTITY = ("backend", "model", "seed", "context_tokens")
+
+
+def run_identity(config: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a run configuration that must match to resume it.
+
+    The configuration is read through ``RunConfig`` and ``AnchorConfig`` first, so that a setting
+    added after a run was written counts as its default there (an older run directory stays
+    resumable as long as the new setting is left at its default). The abduction window is the
+    exception: a run written before it existed built its spaces one round at a time, and reads so.
+    """
+    config = _with_defaults(config)
+    out = {k: v for k, v in config.items() if k not in NOT_IDENTITY}
+    llm = out.get("llm") or {}
+    out["llm"] = {k: llm.get(k) for k in LLM_IDENTITY}
+    if out.get("estimator"):
+        out["estimator"] = {k: out["estimator"].get(k) for k in LLM_IDENTITY}
+    return out
+
+
+def _with_defaults(config: dict[str, Any]) -> dict[str, Any]:
+    try:
+        filled = RunConfig.model_validate(config).model_dump(mode="json")
+        anchor = filled.get("anchor_config")
+        if isinstance(anchor, dict):
+            anchor = {**anchor, "build": with_legacy_build(anchor["build"])} if "build" in anchor else anchor
+            filled["anchor_config"] = AnchorConfig.model_validate(anchor).model_dump(mode="json")
+    except ValidationError:
+        return config  # compared as written; the difference is reported field by field
+    return filled
+
+
+def first_difference(old: Any, new: Any, path: str = "") -> tuple[str, Any, Any] | None:
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new), key=str):
+            found = first_difference(old.get(key, "<absent>"), new.get(key, "<absent>"),
+                                      f"{path}.{key}" if path else str(key))
+            if found:
+                return found
+        return None
+    return None if old == new else (path, old, new)
+
+
+def check_resumable(path: Path, new: dict[str, Any], out_dir: Path) -> None:
+    """Raise :class:`EvalError` unless the run configuration at ``path`` (the ``config.json`` of
+    ``out_dir``) has the identity of ``new``, so that the run there can go on."""
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(old, dict):
+            raise ValueError("not a JSON object")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise EvalError(f"{path} is not a run configuration ({exc}); move it away to start afresh") from exc
+    diff = first_difference(run_identity(old), run_identity(new))
+    if diff is not None:
+        field, was, now = diff
+        raise EvalError(f"{out_dir} holds a run with other settings: {field} was {was!r}, now {now!r}; "
+                        "use another --out, or the same settings to resume it")

@@ -1,0 +1,89 @@
+"""The run directory's storage: append-only JSON-lines logs and the lock that keeps one process per run."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from pathlib import Path
+from typing import IO, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from anchor.evaluation.runner.errors import EvalError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class JsonLines(Generic[M]):
+    """An append-only JSON-lines file of one record type, tolerant of a torn last line.
+
+    Records are flushed as they are written (a killed process loses at most the line it was
+    writing); ``durable=True`` also fsyncs each one.
+    """
+
+    def __init__(self, path: Path, model: type[M], *, durable: bool = False) -> None:
+        self.path = path
+        self.model = model
+        self.durable = durable
+        self._lock = threading.Lock()
+        self._fh: IO[str] | None = None
+
+    def read(self) -> list[M]:
+        if not self.path.exists():
+            return []
+        raw = self.path.read_bytes()
+        good = raw
+        if raw and not raw.endswith(b"\n"):
+            good = raw[: raw.rfind(b"\n") + 1]  # drop the line a killed process was writing
+            with open(self.path, "r+b") as fh:
+                fh.truncate(len(good))
+        out: list[M] = []
+        for n, line in enumerate(good.decode("utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                out.append(self.model.model_validate_json(line))
+            except ValidationError as exc:
+                raise EvalError(f"{self.path}, line {n}: not a {self.model.__name__} record "
+                                f"({exc.errors()[0].get('msg')}); move the file away to start the run afresh") from exc
+        return out
+
+    def append(self, record: M) -> None:
+        line = record.model_dump_json() + "\n"
+        with self._lock:
+            if self._fh is None:
+                self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            self._fh.write(line)
+            self._fh.flush()
+            if self.durable:
+                os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None
+
+
+class DirectoryLock:
+    """An exclusive lock on a run directory, so two processes never write one run at once."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / ".lock"
+        self._fh: IO[str] | None = None
+
+    def __enter__(self) -> DirectoryLock:
+        self._fh = open(self.path, "w")  # noqa: SIM115 - closed in __exit__
+        try:
+            fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._fh.close()
+            raise EvalError(f"{self.path.parent} is in use by another anchor process; wait for it to finish "
+                            "or use another --out") from None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._fh is not None
+        fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
+        self._fh.close()
