@@ -17,7 +17,9 @@ from anchor.cli import app
 from anchor.cli import console as cli_console
 from anchor.cli import evaluate as cli_evaluate
 from anchor.cli.console import RichReporter
+from anchor.cli.render import cost_table
 from anchor.progress import ProgressEvent
+from anchor.types import StageCost
 from tests.fakeserver import FakeOpenAIServer
 from tests.run_helpers import eval_args
 
@@ -141,3 +143,16 @@ def test_eval_out_existing_file_leaves_the_server_untouched(tmp_path):
                                                 "--method", "vanilla", "--limit", "1")])
         assert result.exit_code == 2 and server.completions == 0
     assert result.output.strip() == f"error: --out {existing}: exists and is not a directory"
+
+
+def test_the_cost_table_keeps_stage_names_whole_at_80_columns():
+    stages = ["abduction.generate", "abduction.extract", "abduction.validate", "mapping.select", "voting"]
+    costs = [StageCost(stage=s, llm_calls=1234, prompt_tokens=1_234_567, completion_tokens=123_456,
+                       cache_hits=12, wall_seconds=123.4, llm_seconds=1234.5) for s in stages]
+    buffer = io.StringIO()
+    narrow(buffer).print(cost_table(costs))
+    lines = buffer.getvalue().splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    body = [line.split("│")[0].strip() for line in lines if "│" in line]
+    assert body == [*stages, "total"]  # every name whole, so no two rows read the same
+    assert "…" not in buffer.getvalue()

@@ -17,17 +17,21 @@ LABEL_SHORT = {FactorLabel.OUTCOME1: "O1", FactorLabel.OUTCOME2: "O2", FactorLab
 
 
 def cost_table(costs: Sequence[StageCost], title: str = "LLM cost per stage") -> Table:
-    table = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
-    for col in ("stage", "calls", "failed", "cache hits", "prompt tok", "completion tok", "wall s", "request s"):
-        table.add_column(col, justify="left" if col == "stage" else "right")
+    table = Table(title=title, title_justify="left", caption_justify="left", show_edge=False, header_style="bold")
     rows = list(costs)
+    # Stage names are kept whole (at 80 columns a cut made three rows read "abducti…"); the numeric
+    # headers go on two short lines so that the table still fits 80 columns.
+    widest = max((len(c.stage) for c in rows), default=5)
+    table.add_column("stage", justify="left", no_wrap=True, min_width=max(widest, 5))
+    for col in ("calls", "fail", "cache\nhits", "prompt\ntokens", "compl.\ntokens", "wall\ns", "req.\ns"):
+        table.add_column(col, justify="right", no_wrap=True)
     for c in rows + merge_costs(rows, label="total"):
         style = "bold" if c.stage == "total" else ""
         table.add_row(c.stage, str(c.llm_calls), str(c.failed_attempts), str(c.cache_hits), str(c.prompt_tokens),
                       str(c.completion_tokens), f"{c.wall_seconds:.1f}", f"{c.llm_seconds:.1f}", style=style)
-    table.caption = ("calls include failed attempts; wall s = time with a request of the stage in flight, request s "
-                     "= request durations added up (more than the wall time when requests run in parallel); the "
-                     "total row adds the stages' wall times")
+    table.caption = ("calls include failed attempts (fail); compl. = completion; wall s = time with a request of "
+                     "the stage in flight, req. s = request durations added up (more than the wall time when "
+                     "requests run in parallel); the total row adds the stages' wall times")
     return table
 
 
