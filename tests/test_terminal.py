@@ -104,8 +104,8 @@ def test_no_flag_shows_a_value_type_in_any_help(monkeypatch):
 def test_eval_help_reads_right_at_80_and_200_columns(monkeypatch):
     wide = help_text(monkeypatch, ["eval"], 200)
     # The docstring's second paragraph is one paragraph, not broken where the source line ended.
-    assert ("Killed half-way? Run the same command again: finished instances are skipped and failed ones retried. "
-            "Example:") in wide
+    assert ("Killed half-way? Run the same command again: finished instances are skipped and failed ones "
+            "retried.\n") in wide
     narrow_help = help_text(monkeypatch, ["eval"], 80)
     assert max(len(line) for line in narrow_help.splitlines()) <= 80
     assert "…" not in narrow_help  # no help text cut short (the --out default was)
@@ -156,3 +156,19 @@ def test_the_cost_table_keeps_stage_names_whole_at_80_columns():
     body = [line.split("│")[0].strip() for line in lines if "│" in line]
     assert body == [*stages, "total"]  # every name whole, so no two rows read the same
     assert "…" not in buffer.getvalue()
+
+
+@pytest.mark.parametrize("command", [["build"], ["infer"], ["explain"], ["eval"], ["cost"], ["analyze", "factors"]])
+def test_help_examples_wrap_between_arguments_at_80_columns(command):
+    result = runner.invoke(app, [*command, "--help"], terminal_width=80)
+    assert result.exit_code == 0, result.output
+    lines = [line.strip() for line in result.output.splitlines()]
+    start = lines.index("Example:") + 1
+    example = lines[start:lines.index("", start)]
+    assert example[0].startswith("anchor " + " ".join(command))
+    for line in example[:-1]:
+        assert line.endswith(" \\"), example  # a shell continuation, so the lines paste as one command
+    for line in example:
+        assert line.count('"') % 2 == 0, example  # no quoted value is cut in two
+        words = line.removesuffix(" \\").split()
+        assert not words[-1].startswith("-") or words[-1] in ("--json",), example  # no flag apart from its value

@@ -7,11 +7,13 @@ command modules never import this one.
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 import traceback
 from typing import Any
 
 import typer
+from rich.markup import escape
 from typer.core import TyperGroup
 
 try:  # recent typer ships its own copy of click
@@ -45,9 +47,48 @@ def _tidy_help(command: Command) -> None:
             param.metavar = ""
     if command.help:
         paragraphs = inspect.cleandoc(command.help).split("\n\n")
-        command.help = "\n\n".join(p if p.startswith("\b") else " ".join(p.split("\n")) for p in paragraphs)
+        command.help = "\n\n".join(p if p.startswith("\b") else _with_example_block(" ".join(p.split("\n")))
+                                     for p in paragraphs)
     for sub in getattr(command, "commands", {}).values():  # a group (typer's is no click Group)
         _tidy_help(sub)
+
+
+#: Widest line of an example command in --help: the help panel leaves 78 of 80 columns.
+EXAMPLE_WIDTH = 74
+#: A shell word: a double-quoted string (kept whole) or a run of non-blanks.
+_SHELL_WORD = re.compile(r'"[^"]*"|\S+')
+
+
+def example_lines(command_line: str, width: int = EXAMPLE_WIDTH) -> list[str]:
+    """``command_line`` broken into shell lines of at most ``width`` characters, only between
+    arguments: a flag stays beside its value, a quoted string stays whole, and every line but the
+    last ends with `` \\`` so that the lines still paste into a shell."""
+    words = _SHELL_WORD.findall(command_line)
+    pieces: list[str] = []
+    for word in words:
+        if pieces and pieces[-1].startswith("-") and " " not in pieces[-1] and not word.startswith("-"):
+            pieces[-1] += " " + word  # a flag and its value
+        else:
+            pieces.append(word)
+    lines = ["  "]
+    for piece in pieces:
+        if lines[-1].strip() and len(lines[-1]) + 1 + len(piece) + 2 > width:
+            lines[-1] += " \\"
+            lines.append("      ")
+        lines[-1] += ("" if not lines[-1].strip() else " ") + piece
+    return lines
+
+
+def _with_example_block(paragraph: str) -> str:
+    """A paragraph whose text ends with ``Example: <command>``: the command on lines of its own,
+    broken between arguments (rich would otherwise wrap it anywhere, even inside a quoted value)."""
+    prose, found, command_line = paragraph.partition("Example:")
+    if not found or not command_line.strip():
+        return paragraph
+    # Each line in markup (the help is rendered as rich markup): typer dedents the help text it prints,
+    # which would strip the example's indentation; a line that starts with a tag is not indented.
+    block = "\n".join(["Example:", *(f"[bold]{escape(line)}[/bold]" for line in example_lines(command_line.strip()))])
+    return f"{prose.strip()}\n\n{block}" if prose.strip() else block
 
 
 class _OneLineErrors(TyperGroup):
