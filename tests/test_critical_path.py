@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from pydantic import BaseModel, Field
 
 from anchor.evaluation.cost.attribution import critical_path_report, scope_scenarios
@@ -62,7 +63,8 @@ def test_requests_awaited_in_turn_lengthen_the_chain_and_stamp_their_records():
     first, second = requests(client)
     assert (first.chain_requests, second.chain_requests) == (1, 2)
     assert first.chain_seconds == round(first.seconds, 6)
-    assert second.chain_seconds == round(first.seconds + second.seconds, 6)
+    # Each link adds its seconds to the chain's (kept to the microsecond), so one rounding step apart.
+    assert second.chain_seconds == pytest.approx(first.seconds + second.seconds, abs=2e-6)
     assert ended == Chain(2, second.chain_seconds)
     assert critical_path(client.ledger.records) == ended
 
