@@ -287,7 +287,21 @@ def test_cache_integrity_after_concurrent_writers_and_sigkill(tmp_path):
         "    i += 1\n"
     )
     procs = [subprocess.Popen([sys.executable, "-c", writer, str(path), f"w{n}"]) for n in range(3)]
-    time.sleep(2.5)
+
+    def writers_seen() -> set[str]:
+        seen = sqlite3.connect(path, timeout=5)
+        try:
+            return {row[0] for row in seen.execute("SELECT DISTINCT substr(key, 1, 2) FROM responses")}
+        except sqlite3.OperationalError:  # no table yet: no writer has started
+            return set()
+        finally:
+            seen.close()
+
+    # Kill them while all three are writing (a loaded machine takes seconds to start a Python).
+    deadline = time.monotonic() + 120
+    while writers_seen() != {"w0", "w1", "w2"} and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)
     for p in procs:
         os.kill(p.pid, signal.SIGKILL)
         p.wait()
