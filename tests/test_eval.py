@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -10,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -287,3 +289,20 @@ def test_factcheck_llm_written_negation(tmp_path):
     metrics = MetricsReport.model_validate_json((out / "metrics.json").read_text())
     # P(claim) = 0.95 > 0.9 everywhere: every claim is called supported.
     assert metrics.runs[0]["coverage"] == 1.0
+
+
+def test_a_refused_resume_leaves_no_connection_open(tmp_path):
+    # The run asks the server for its model before it reads the run directory; refused there, it
+    # must still close what it opened (unclosed transports surfaced later, in unrelated tests).
+    out = tmp_path / "run"
+    with FakeOpenAIServer(deterministic=True) as server:
+        assert run_eval(eval_args(server, tmp_path, out, "--dataset", "today", "--method", "vanilla",
+                                  "--limit", "1")).exit_code == 0
+        gc.collect()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            refused = run_eval(eval_args(server, tmp_path, out, "--dataset", "today", "--method", "vanilla",
+                                         "--limit", "2"))
+            gc.collect()
+    assert refused.exit_code == 2 and "limit" in refused.output
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []

@@ -6,6 +6,7 @@ It uses the official ``openai`` SDK with the SDK's own retries switched off: the
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
@@ -87,8 +88,6 @@ class OpenAICompatibleBackend:
     def _client(self) -> openai.AsyncOpenAI:
         # The SDK's connection pool belongs to the event loop that created it; keep one per loop
         # so callers may use several ``asyncio.run`` calls in one process.
-        import asyncio
-
         loop_id = id(asyncio.get_running_loop())
         client = self._clients.get(loop_id)
         if client is None:
@@ -314,8 +313,6 @@ class OpenAICompatibleBackend:
         raise RequestRejected(f"HTTP {status} from {self.url}: {detail}") from exc
 
     async def aclose(self) -> None:
-        import asyncio
-
         client = self._clients.pop(id(asyncio.get_running_loop()), None)
         if client is not None:
             await client.close()

@@ -149,18 +149,25 @@ class EvalRunner:
             # helper process, while this one sets up the client (the SDK alone takes half a second).
             offload.warm_up(self._embedder)
         self.client = make_client(self.settings)
-        await self.client.ensure_ready()
-        self.config.llm["model"] = self.client.backend.model
-        if self.estimator_settings is not None:
-            # The estimator's requests go to the same ledger, so calls.jsonl and the cost count them.
-            self.estimator = make_client(self.estimator_settings, ledger=self.client.ledger)
-            await self.estimator.ensure_ready()
-            self.config.estimator = {**(self.config.estimator or {}), "model": self.estimator.backend.model}
-        self.prepare_dir()
-        with DirectoryLock(self.out_dir):
-            if self.sample_record is not None:
-                record_sample(self.out_dir, self.sample_record)
-            return await self._run_locked(instances)
+        try:
+            await self.client.ensure_ready()
+            self.config.llm["model"] = self.client.backend.model
+            if self.estimator_settings is not None:
+                # The estimator's requests go to the same ledger, so calls.jsonl and the cost count them.
+                self.estimator = make_client(self.estimator_settings, ledger=self.client.ledger)
+                await self.estimator.ensure_ready()
+                self.config.estimator = {**(self.config.estimator or {}), "model": self.estimator.backend.model}
+            self.prepare_dir()
+            with DirectoryLock(self.out_dir):
+                if self.sample_record is not None:
+                    record_sample(self.out_dir, self.sample_record)
+                return await self._run_locked(instances)
+        finally:
+            # Also when the run is refused before it starts (a resume with other settings): the
+            # connections opened to ask the server for its model belong to this event loop.
+            await self.client.aclose()
+            if self.estimator is not None:
+                await self.estimator.aclose()
 
     async def _run_locked(self, instances: list[Instance]) -> MetricsReport:
         assert self.client is not None
@@ -210,9 +217,6 @@ class EvalRunner:
             predictions.close()
             traces.close()
             calls.close()
-            await self.client.aclose()
-            if self.estimator is not None:
-                await self.estimator.aclose()
 
     def _method(self, run: int) -> Method | PairJudge:
         assert self.client is not None
