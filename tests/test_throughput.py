@@ -4,9 +4,12 @@ results that do not depend on how the answers were fetched."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import threading
+import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -376,3 +379,16 @@ def test_results_do_not_depend_on_how_samples_were_fetched(tmp_path, monkeypatch
     assert separate["cost"]["llm_calls"] == separate["cost"]["samples"]
     assert ignored["cost"]["llm_calls"] == ignored["cost"]["samples"] == separate["cost"]["samples"]
     assert replay["cost"]["llm_calls"] == 0
+
+
+def test_a_helper_process_leaves_no_pipe_open_when_it_dies_or_is_closed():
+    worker = WorkerProcess("test")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(WorkerDied):
+            worker.submit(os._exit, 3).result(timeout=60)
+        assert worker.submit(divmod, 7, 2).result(timeout=60) == (3, 1)  # a new process
+        worker.close()
+        time.sleep(0.3)  # the reader and writer threads of both processes finish
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []

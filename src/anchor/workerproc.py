@@ -126,8 +126,8 @@ class WorkerProcess:
         )
         self._pending = {}
         self._outbox = queue.SimpleQueue()
-        threading.Thread(target=self._read, args=(self._proc, self._pending), name=f"anchor-{self.name}-reader",
-                         daemon=True).start()
+        threading.Thread(target=self._read, args=(self._proc, self._pending, self._outbox),
+                         name=f"anchor-{self.name}-reader", daemon=True).start()
         threading.Thread(target=self._write, args=(self._proc, self._pending, self._outbox),
                          name=f"anchor-{self.name}-writer", daemon=True).start()
         return self._proc
@@ -144,8 +144,13 @@ class WorkerProcess:
                     future = pending.pop(job_id, None)
                 if future is not None:
                     future.set_exception(WorkerDied(f"anchor's {self.name} process is not running ({exc})"))
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
 
-    def _read(self, proc: subprocess.Popen[bytes], pending: dict[int, Future[Any]]) -> None:
+    def _read(self, proc: subprocess.Popen[bytes], pending: dict[int, Future[Any]],
+              outbox: queue.SimpleQueue[tuple[int, bytes] | None]) -> None:
         assert proc.stdout is not None
         while True:
             frame = _read_frame(proc.stdout)
@@ -165,6 +170,9 @@ class WorkerProcess:
             else:
                 future.set_exception(value)
         code = proc.wait()
+        # This process is gone: its pipes are closed and its writer stops (a restart gets new ones).
+        proc.stdout.close()
+        outbox.put(None)
         with self._lock:
             orphans = list(pending.values())
             pending.clear()
