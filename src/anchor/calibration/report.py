@@ -50,7 +50,7 @@ class CalibrationReport:
 
 
 def _slug(*parts: str) -> str:
-    return "-".join(re.sub(r"[^A-Za-z0-9_.+]+", "_", p).strip("_.") or "x" for p in parts)
+    return "-".join(re.sub(r"[^A-Za-z0-9_.+-]+", "_", p).strip("_.") or "x" for p in parts)
 
 
 def _tags(runs: Sequence[LabelledRun]) -> dict[int, str]:
