@@ -261,3 +261,17 @@ def test_the_trace_of_a_calibrated_anchor_run_holds_both(tmp_path):
     for t in traces:
         if t.result.get("p_outcome1") is None:
             assert t.calibration is None
+
+
+@pytest.mark.parametrize("argv, mentions", [
+    (["calibrate", "--help"], ["fit", "report"]),
+    (["calibrate", "fit", "--help"], ["--kind", "--out", "platt", "isotonic", "beta", "temperature"]),
+    (["calibrate", "report", "--help"], ["--folds", "--kind", "--no-html", "--json"]),
+    (["infer", "--help"], ["--calibrator"]),
+    (["eval", "--help"], ["--calibrator"]),
+])
+def test_help_explains_itself(argv, mentions):
+    result = runner.invoke(app, argv, terminal_width=200)
+    assert result.exit_code == 0, result.output
+    for word in mentions:
+        assert word in result.stdout, word

@@ -22,7 +22,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from anchor.audit.runs import read_predictions
+from anchor.audit.runs import natural_key, read_predictions
 from anchor.calibration.contract import CalibratorError, method_label
 from anchor.evaluation.datasets.bundled import bundled_file
 from anchor.evaluation.datasets.factcheck import DatasetWarning
@@ -109,7 +109,7 @@ def load_labelled_run(path: Path | str) -> LabelledRun:
         p = pred.p_outcome1_raw if use_raw else pred.p_outcome1
         instances.append(LabelledInstance(run=pred.run, id=pred.id, scenario=scenarios[pred.id], label=pred.label,
                                           p_raw=p, status=pred.status))
-    instances.sort(key=lambda i: (i.run, i.id))
+    instances.sort(key=lambda i: natural_key(i.run, i.id))
     if not instances:
         raise CalibratorError(f"{path}: no labelled predictions in predictions.jsonl")
     return LabelledRun(path=path, config=config, small_model=loaded.metrics.small_model, instances=instances)

@@ -161,6 +161,10 @@ def evaluate_group(runs: Sequence[LabelledRun], folds: dict[str, int], tags: dic
             m.calibrated[kind] = float(value)
         probs = [m.calibrated.get(kind) for m in members]
         result.scores[kind] = scores(labels, probs, task, threshold)
+        ties = int(np.sum(oof == 0.5))
+        if ties and task == "decision":
+            result.notes.append(f"{kind}: {ties} calibrated answer(s) exactly 0.5, which choose neither outcome and "
+                                "count as no correct decision.")
         result.reliability[kind] = reliability_bins(labels, probs)
     return result
 
