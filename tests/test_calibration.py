@@ -11,7 +11,14 @@ import pytest
 from scipy.optimize import minimize
 from sklearn.isotonic import IsotonicRegression
 
-from anchor.calibration import KINDS, CalibratorError, CalibratorFile, FittedOn, make_calibrator, read_calibrator
+from anchor.calibration import (
+    KINDS,
+    CalibratorError,
+    CalibratorFile,
+    FittedOn,
+    make_calibrator,
+    read_calibrator,
+)
 from anchor.calibration.contract import LOGISTIC_C, logit, method_label, smoothed_targets
 from anchor.calibration.folds import scenario_folds
 from anchor.calibration.risk_coverage import risk_coverage

@@ -8,7 +8,6 @@ import json
 import math
 import os
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest

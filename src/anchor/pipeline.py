@@ -43,7 +43,14 @@ from anchor.mapping.retrievers import Retriever, make_retriever
 from anchor.progress import ProgressEvent, Reporter, silent
 from anchor.space.builder import FactorSpaceBuilder
 from anchor.space.structure import Clusterer, Reducer
-from anchor.types import CalibratedProbability, Condition, CriticalPath, FactorSpace, InferenceResult, Scenario
+from anchor.types import (
+    CalibratedProbability,
+    Condition,
+    CriticalPath,
+    FactorSpace,
+    InferenceResult,
+    Scenario,
+)
 
 MAX_CACHED_SPACES = 64
 

@@ -22,7 +22,13 @@ from anchor.calibration.contract import (
     CalibratorMismatchWarning,
     FittedOn,
 )
-from anchor.calibration.registry import KINDS, FileCalibrator, make_calibrator, read_calibrator, write_calibrator
+from anchor.calibration.registry import (
+    KINDS,
+    FileCalibrator,
+    make_calibrator,
+    read_calibrator,
+    write_calibrator,
+)
 
 __all__ = [
     "KINDS",

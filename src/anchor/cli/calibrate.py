@@ -127,7 +127,7 @@ def report_command(
             out.print(table)
             for note in g.notes:
                 out.print(f"[bright_black]note: {escape(note)}[/bright_black]", highlight=False, soft_wrap=True)
-        for run, tag, curve in report.curves:
+        for _, tag, curve in report.curves:
             aurc = "–" if curve["aurc"] is None else f"{curve['aurc']:.3f}"
             out.print(f"risk-coverage {escape(tag)}: AURC {aurc}, max coverage {curve['max_coverage'] or 0:.3f}",
                       highlight=False, soft_wrap=True)

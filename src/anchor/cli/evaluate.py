@@ -11,10 +11,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from anchor.cli.audit import index_summary, write_html_indexes
-from anchor.cli.build import JsonOut
 from anchor.calibration.contract import CalibratorMismatchWarning
 from anchor.calibration.registry import read_calibrator
+from anchor.cli.audit import index_summary, write_html_indexes
+from anchor.cli.build import JsonOut
 from anchor.cli.console import (
     RichReporter,
     emit_json,
