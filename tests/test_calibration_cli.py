@@ -274,3 +274,26 @@ def test_help_explains_itself(argv, mentions):
     assert result.exit_code == 0, result.output
     for word in mentions:
         assert word in result.stdout, word
+
+
+def test_fact_checking_scores_balanced_accuracy_at_the_runs_threshold(tmp_path):
+    """On fact checking the decision metric is balanced accuracy of 'supported' iff P > --threshold."""
+    from sklearn.metrics import balanced_accuracy_score
+
+    with FakeOpenAIServer(seed=3) as server:  # random schema-valid answers: P(claim) uniform on [0, 1]
+        out = tmp_path / "covid"
+        result = runner.invoke(app, eval_args(server, tmp_path / "cache", out, "--dataset", "covid", "--method",
+                                              "vanilla", "--sample", "all", "--threshold", "0.6"))
+        assert result.exit_code == 0, (result.stderr, result.exception)
+    report = runner.invoke(app, ["calibrate", "report", str(out), "--json", "--no-html"])
+    assert report.exit_code == 0, (report.stderr, report.exception)
+    (group,) = json.loads(report.stdout)["groups"]
+    preds = predictions_of(out)
+    y = [1 if p.label == 1 else 0 for p in preds]
+    assert group["task"] == "factcheck" and "0.6" in group["decision_metric"]
+    assert group["scores"]["none"]["decision"] == pytest.approx(
+        balanced_accuracy_score(y, [int(p.p_outcome1 is not None and p.p_outcome1 > 0.6) for p in preds]))
+    assert group["scores"]["none"]["brier"] == pytest.approx(brier_score_loss(y, [p.p_outcome1 for p in preds]))
+    # Each claim is its own scenario: as many scenarios as instances, spread over the folds.
+    assert len({r["scenario"] for r in group["instances"]}) == len(preds) and group["n_folds"] == 5
+    assert not (out / "index.html").exists()  # --no-html
