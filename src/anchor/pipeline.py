@@ -7,17 +7,27 @@
     results[0].p_outcome1
 
 Every method has an ``a``-prefixed coroutine twin for use inside an event loop.
+
+``Anchor(calibrator="cal.json")`` (a file from ``anchor calibrate fit``, or a ``FileCalibrator``)
+passes every answered P(O1) through that calibrator: ``p_outcome1``/``p_outcome2`` are then the
+calibrated values and ``result.calibration`` keeps the raw one beside them. "Unknown" is decided
+before calibration, as without one (nothing mapped, or the raw max posterior below ``tau``): the
+calibrator maps answers and never turns one into "unknown" or back. A calibrator fitted on another
+model or method is applied all the same, with a ``CalibratorMismatchWarning`` naming both.
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
 from anchor import offload
 from anchor.audit.pages import explain_html
+from anchor.calibration.contract import CalibratorMismatchWarning, method_label
+from anchor.calibration.registry import FileCalibrator, read_calibrator
 from anchor.config import ABLATIONS, AnchorConfig
 from anchor.embed import Embedder
 from anchor.embed_server import make_embedder
@@ -33,7 +43,14 @@ from anchor.mapping.retrievers import Retriever, make_retriever
 from anchor.progress import ProgressEvent, Reporter, silent
 from anchor.space.builder import FactorSpaceBuilder
 from anchor.space.structure import Clusterer, Reducer
-from anchor.types import Condition, CriticalPath, FactorSpace, InferenceResult, Scenario
+from anchor.types import (
+    CalibratedProbability,
+    Condition,
+    CriticalPath,
+    FactorSpace,
+    InferenceResult,
+    Scenario,
+)
 
 MAX_CACHED_SPACES = 64
 
@@ -54,6 +71,7 @@ class Anchor:
         clusterer: Clusterer | None = None,
         retriever: Retriever | None = None,
         estimator: LLMClient | None = None,
+        calibrator: FileCalibrator | str | Path | None = None,
     ) -> None:
         if client is not None and settings is not None:
             raise ValueError("pass either a client or settings, not both")
@@ -71,6 +89,10 @@ class Anchor:
         # ``client`` does everything else.
         self.retriever = retriever if retriever is not None else make_retriever(self.config.mapping.retriever)
         self.estimator = estimator
+        # Read now, so that a bad file fails here rather than after the LLM work.
+        self.calibrator = (read_calibrator(calibrator, "calibrator") if isinstance(calibrator, str | Path)
+                           else calibrator)
+        self._calibrator_checked = False
         # Per-space stages (each holds the space's retrieval index), most recently used last.
         self._mappers: OrderedDict[int, tuple[FactorSpace, ConditionMapper, InferenceEngine]] = OrderedDict()
 
@@ -112,12 +134,31 @@ class Anchor:
                                      mapping=trace, variant=self.config.active_ablations())
             result.compute_seconds.update(timings)
             result = await engine.infer(trace, result)
+        if self.calibrator is not None:
+            self._calibrate(result)
         if mapper.index_seconds:
             result.compute_seconds["index_build"] = round(mapper.index_seconds, 6)
         result.compute_seconds["total_wall"] = round(time.perf_counter() - started, 6)
         result.cost = summarize(records)
         result.critical_path = CriticalPath(**chain.since(before)._asdict())
         return result
+
+    def _calibrate(self, result: InferenceResult) -> None:
+        """Replace the answered P(O1) by the calibrated one, keeping the raw one in ``result.calibration``."""
+        assert self.calibrator is not None
+        if not self._calibrator_checked:
+            self._calibrator_checked = True
+            mismatch = self.calibrator.mismatch(model=self.client.backend.model,
+                                                method=method_label("anchor", None, self.config.active_ablations()))
+            if mismatch:
+                warnings.warn(CalibratorMismatchWarning(mismatch), stacklevel=4)
+        if result.unknown or result.p_outcome1 is None:
+            return
+        raw = result.p_outcome1
+        p = self.calibrator.calibrate(raw)
+        result.calibration = CalibratedProbability(p_raw=raw, p_calibrated=p, kind=self.calibrator.kind,
+                                                   fitted_on=self.calibrator.file.fitted_on.summary())
+        result.p_outcome1, result.p_outcome2 = p, 1.0 - p
 
     async def ainfer(self, space: FactorSpace, conditions: Sequence[str | Condition],
                      report: Reporter = silent) -> list[InferenceResult]:

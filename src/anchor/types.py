@@ -461,6 +461,15 @@ class AggregationMethod(StrEnum):
     BMA = "bma"
 
 
+class CalibratedProbability(_Model):
+    """P(O1) before and after a fitted calibrator (``anchor calibrate fit``) was applied."""
+
+    p_raw: float = Field(ge=0, le=1, description="The method's own P(O1).")
+    p_calibrated: float = Field(ge=0, le=1)
+    kind: str = Field(description="platt, isotonic, beta or temperature.")
+    fitted_on: str = Field(default="", description="The method, model and data it was fitted on, in one line.")
+
+
 class InferenceResult(_Model):
     """The answer for one condition, with its full audit trail."""
 
@@ -482,3 +491,5 @@ class InferenceResult(_Model):
         "The longest chain of dependent requests made to answer this condition (mapping and inference)."))
     compute_seconds: dict[str, float] = Field(default_factory=dict)
     variant: list[str] = Field(default_factory=list, description="Ablations that were active.")
+    calibration: CalibratedProbability | None = Field(default=None, description=(
+        "Set when a calibrator was applied: p_outcome1/p_outcome2 are then the calibrated ones."))

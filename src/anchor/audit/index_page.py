@@ -12,9 +12,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from anchor.audit.markup import esc, num, page
+from anchor.audit.markup import esc, num, page, table
 from anchor.audit.pages import footer
-from anchor.evaluation.results import Kind, RunConfig
+from anchor.evaluation.results import Kind, RunCalibration, RunConfig
 
 Status = Literal["correct", "wrong", "unknown"]
 STATUSES: tuple[Status, ...] = ("correct", "wrong", "unknown")
@@ -92,12 +92,33 @@ def _unknown_split(rows: Sequence[IndexRow]) -> str:
     return f' <span class="muted">(of the unknown: {failed} failed, {abstained} abstained)</span>'
 
 
+def calibration_html(cal: RunCalibration) -> str:
+    """The run's held-out calibration figures (``DIR/calibration.json``, from ``anchor calibrate report``)."""
+    names = {"none": "raw (before)"}
+    rows = [[esc(names.get(r.calibrator, r.calibrator)), num(r.brier), num(r.log_loss), num(r.ece),
+             num(r.ece_equal_mass), num(r.decision)] for r in cal.rows]
+    folds = f"{cal.n_folds} folds grouped by scenario" if cal.n_folds else "not cross-validated (too few scenarios)"
+    small = " Numbers from the embedded 135M model: a pipeline check only." if cal.small_model else ""
+    aurc = (f"<p>Risk–coverage of this run: AURC <b>{num(cal.aurc)}</b> up to coverage "
+            f"<b>{num(cal.max_coverage)}</b>.</p>") if cal.aurc is not None else ""
+    notes = "".join(f'<p class="muted small note">{esc(n)}</p>' for n in cal.notes)
+    plots = ", ".join(esc(p) for p in cal.plots)
+    return (f'<section class="calibration"><h2>Calibration, held out</h2>'
+            f"<p>{esc(cal.method)} with model {esc(cal.model)} on {esc(cal.dataset)}: {cal.n_answered} of {cal.n} "
+            f"instance(s) answered; {esc(folds)}; decision metric: {esc(cal.decision_metric)}.{esc(small)}</p>"
+            + table(["calibrator", "Brier", "log loss", "ECE", "ECE (equal mass)", "decision"], rows,
+                    numeric=range(1, 6))
+            + aurc + notes
+            + f'<p class="muted small">From {esc(cal.report)} ({esc(cal.generated)}); plots: {plots}.</p></section>')
+
+
 def run_index_html(
     rows: Sequence[IndexRow],
     *,
     title: str = "ANCHOR evaluation run",
     config: RunConfig | None = None,
     notes: Sequence[str] = (),
+    calibration: RunCalibration | None = None,
 ) -> str:
     """The run index as one self-contained page. Rows carry ``data-status`` (correct, wrong or
     unknown); the only script shows the filter boxes and hides unticked rows; ``index.html#wrong``
@@ -144,7 +165,7 @@ def run_index_html(
                   f'<tbody>{"".join(body_rows)}</tbody></table>' if rows
                   else '<p class="muted">No predictions yet.</p>')
     parts = [f"<header><h1>{esc(title)}</h1>", _run_summary(config) if config else "", "</header>", summary,
-             note_html, filters, table_html, footer()]
+             note_html, calibration_html(calibration) if calibration else "", filters, table_html, footer()]
     return page(title, "".join(parts), script=FILTER_SCRIPT if rows else "")
 
 

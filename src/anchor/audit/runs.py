@@ -37,7 +37,7 @@ from anchor.audit.index_page import IndexRow, Status, instance_intro, run_index_
 from anchor.audit.pages import explanation_document, space_html
 from anchor.evaluation import datasets
 from anchor.evaluation.datasets.selection import load_eval_data
-from anchor.evaluation.results import Prediction, RunConfig
+from anchor.evaluation.results import Prediction, RunCalibration, RunConfig
 from anchor.files import write_text_atomic
 from anchor.llm.errors import AnchorError
 from anchor.space.io import SpaceFileError, load_space
@@ -213,6 +213,18 @@ def _dataset_texts(config: RunConfig) -> tuple[dict[str, tuple[Scenario, list[st
     return out, None
 
 
+def _calibration(run_dir: Path, notes: list[str]) -> RunCalibration | None:
+    """``DIR/calibration.json`` (written by ``anchor calibrate report``), or None; unreadable: a note."""
+    path = run_dir / "calibration.json"
+    if not path.exists():
+        return None
+    try:
+        return RunCalibration.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValidationError) as exc:
+        notes.append(f"calibration.json is not shown: it cannot be read ({str(exc).splitlines()[0]}).")
+        return None
+
+
 # --------------------------------------------------------------------------- rows
 
 
@@ -250,6 +262,8 @@ def _probabilities(pred: Prediction, config: RunConfig) -> list[tuple[str, float
         if pred.choice is not None and pred.p_gold_1 is None and pred.p_gold_2 is None:
             return []  # the compare baseline answers with a choice only
         return [("P(gold | u1)", pred.p_gold_1), ("P(gold | u2)", pred.p_gold_2)]
+    if pred.p_outcome1_raw is not None:  # the run applied a calibrator
+        return [("P(O1), calibrated", pred.p_outcome1), ("P(O1), raw", pred.p_outcome1_raw)]
     return [("P(O1)", pred.p_outcome1)]
 
 
@@ -386,7 +400,9 @@ def write_run_index(run_dir: Path | str, out_dir: Path | str | None = None, *,
 
     heading = title or f"Run: {config.dataset} · {config.method}" + (
         f" ({', '.join(config.ablations)})" if config.ablations else "")
-    write_text_atomic(result.index, run_index_html(rows, title=heading, config=config, notes=notes))
+    calibration = _calibration(run_dir, notes)
+    write_text_atomic(result.index, run_index_html(rows, title=heading, config=config, notes=notes,
+                                                   calibration=calibration))
     result.rows = rows
     result.notes = notes
     return result

@@ -11,11 +11,23 @@ from typing import Annotated, Any
 import typer
 from rich.rule import Rule
 
-from anchor.cli.console import RichReporter, emit_json, err, fail, friendly_errors, llm_activity, out
+from anchor.calibration.contract import CalibratorMismatchWarning
+from anchor.calibration.registry import FileCalibrator, read_calibrator
+from anchor.cli.console import (
+    RichReporter,
+    emit_json,
+    err,
+    fail,
+    friendly_errors,
+    llm_activity,
+    one_line_warnings,
+    out,
+)
 from anchor.cli.options import (
     FLAG_NAMES,
     BuildOptions,
     CacheOptions,
+    CalibratorOption,
     ConnectionOptions,
     InferenceOptions,
     MappingOptions,
@@ -136,16 +148,16 @@ def space_source(space_path: Path | None, scen: ScenarioOptions,
 def build_and_infer(
     space: FactorSpace | None, scenario: Any, conds: list[str], *, sizes: BuildOptions, mapping: MappingOptions,
     inference: InferenceOptions, conn: ConnectionOptions, cache: CacheOptions, seed: int | None,
-    progress: bool = True,
+    progress: bool = True, calibrator: FileCalibrator | None = None,
 ) -> tuple[FactorSpace, list[InferenceResult]]:
     """Build the space for ``scenario`` when none is given, then answer ``conds`` on it (with the
-    live progress panel unless ``progress`` is False)."""
+    live progress panel unless ``progress`` is False), calibrating each answer with ``calibrator``."""
     from anchor.pipeline import Anchor, AnchorConfig
 
     settings = llm_settings(conn, cache, seed)
     config = AnchorConfig(build=sizes.params(seed=settings.seed), mapping=mapping.config(),
                           inference=inference.config())
-    engine = Anchor(settings=settings, config=config)
+    engine = Anchor(settings=settings, config=config, calibrator=calibrator)
 
     async def work() -> tuple[FactorSpace, list[InferenceResult]]:
         built = space
@@ -169,6 +181,7 @@ def infer(
     sizes: BuildOptions = None,  # type: ignore[assignment]
     mapping: MappingOptions = None,  # type: ignore[assignment]
     inference: InferenceOptions = None,  # type: ignore[assignment]
+    calibrator_path: CalibratorOption = None,
     json_out: JsonOut = False,
     conn: ConnectionOptions = None,  # type: ignore[assignment]
     cache: CacheOptions = None,  # type: ignore[assignment]
@@ -177,15 +190,17 @@ def infer(
     """Estimate P(O1 | S, u) and P(O2 | S, u) for conditions u, with a full audit trail.
 
     Uses a stored space (--space) or builds one first (--scenario/--outcome1/--outcome2).
+    With --calibrator, shows the calibrated and the raw P(O1).
     Example: anchor infer --space noodles.json -c "You are at a high altitude." --json
     """
-    with friendly_errors(FLAG_NAMES):
+    with friendly_errors(FLAG_NAMES), one_line_warnings(CalibratorMismatchWarning):
         conds = read_conditions(condition or [], conditions_file)
+        calibrator = read_calibrator(calibrator_path) if calibrator_path is not None else None
         space, scenario = space_source(space_path, scen, save_space_to)
         if save_space_to is not None:
             check_destination(save_space_to, "--save-space")
         space, results = build_and_infer(space, scenario, conds, sizes=sizes, mapping=mapping, inference=inference,
-                                         conn=conn, cache=cache, seed=seed)
+                                         conn=conn, cache=cache, seed=seed, calibrator=calibrator)
         # Print first: a bad --save-space must not cost the answers that were paid for.
         if json_out:
             for res in results:
@@ -210,6 +225,7 @@ def result_json(result: InferenceResult) -> dict[str, Any]:
         "p_outcome2": data["p_outcome2"],
         "unknown": data["unknown"],
         "unknown_reason": data["unknown_reason"],
+        "calibration": data["calibration"],
         "factors": factors,
         "nb": data["nb"],
         "cbn": data["cbn"],

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -90,6 +91,26 @@ def friendly_errors(names: dict[str, str] | None = None) -> Iterator[None]:
         raise fail(message) from None
     except KeyboardInterrupt:
         raise fail("interrupted", code=130) from None
+
+
+@contextmanager
+def one_line_warnings(*categories: type[Warning]) -> Iterator[None]:
+    """Warnings of ``categories`` raised inside the block print at once as one ``warning: ...`` line on
+    stderr (not Python's two-line format with a source line), every time they are raised."""
+    shown = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int, *args: Any) -> None:
+        if issubclass(category, categories):
+            text = " ".join(str(message).split())
+            err.print(f"[bold yellow]warning:[/bold yellow] {escape(text)}", highlight=False, soft_wrap=True)
+        else:
+            shown(message, category, filename, lineno, *args)
+
+    with warnings.catch_warnings():
+        for category in categories:
+            warnings.simplefilter("always", category)
+        warnings.showwarning = show
+        yield
 
 
 class RichReporter:

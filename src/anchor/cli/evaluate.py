@@ -11,13 +11,25 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from anchor.calibration.contract import CalibratorMismatchWarning
+from anchor.calibration.registry import read_calibrator
 from anchor.cli.audit import index_summary, write_html_indexes
 from anchor.cli.build import JsonOut
-from anchor.cli.console import RichReporter, emit_json, err, fail, friendly_errors, invocation, out
+from anchor.cli.console import (
+    RichReporter,
+    emit_json,
+    err,
+    fail,
+    friendly_errors,
+    invocation,
+    one_line_warnings,
+    out,
+)
 from anchor.cli.options import (
     FLAG_NAMES,
     BuildOptions,
     CacheOptions,
+    CalibratorOption,
     ConnectionOptions,
     InferenceOptions,
     MappingOptions,
@@ -117,6 +129,7 @@ def eval_command(
     build: BuildOptions = None,  # type: ignore[assignment]
     mapping: MappingOptions = None,  # type: ignore[assignment]
     inference: InferenceOptions = None,  # type: ignore[assignment]
+    calibrator_path: CalibratorOption = None,
     json_out: JsonOut = False,
     conn: ConnectionOptions = None,  # type: ignore[assignment]
     cache: CacheOptions = None,  # type: ignore[assignment]
@@ -130,7 +143,8 @@ def eval_command(
     from anchor.evaluation.runner import EvalRunner, default_build_params, make_run_config
 
     sample = _sample_size(sample)
-    with friendly_errors(EVAL_FLAGS):
+    with friendly_errors(EVAL_FLAGS), one_line_warnings(CalibratorMismatchWarning):
+        calibrator = read_calibrator(calibrator_path) if calibrator_path is not None else None
         if dataset is None:
             if data is not None and data.suffix == ".jsonl":
                 dataset = "factcheck"
@@ -165,7 +179,7 @@ def eval_command(
                                                f"s{settings.seed}"])
         check_directory(out_dir, "--out")  # before the first request to the server
         runner = EvalRunner(config, out_dir, settings=settings, anchor_config=anchor_config,
-                            retry_failed=retry_failed)
+                            retry_failed=retry_failed, calibrator=calibrator)
         instances = runner.load_instances()  # a broken data file fails here, before any directory is made
         with RichReporter(enabled=True) as report:
             runner.report = report

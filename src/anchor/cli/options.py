@@ -52,6 +52,7 @@ INFER_PANEL = "Inference (stage 3) and ablations"
 SCENARIO_PANEL = "Scenario"
 ESTIMATOR_PANEL = "Probability-estimator LLM"
 EMBED_PANEL = "Embeddings"
+CALIBRATION_PANEL = "Calibration"
 ENV_ESTIMATOR_BASE_URL = "ANCHOR_ESTIMATOR_BASE_URL"
 ENV_ESTIMATOR_MODEL = "ANCHOR_ESTIMATOR_MODEL"
 ENV_ESTIMATOR_API_KEY = "ANCHOR_ESTIMATOR_API_KEY"
@@ -133,6 +134,12 @@ class CacheOptions(CacheDirOption):
 class SeedOption:
     seed: Annotated[int | None, opt("--seed", panel=LLM_PANEL, bound=(LLMSettings, "seed"), help=(
         "Sampling seed; answers for different seeds are cached apart."))] = None
+
+
+#: ``--calibrator`` of ``anchor infer`` and ``anchor eval``: a file written by ``anchor calibrate fit``.
+CalibratorOption = Annotated[Path | None, typer.Option("--calibrator", rich_help_panel=CALIBRATION_PANEL, help=(
+    "Pass every P(O1) through this calibrator (a file from `anchor calibrate fit`); the raw probability is kept "
+    "beside the calibrated one. Unknown stays unknown. Warns when it was fitted on another model or method."))]
 
 
 def llm_settings(conn: ConnectionOptions, cache: CacheOptions | None = None, seed: SeedOption | None = None,

@@ -85,6 +85,10 @@ def result_view(result: InferenceResult, space: FactorSpace) -> RenderableType:
         p1 = result.p_outcome1 or 0.0
         verdict = Text.assemble(("P(O1) = ", "bold"), (f"{p1:.3f}", "bold green"), "   ", ("P(O2) = ", "bold"),
                                 (f"{1 - p1:.3f}", "bold red"))
+        cal = result.calibration
+        if cal is not None:
+            verdict.append(f"   calibrated by {cal.kind}; raw P(O1) = {cal.p_raw:.3f}, P(O2) = {1 - cal.p_raw:.3f}",
+                           style="bright_black")
         models = []
         if result.nb is not None:
             models.append(f"Naive Bayes {result.nb:.3f}")

@@ -35,8 +35,10 @@ import numpy as np
 __all__ = [
     "brier_score",
     "decision_accuracy",
+    "equal_mass_calibration_error",
     "expected_calibration_error",
     "factcheck_metrics",
+    "log_loss",
     "mean_std",
     "pairwise_metrics",
     "pairwise_prediction",
@@ -286,6 +288,23 @@ def brier_score(labels: Sequence[int], p: Sequence[float | None]) -> dict[str, A
     return {"brier": float(score), "n": int(events.size), "n_skipped": skipped}
 
 
+def log_loss(labels: Sequence[int], p: Sequence[float | None]) -> dict[str, Any]:
+    """Mean negative log-likelihood of the gold outcome under P(outcome1), in nats.
+
+    Unknowns are skipped. scikit-learn's ``log_loss`` computes it, which clips probabilities to
+    [eps, 1 - eps] (eps = float64 machine epsilon), so an exact 0 or 1 on the wrong side costs about
+    36 rather than infinity. Returns ``log_loss`` (None when every instance is unknown), ``n`` and
+    ``n_skipped``.
+    """
+    events, values, skipped = _calibration_inputs(labels, p)
+    if events.size == 0:
+        return {"log_loss": None, "n": 0, "n_skipped": skipped}
+    from sklearn.metrics import log_loss as sk_log_loss  # see the imports above
+
+    score = sk_log_loss(events.astype(int), values, labels=[0, 1])
+    return {"log_loss": float(score), "n": int(events.size), "n_skipped": skipped}
+
+
 def reliability_bins(
     labels: Sequence[int], p: Sequence[float | None], n_bins: int = 10
 ) -> list[dict[str, Any]]:
@@ -333,6 +352,32 @@ def expected_calibration_error(
         b["count"] / used * abs(b["mean_confidence"] - b["observed_frequency"]) for b in bins if b["count"]
     )
     return {"ece": float(ece), "n": used, "n_skipped": skipped, "n_bins": k}
+
+
+def equal_mass_calibration_error(
+    labels: Sequence[int], p: Sequence[float | None], n_bins: int = 10
+) -> dict[str, Any]:
+    """ECE of P(outcome1) over bins of (nearly) equal counts instead of equal width.
+
+    The known probabilities are sorted (stably, so ties keep their input order) and cut into
+    ``min(n_bins, n)`` consecutive groups whose sizes differ by at most one (``numpy.array_split``);
+    tied values may fall on both sides of a cut. ECE is then the count-weighted mean of
+    |mean confidence - observed frequency| over the groups, as in :func:`expected_calibration_error`.
+    Unknowns are skipped. Returns ``ece`` (None when every instance is unknown), ``n``, ``n_skipped``,
+    ``n_bins`` (the bins used) and ``bins`` (count, mean_confidence, observed_frequency of each).
+    """
+    k = _check_bins(n_bins)
+    events, values, skipped = _calibration_inputs(labels, p)
+    if events.size == 0:
+        return {"ece": None, "n": 0, "n_skipped": skipped, "n_bins": 0, "bins": []}
+    order = np.argsort(values, kind="stable")
+    bins = []
+    ece = 0.0
+    for chunk in np.array_split(order, min(k, events.size)):
+        conf, freq = float(values[chunk].mean()), float(events[chunk].mean())
+        bins.append({"count": int(chunk.size), "mean_confidence": conf, "observed_frequency": freq})
+        ece += chunk.size / events.size * abs(conf - freq)
+    return {"ece": float(ece), "n": int(events.size), "n_skipped": skipped, "n_bins": len(bins), "bins": bins}
 
 
 # --------------------------------------------------------------------------- summaries

@@ -11,6 +11,8 @@
                           instance ids the run scores (with ``--limit N``, the first N of them), when the run samples.
 ``DIR/metrics.json``      ``MetricsReport``: per-run metrics, mean and std over runs, calibration, cost.
 ``DIR/spaces/*.json``     factor spaces (ANCHOR), built once per scenario (and run, or shared).
+``DIR/calibration.json``  ``RunCalibration``: this run's held-out calibration figures, written by
+                          ``anchor calibrate report`` and shown in the run's HTML index.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from anchor.types import CriticalPath, TextTruncation
+from anchor.types import CalibratedProbability, CriticalPath, TextTruncation
 
 Kind = Literal["pairwise", "decision", "factcheck"]
 Status = Literal["ok", "abstained", "failed"]
@@ -70,6 +72,9 @@ class RunConfig(_Model):
         "ANCHOR: the second LLM that elicits phi and the latent parameters (LLMSettings.describe(), no "
         "secrets); None = the main LLM does (anchor analyze estimator)."))
     command: str = Field(default="", description="The command line, with secret values replaced by ***.")
+    calibrator: dict[str, Any] | None = Field(default=None, description=(
+        "The calibrator applied to every P(O1) (anchor eval --calibrator): path, sha256, kind and what it was "
+        "fitted on; None = the method's own probabilities."))
 
 
 class SideRecord(_Model):
@@ -77,6 +82,8 @@ class SideRecord(_Model):
 
     condition: int = Field(description="1 (the decision condition, or a pair's first), or 2 (a pair's second).")
     p_outcome1: float | None = None
+    p_outcome1_raw: float | None = Field(default=None, description=(
+        "The method's own P(O1) when the run applied a calibrator (p_outcome1 is then the calibrated one)."))
     status: Status = "ok"
     reason: str | None = None
     n_factors: int | None = None
@@ -94,6 +101,8 @@ class Prediction(_Model):
     # decision / factcheck
     label: int | None = None
     p_outcome1: float | None = None
+    p_outcome1_raw: float | None = Field(default=None, description=(
+        "The method's own P(O1) when the run applied a calibrator (p_outcome1 is then the calibrated one)."))
     # pairwise
     human: int | None = None
     gold: int | None = None
@@ -122,6 +131,8 @@ class TraceRecord(_Model):
     condition: str
     space: str | None = Field(default=None, description="Key of the factor space used (DIR/spaces/<key>.json).")
     result: dict[str, Any]
+    calibration: CalibratedProbability | None = Field(default=None, description=(
+        "The raw and the calibrated P(O1), when the run applied a calibrator (result holds the raw one)."))
 
 
 class CostSummary(_Model):
@@ -198,4 +209,35 @@ class MetricsReport(_Model):
         "scores the whole file."))
     n_truncated: int = Field(default=0, description="Predictions (over all runs) whose condition was cut to fit "
                                                     "the model's context window.")
+    notes: list[str] = Field(default_factory=list)
+
+
+class CalibrationRow(_Model):
+    """Cross-validated scores of one calibrator (or of the raw probabilities, ``calibrator="none"``)."""
+
+    calibrator: str
+    brier: float | None = None
+    log_loss: float | None = None
+    ece: float | None = Field(default=None, description="Equal-width bins.")
+    ece_equal_mass: float | None = Field(default=None, description="Bins of (nearly) equal counts.")
+    decision: float | None = Field(default=None, description="The dataset's decision metric (see decision_metric).")
+
+
+class RunCalibration(_Model):
+    """``DIR/calibration.json``: this run's part of an ``anchor calibrate report``, for its HTML index."""
+
+    report: str = Field(description="Where the full report (calibration.md, calibration.json, PNGs) was written.")
+    generated: str
+    dataset: str
+    method: str
+    model: str
+    small_model: bool = False
+    n_folds: int | None = Field(default=None, description="None when there were too few scenarios to cross-validate.")
+    n: int = Field(description="Instances (over the runs pooled with this one for its dataset and method).")
+    n_answered: int
+    decision_metric: str
+    rows: list[CalibrationRow] = Field(default_factory=list)
+    aurc: float | None = Field(default=None, description="Area under this run's risk-coverage curve.")
+    max_coverage: float | None = None
+    plots: list[str] = Field(default_factory=list, description="PNG files of the report that show this run.")
     notes: list[str] = Field(default_factory=list)

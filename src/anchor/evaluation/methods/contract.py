@@ -35,6 +35,9 @@ class Estimate(BaseModel):
     """A method's answer for one condition."""
 
     p_outcome1: float | None = None
+    p_outcome1_raw: float | None = None
+    """Set by the runner when it applies a calibrator: the method's own P(O1) (p_outcome1 is then the
+    calibrated one)."""
     status: Status = "ok"
     """ok: a probability; abstained: the method said "unknown" (a real answer); failed: the run could
     not get an answer (the model kept answering off-schema, the server was unreachable, ...)."""

@@ -17,6 +17,8 @@ from anchor.types import with_legacy_build
 NOT_IDENTITY = {"command", "data_path", "anchor_version"}
 #: Of the LLM description, only these define a run (not where the server listens or how the key arrives).
 LLM_IDENTITY = ("backend", "model", "seed", "context_tokens")
+#: Of the calibrator applied (anchor eval --calibrator), these define a run.
+CALIBRATOR_IDENTITY = ("kind", "sha256")
 
 
 def run_identity(config: dict[str, Any]) -> dict[str, Any]:
@@ -33,6 +35,9 @@ def run_identity(config: dict[str, Any]) -> dict[str, Any]:
     out["llm"] = {k: llm.get(k) for k in LLM_IDENTITY}
     if out.get("estimator"):
         out["estimator"] = {k: out["estimator"].get(k) for k in LLM_IDENTITY}
+    if out.get("calibrator"):
+        # The calibrator's content defines the run, not where its file lies.
+        out["calibrator"] = {k: out["calibrator"].get(k) for k in CALIBRATOR_IDENTITY}
     return out
 
 

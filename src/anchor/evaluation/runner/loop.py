@@ -19,12 +19,15 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from anchor import offload, prompts
+from anchor.calibration.contract import CalibratorMismatchWarning, method_label
+from anchor.calibration.registry import FileCalibrator
 from anchor.embed import Embedder
 from anchor.embed_server import make_embedder
 from anchor.evaluation.datasets.factcheck import FactcheckData
@@ -47,7 +50,7 @@ from anchor.llm.ledger import CallRecord, summarize
 from anchor.llm.settings import LLMSettings, make_client
 from anchor.pipeline import AnchorConfig
 from anchor.progress import ProgressEvent, Reporter, silent
-from anchor.types import Scenario, StageCost
+from anchor.types import CalibratedProbability, Scenario, StageCost
 
 Instance = DecisionInstance | PairwiseInstance
 
@@ -73,6 +76,7 @@ class EvalRunner:
         report: Reporter = silent,
         retry_failed: bool = True,
         estimator_settings: LLMSettings | None = None,
+        calibrator: FileCalibrator | None = None,
     ) -> None:
         spec = METHODS.get(config.method)
         if spec is None:
@@ -95,6 +99,10 @@ class EvalRunner:
         self.report = report
         self.retry_failed = retry_failed
         self.estimator_settings = estimator_settings
+        self.calibrator = calibrator
+        """Applied to every P(O1) the method gives (the raw one is kept beside it); see ``_side``."""
+        if calibrator is not None and config.calibrator is None:
+            config.calibrator = calibrator.describe()
         self.client: LLMClient | None = None
         self.estimator: LLMClient | None = None
         self._stores: dict[str, ArtefactStore[Any]] = {}
@@ -152,6 +160,12 @@ class EvalRunner:
         try:
             await self.client.ensure_ready()
             self.config.llm["model"] = self.client.backend.model
+            if self.calibrator is not None:
+                c = self.config
+                mismatch = self.calibrator.mismatch(model=c.llm["model"],
+                                                    method=method_label(c.method, c.stage, c.ablations))
+                if mismatch:
+                    warnings.warn(CalibratorMismatchWarning(mismatch), stacklevel=2)
             if self.estimator_settings is not None:
                 # The estimator's requests go to the same ledger, so calls.jsonl and the cost count them.
                 self.estimator = make_client(self.estimator_settings, ledger=self.client.ledger)
@@ -272,9 +286,14 @@ class EvalRunner:
 
     async def _side(self, method: Method, scenario: Scenario, condition: str, gold: int | None) -> Estimate:
         try:
-            return await method.estimate(scenario, condition, gold)
+            estimate = await method.estimate(scenario, condition, gold)
         except (ArtefactFailed, *INSTANCE_FAILURES) as exc:
             return Estimate.failed(exc)
+        if self.calibrator is None or estimate.p_outcome1 is None:
+            # An unknown stays unknown: the calibrator maps answers, it never makes or removes one.
+            return estimate
+        return estimate.model_copy(update={"p_outcome1": self.calibrator.calibrate(estimate.p_outcome1),
+                                           "p_outcome1_raw": estimate.p_outcome1})
 
     async def _evaluate(self, run: int, inst: Instance, method: Method | PairJudge
                         ) -> tuple[Prediction, list[TraceRecord]]:
@@ -303,19 +322,19 @@ class EvalRunner:
                     pred.p_gold_1, pred.p_gold_2 = p_gold
                     pred.prediction = pairwise_prediction(pred.p_gold_1, pred.p_gold_2)
                     self._fill(pred, estimates)
-                    traces = self._traces(run, inst.id, conditions, estimates)
+                    traces = self._traces(run, inst.id, conditions, estimates, self.calibrator)
             else:
                 assert isinstance(method, Method)
                 pred.label = inst.label
                 estimate = await self._side(method, inst.scenario, inst.condition, inst.label)
-                pred.p_outcome1 = estimate.p_outcome1
+                pred.p_outcome1, pred.p_outcome1_raw = estimate.p_outcome1, estimate.p_outcome1_raw
                 if estimate.p_outcome1 is not None and c.kind == "factcheck":
                     # The fact-check decision: 'support' (1) only above the decision threshold.
                     pred.prediction = 1 if estimate.p_outcome1 > c.decision_threshold else 2
                 elif estimate.p_outcome1 is not None:
                     pred.prediction = 1 if estimate.p_outcome1 > 0.5 else 2 if estimate.p_outcome1 < 0.5 else None
                 self._fill(pred, [estimate])
-                traces = self._traces(run, inst.id, (inst.condition,), [estimate])
+                traces = self._traces(run, inst.id, (inst.condition,), [estimate], self.calibrator)
         pred.unknown = pred.prediction is None
         pred.cost = [c_.model_dump() for c_ in summarize(records)]
         pred.seconds = round(time.perf_counter() - started, 4)
@@ -324,7 +343,8 @@ class EvalRunner:
     @staticmethod
     def _fill(pred: Prediction, estimates: Sequence[Estimate]) -> None:
         """Per-side records, the instance's status and its error line (which side, and why)."""
-        pred.sides = [SideRecord(condition=k, p_outcome1=e.p_outcome1, status=e.status, reason=e.reason,
+        pred.sides = [SideRecord(condition=k, p_outcome1=e.p_outcome1, p_outcome1_raw=e.p_outcome1_raw,
+                                 status=e.status, reason=e.reason,
                                  n_factors=e.n_factors, artefact=e.artefact, fallback=e.fallback,
                                  truncated=e.truncated)
                       for k, e in enumerate(estimates, 1)]
@@ -341,8 +361,16 @@ class EvalRunner:
             pred.error = "; ".join(f"condition {k} {e.status}: {e.reason}" for k, e in problems) or None
 
     @staticmethod
-    def _traces(run: int, iid: str, conditions: Sequence[str], estimates: Sequence[Estimate]) -> list[TraceRecord]:
-        return [TraceRecord(run=run, id=iid, side=k, condition=cond, space=e.artefact, result=e.trace)
+    def _traces(run: int, iid: str, conditions: Sequence[str], estimates: Sequence[Estimate],
+                calibrator: FileCalibrator | None = None) -> list[TraceRecord]:
+        def calibration(e: Estimate) -> CalibratedProbability | None:
+            if calibrator is None or e.p_outcome1_raw is None or e.p_outcome1 is None:
+                return None
+            return CalibratedProbability(p_raw=e.p_outcome1_raw, p_calibrated=e.p_outcome1, kind=calibrator.kind,
+                                         fitted_on=calibrator.file.fitted_on.summary())
+
+        return [TraceRecord(run=run, id=iid, side=k, condition=cond, space=e.artefact, result=e.trace,
+                            calibration=calibration(e))
                 for k, (cond, e) in enumerate(zip(conditions, estimates, strict=True)) if e.trace is not None]
 
     def compute_metrics(self, instances: Sequence[Instance], done: dict[tuple[int, str], Prediction],

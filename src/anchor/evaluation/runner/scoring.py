@@ -203,6 +203,12 @@ class RunScorer:
         if small:
             notes.append("Numbers from the embedded SmolLM2-135M model: they show the pipeline runs, not the "
                          "method's accuracy.")
+        if c.calibrator:
+            fitted = c.calibrator.get("fitted_on") or {}
+            notes.append(f"Every P(O1) went through the {c.calibrator.get('kind')} calibrator {c.calibrator.get('path')} "
+                         f"(fitted on {fitted.get('method')} with model {fitted.get('model')!r}, n={fitted.get('n')}); "
+                         "these metrics score the calibrated probabilities, the method's own are p_outcome1_raw in "
+                         "predictions.jsonl.")
         if c.kind == "decision" and c.dataset in ("plasma", "today") and not c.balance_outcomes:
             notes.append("In the bundled Plasma/Today files every condition supports outcome 1, so always "
                          "answering outcome 1 scores 100%; consider --balance-outcomes.")

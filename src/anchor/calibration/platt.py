@@ -1,0 +1,52 @@
+"""Platt scaling: a logistic regression on the log-odds, P' = sigmoid(a * logit(p) + b).
+
+Fitted with scikit-learn's ``LogisticRegression`` against the smoothed targets of
+:mod:`anchor.calibration.contract`; applied with NumPy from the two numbers ``a`` and ``b``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Self
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from anchor.calibration.contract import (
+    LOGISTIC_C,
+    as_outcomes,
+    as_probabilities,
+    logit,
+    sigmoid,
+    soft_logistic_data,
+)
+
+
+class PlattCalibrator:
+    kind: ClassVar[str] = "platt"
+
+    def __init__(self, slope: float = 1.0, intercept: float = 0.0) -> None:
+        self.slope = float(slope)
+        self.intercept = float(intercept)
+
+    def fit(self, p: ArrayLike, y: ArrayLike) -> Self:
+        # scikit-learn costs seconds to import; only fitting needs it (applying is NumPy).
+        from sklearn.linear_model import LogisticRegression
+
+        probs = as_probabilities(p)
+        x, labels, weights = soft_logistic_data(logit(probs)[:, None], as_outcomes(y, probs.size))
+        model = LogisticRegression(C=LOGISTIC_C).fit(x, labels, sample_weight=weights)
+        self.slope, self.intercept = float(model.coef_[0, 0]), float(model.intercept_[0])
+        return self
+
+    def predict(self, p: ArrayLike) -> np.ndarray:
+        return sigmoid(self.slope * logit(as_probabilities(p)) + self.intercept)
+
+    def parameters(self) -> dict[str, Any]:
+        return {"slope": self.slope, "intercept": self.intercept}
+
+    @classmethod
+    def from_parameters(cls, params: dict[str, Any]) -> Self:
+        return cls(float(params["slope"]), float(params["intercept"]))
+
+    def describe(self) -> str:
+        return f"sigmoid({self.slope:.3f} * logit(p) {self.intercept:+.3f})"

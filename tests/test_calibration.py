@@ -1,0 +1,216 @@
+"""The calibrators, the calibrator file, the scores, the scenario folds and the risk-coverage curve,
+against values computed by hand or by an independent optimiser (scipy on the same objective)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+from sklearn.isotonic import IsotonicRegression
+
+from anchor.calibration import (
+    KINDS,
+    CalibratorError,
+    CalibratorFile,
+    FittedOn,
+    make_calibrator,
+    read_calibrator,
+)
+from anchor.calibration.contract import LOGISTIC_C, logit, method_label, smoothed_targets
+from anchor.calibration.folds import scenario_folds
+from anchor.calibration.risk_coverage import risk_coverage
+from anchor.evaluation.metrics import equal_mass_calibration_error, log_loss
+
+P = np.array([0.05, 0.2, 0.3, 0.45, 0.55, 0.6, 0.7, 0.8, 0.9, 0.97, 0.4, 0.65])
+Y = np.array([0, 0, 1, 0, 0, 1, 1, 1, 1, 1, 0, 0], dtype=float)
+
+
+def sigmoid(z):
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def soft_nll(z: np.ndarray, y: np.ndarray) -> float:
+    """The negative log-likelihood of Platt's smoothed targets under P' = sigmoid(z)."""
+    t = smoothed_targets(y)
+    q = sigmoid(z)
+    return float(-np.sum(t * np.log(q) + (1 - t) * np.log(1 - q)))
+
+
+# --------------------------------------------------------------------------- the fitting rules
+
+
+def test_smoothed_targets_by_hand():
+    # 3 with outcome 1, 2 without: (3 + 1) / (3 + 2) and 1 / (2 + 2).
+    assert smoothed_targets(np.array([1, 1, 0, 1, 0.0])).tolist() == [0.8, 0.8, 0.25, 0.8, 0.25]
+    # One kind only: the targets stay inside (0, 1).
+    assert smoothed_targets(np.ones(4)).tolist() == [5 / 6] * 4
+
+
+def test_platt_is_the_penalised_maximum_likelihood_fit():
+    cal = make_calibrator("platt").fit(P, Y)
+    x = logit(P)
+
+    def objective(v):
+        return soft_nll(v[0] * x + v[1], Y) + v[0] ** 2 / (2 * LOGISTIC_C)
+
+    best = minimize(objective, [1.0, 0.0], method="BFGS", options={"gtol": 1e-10}).x
+    assert [cal.slope, cal.intercept] == pytest.approx(best.tolist(), abs=1e-3)
+    assert cal.predict([0.7]) == pytest.approx(sigmoid(best[0] * math.log(0.7 / 0.3) + best[1]), abs=1e-4)
+
+
+def test_platt_on_one_kind_of_label_says_the_smoothed_rate():
+    # All three answers 0.6 with outcome 1 gold: the best constant is the target (3 + 1) / (3 + 2).
+    cal = make_calibrator("platt").fit([0.6, 0.6, 0.6], [1, 1, 1])
+    assert cal.predict([0.6])[0] == pytest.approx(0.8, abs=1e-4)
+
+
+def test_temperature_is_platt_without_intercept_and_never_turns_answers_round():
+    cal = make_calibrator("temperature").fit(P, Y)
+    x = logit(P)
+    best = minimize(lambda v: soft_nll(v[0] * x, Y) + v[0] ** 2 / (2 * LOGISTIC_C), [1.0], method="BFGS").x
+    assert cal.inverse_temperature == pytest.approx(best[0], abs=1e-3)
+    assert cal.predict([0.5])[0] == pytest.approx(0.5)
+    # Answers that point the wrong way: a negative scale would turn them round; it is kept at 0 (0.5 everywhere).
+    wrong = make_calibrator("temperature").fit([0.9, 0.8, 0.2, 0.1], [0, 0, 1, 1])
+    assert wrong.inverse_temperature == 0.0
+    assert wrong.predict([0.99, 0.01]).tolist() == [0.5, 0.5]
+
+
+def test_beta_matches_a_bounded_optimiser_and_stays_monotone():
+    cal = make_calibrator("beta").fit(P, Y)
+    q = np.clip(P, 1e-6, 1 - 1e-6)
+    f1, f2 = np.log(q), -np.log1p(-q)
+
+    def objective(v):
+        return soft_nll(v[0] * f1 + v[1] * f2 + v[2], Y) + (v[0] ** 2 + v[1] ** 2) / (2 * LOGISTIC_C)
+
+    best = minimize(objective, [1.0, 1.0, 0.0], method="L-BFGS-B", bounds=[(0, None), (0, None), (None, None)],
+                    options={"ftol": 1e-14, "gtol": 1e-10}).x
+    assert cal.predict(P) == pytest.approx(sigmoid(best[0] * f1 + best[1] * f2 + best[2]), abs=2e-3)
+    grid = np.linspace(0, 1, 101)
+    assert np.all(np.diff(cal.predict(grid)) >= -1e-12)
+    assert cal.a >= 0 and cal.b >= 0
+
+
+def test_beta_drops_a_coefficient_that_would_make_it_decreasing():
+    # High probabilities right, low ones wrong: the ln p coefficient comes out negative unbounded.
+    p = np.array([0.02, 0.05, 0.1, 0.15, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99])
+    y = np.array([1, 1, 0, 1, 0, 0, 1, 1, 1, 1.0])
+    cal = make_calibrator("beta").fit(p, y)
+    assert min(cal.a, cal.b) == 0.0 and max(cal.a, cal.b) > 0
+    assert np.all(np.diff(cal.predict(np.linspace(0, 1, 101))) >= -1e-12)
+
+
+def test_isotonic_by_hand_and_as_scikit_learn_predicts():
+    # Targets 1/4, 3/4, 1/4, 3/4 (two of each kind); pooling the violators gives 0.25, 0.5, 0.5, 0.75.
+    cal = make_calibrator("isotonic").fit([0.1, 0.2, 0.3, 0.4], [0, 1, 0, 1])
+    assert cal.predict([0.1, 0.25, 0.4]).tolist() == pytest.approx([0.25, 0.5, 0.75])
+    assert cal.predict([0.0, 1.0]).tolist() == pytest.approx([0.25, 0.75])  # flat beyond the data
+    sk = IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip").fit(P, smoothed_targets(Y))
+    grid = np.linspace(0, 1, 57)
+    assert make_calibrator("isotonic").fit(P, Y).predict(grid) == pytest.approx(sk.predict(grid), abs=1e-12)
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_a_fitted_calibrator_is_its_parameters(kind):
+    cal = make_calibrator(kind).fit(P, Y)
+    again = KINDS[kind].from_parameters(json.loads(json.dumps(cal.parameters())))
+    grid = np.linspace(0, 1, 41)
+    assert again.predict(grid).tolist() == cal.predict(grid).tolist()
+    assert np.all((again.predict(grid) >= 0) & (again.predict(grid) <= 1))
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_bad_inputs_are_refused(kind):
+    with pytest.raises(CalibratorError, match="probabilities"):
+        make_calibrator(kind).fit([0.2, 1.2], [0, 1])
+    with pytest.raises(CalibratorError, match="0 or 1"):
+        make_calibrator(kind).fit([0.2, 0.3], [0, 2])
+    with pytest.raises(CalibratorError, match="outcomes"):
+        make_calibrator(kind).fit([0.2, 0.3], [0])
+
+
+# --------------------------------------------------------------------------- the file
+
+
+def _file(kind="platt", params=None, **fitted) -> CalibratorFile:
+    on = {"runs": ["r"], "datasets": ["today"], "method": "anchor", "model": "model-a", "n": 10, "n_outcome1": 5,
+          "date": "2025-01-01T00:00:00+00:00", **fitted}
+    return CalibratorFile(kind=kind, parameters=params or {"slope": 2.0, "intercept": -0.5}, fitted_on=FittedOn(**on))
+
+
+def test_the_file_reads_back_and_applies_with_numpy(tmp_path):
+    path = tmp_path / "cal.json"
+    path.write_text(_file().model_dump_json())
+    applied = read_calibrator(path)
+    assert applied.calibrate(0.8) == pytest.approx(sigmoid(2 * math.log(4) - 0.5))
+    assert applied.describe()["sha256"] and applied.describe()["kind"] == "platt"
+
+
+def test_mismatch_names_both_sides():
+    f = _file()
+    assert f.mismatch(model="model-a", method="anchor") is None
+    message = f.mismatch(model="model-b", method="anchor")
+    assert "'model-a'" in message and "'model-b'" in message and "\n" not in message
+    both = f.mismatch(model="model-b", method="vanilla")
+    assert "'anchor'" in both and "'vanilla'" in both
+    assert method_label("anchor", None, ["no-nb", "bma"]) == method_label("anchor", None, ["bma", "no-nb"])
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("{not json", "not a JSON calibrator file"),
+    ('{"kind": "platt"}', "parameters"),
+    ('{"kind": "magic", "parameters": {}, "fitted_on": {}}', "kind"),
+])
+def test_a_bad_file_is_one_clear_error(tmp_path, text, needle):
+    path = tmp_path / "cal.json"
+    path.write_text(text)
+    with pytest.raises(CalibratorError, match=needle) as info:
+        read_calibrator(path)
+    assert str(info.value).startswith(f"--calibrator {path}")
+    with pytest.raises(CalibratorError, match="No such file"):
+        read_calibrator(tmp_path / "missing.json")
+    path.write_text(_file(params={"slope": "x"}).model_dump_json())
+    with pytest.raises(CalibratorError, match="unusable"):
+        read_calibrator(path)
+
+
+# --------------------------------------------------------------------------- scores, folds, risk-coverage
+
+
+def test_log_loss_and_equal_mass_ece_by_hand():
+    assert log_loss([1, 2, 1], [0.8, 0.4, None])["log_loss"] == pytest.approx(-(math.log(0.8) + math.log(0.6)) / 2)
+    # Two bins of two: (0.1, 0.2) with one O1 -> |0.15 - 0.5|; (0.8, 0.9) both O1 -> |0.85 - 1|.
+    ece = equal_mass_calibration_error([1, 2, 1, 1], [0.9, 0.1, 0.8, 0.2], n_bins=2)
+    assert ece["ece"] == pytest.approx(0.5 * 0.35 + 0.5 * 0.15)
+    assert [b["count"] for b in ece["bins"]] == [2, 2]
+    assert equal_mass_calibration_error([1], [None])["ece"] is None
+
+
+def test_folds_never_split_a_scenario_and_do_not_depend_on_order():
+    pairs = [(f"d:{i}:{k}", f"s{i % 7}") for i in range(30) for k in range(i % 3 + 1)]
+    folds = scenario_folds(pairs, 5)
+    assert set(folds) == {f"s{j}" for j in range(7)} and set(folds.values()) == set(range(5))
+    assert scenario_folds(list(reversed(pairs)) + pairs[:4], 5) == folds
+    assert len(set(scenario_folds(pairs[:3], 5).values())) == 2  # fewer scenarios than folds: one fold each
+    assert scenario_folds([("a", "s"), ("b", "s")], 5) == {}
+    with pytest.raises(ValueError, match="two scenarios"):
+        scenario_folds([("a", "s1"), ("a", "s2"), ("b", "s3")])
+
+
+def test_risk_coverage_by_hand():
+    # Confidences 0.9 (right), 0.7 (P(O1) 0.7 but O2 gold: wrong), 0.6 (right); the fourth is unknown.
+    curve = risk_coverage([1, 2, 1, 1], [0.9, 0.7, 0.6, None], "decision")
+    assert [p["coverage"] for p in curve["points"]] == pytest.approx([0.25, 0.5, 0.75])
+    assert [p["accuracy"] for p in curve["points"]] == pytest.approx([1.0, 0.5, 2 / 3])
+    assert curve["aurc"] == pytest.approx(0.25 * 0 + 0.25 * 0.5 + 0.25 * (1 / 3))
+    assert curve["max_coverage"] == 0.75
+    # Fact checking: "supported" iff P > 0.9; 0.8 on a supported claim is a wrong "not supported".
+    fc = risk_coverage([1, 1, 2], [0.95, 0.8, 0.2], "factcheck", 0.9)
+    assert fc["points"][-1]["accuracy"] == pytest.approx(2 / 3)
+    # A tie at 0.5 is never right; nothing answered gives no area.
+    assert risk_coverage([1], [0.5], "decision")["accuracy_at_max"] == 0.0
+    assert risk_coverage([1, 2], [None, None], "decision")["aurc"] is None
