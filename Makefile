@@ -32,8 +32,9 @@ venv: $(STAMP) $(WARM)
 demo: venv
 	$(VENV)/bin/anchor demo
 
+# One worker per core: the suite waits on local servers and subprocesses as much as it computes.
 test: venv
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto
 
 bench: venv
 	$(PY) benchmarks/run_all.py
