@@ -146,9 +146,10 @@ def test_eval_out_existing_file_leaves_the_server_untouched(tmp_path):
 
 
 def test_the_cost_table_keeps_stage_names_whole_at_80_columns():
-    stages = ["abduction.generate", "abduction.extract", "abduction.validate", "mapping.select", "voting"]
+    stages = ["abduction.generate", "abduction.extract", "abduction.validate", "mapping.select",
+              "inference.latent_params", "voting"]
     costs = [StageCost(stage=s, llm_calls=1234, prompt_tokens=1_234_567, completion_tokens=123_456,
-                       cache_hits=12, wall_seconds=123.4, llm_seconds=1234.5) for s in stages]
+                       cache_hits=12, wall_seconds=1234.5, llm_seconds=12345.6) for s in stages]
     buffer = io.StringIO()
     narrow(buffer).print(cost_table(costs))
     lines = buffer.getvalue().splitlines()

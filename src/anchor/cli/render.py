@@ -17,10 +17,12 @@ LABEL_SHORT = {FactorLabel.OUTCOME1: "O1", FactorLabel.OUTCOME2: "O2", FactorLab
 
 
 def cost_table(costs: Sequence[StageCost], title: str = "LLM cost per stage") -> Table:
-    table = Table(title=title, title_justify="left", caption_justify="left", show_edge=False, header_style="bold")
-    rows = list(costs)
     # Stage names are kept whole (at 80 columns a cut made three rows read "abducti…"); the numeric
-    # headers go on two short lines so that the table still fits 80 columns.
+    # headers go on two short lines and the cells share their padding, so that a build's table with
+    # seven-digit token counts still fits 80 columns.
+    table = Table(title=title, title_justify="left", caption_justify="left", show_edge=False, header_style="bold",
+                  pad_edge=False, collapse_padding=True)
+    rows = list(costs)
     widest = max((len(c.stage) for c in rows), default=5)
     table.add_column("stage", justify="left", no_wrap=True, min_width=max(widest, 5))
     for col in ("calls", "fail", "cache\nhits", "prompt\ntokens", "compl.\ntokens", "wall\ns", "req.\ns"):
