@@ -98,9 +98,10 @@ def reproduce_command(
     from anchor.reproduce.selection import paper_model_for
 
     with friendly_errors(FLAGS):
-        selection = make_selection(tables=tables, figures=figures, appendix=appendix, runs=runs, quick=quick,
-                                   data=data or (), paper_model=paper_model, known_models=_paper_models())
         settings = llm_settings(conn, None, seed)
+        selection = make_selection(tables=tables, figures=figures, appendix=appendix, runs=runs, quick=quick,
+                                   data=data or (), paper_model=paper_model, known_models=_paper_models(),
+                                   embedded=not settings.uses_server)
         estimator = None
         if "estimator" in selection.appendix:
             if est.base_url is None and not quick:

@@ -55,6 +55,7 @@ from anchor.reproduce.plan import (
     PlannedAnalysis,
     PlannedRun,
 )
+from anchor.reproduce.selection import QUICK_BIRD_SAMPLES
 from anchor.secrets import scrub
 
 State = Literal["finished", "started", "new", "failed", "waiting", "stopped"]
@@ -169,19 +170,15 @@ class Reproduction:
             anchor_config=anchor, balance_outcomes=run.balance_outcomes, spaces_from=source, stage=run.stage,
             command=self.command)
         config.llm["model"] = self.settings.model
+        if self.plan.selection.quick and config.method_config and "samples" in config.method_config:
+            config.method_config["samples"] = QUICK_BIRD_SAMPLES  # BIRD's counterpart of the quick build sizes
         return config, anchor
 
     def _runner(self, run: PlannedRun) -> EvalRunner:
         config, anchor = self.run_config(run)
 
-        def relabel(event: ProgressEvent) -> None:
-            info = dict(event.info)
-            self._live = est.Spent(requests=int(info.get("calls", 0) or 0), tokens=int(info.get("tokens", 0) or 0))
-            self.report(dataclasses.replace(event, stage="current run", message=run.name))
-            self._progress(run.name)
-
         return EvalRunner(config, self.run_dir(run.name), settings=self.settings_for(run), anchor_config=anchor,
-                          report=relabel, retry_failed=self.retry_failed)
+                          report=self._relabelled(run.name), retry_failed=self.retry_failed)
 
     def instances(self, run: PlannedRun) -> list[Any]:
         """The run's instances (read once; a broken data file fails here, before any request)."""
@@ -291,11 +288,15 @@ class Reproduction:
     # ------------------------------------------------------------------ passes
 
     async def pilot(self) -> Outcome:
-        """Evaluate the first scenario of every run that has not started; the estimates follow."""
+        """Evaluate the first scenario of every unfinished run, in the plan's order; the estimates follow.
+
+        A run killed before it finished its first scenario completes it here too, before the runs after
+        it start theirs: so every run asks its questions in the same order as in one uninterrupted pass,
+        and a request two runs share is paid by the same run (the one that comes first)."""
         self._spent = est.spent_in(self.out_dir)
         largest = est.Spent()
         for run in self.plan.runs:
-            if self.state(run) != "new":
+            if self.state(run) in ("finished", "failed") or self._first_scenario_done(run):
                 continue
             if not self._ready(run):
                 continue
@@ -330,8 +331,10 @@ class Reproduction:
                 return self._outcome(f"stopped before {run.name}: {stop}")
             await self._evaluate(run, self.instances(run))
             self._spent = est.spent_in(self.out_dir)
+            self._estimates[run.name], _ = est.estimate_run(run.name, self.run_dir(run.name), self.instances(run),
+                                                            run.runs, finished=self.finished(run))
             self._done_units += 1
-            self._progress("", total)
+            self._progress(total)
         for analysis in self.plan.analyses:
             if self.analysis_finished(analysis):
                 self._done_units += 1
@@ -345,8 +348,10 @@ class Reproduction:
             except AnchorError as exc:
                 self.errors[analysis.name] = scrub(str(exc)).splitlines()[0][:500]
             self._spent = est.spent_in(self.out_dir)
+            self._estimates[analysis.name] = est.CostEstimate(name=analysis.name, requests=0, tokens=0,
+                                                              source="counted")
             self._done_units += 1
-            self._progress("", total)
+            self._progress(total)
         return self._outcome(None)
 
     def _ready(self, run: PlannedRun) -> bool:
@@ -355,6 +360,11 @@ class Reproduction:
             self.errors[run.name] = f"waits for {run.spaces_from}, whose spaces it reuses and which did not finish"
             return False
         return True
+
+    def _first_scenario_done(self, run: PlannedRun) -> bool:
+        done = est.read_predictions(self.run_dir(run.name) / "predictions.jsonl")
+        wanted = [(r, inst.id) for r in range(run.runs) for inst in self._first_scenario(run)]
+        return all(k in done and (done[k].status != "failed" or not self.retry_failed) for k in wanted)
 
     def _first_scenario(self, run: PlannedRun) -> list[Any]:
         instances = self.instances(run)
@@ -372,24 +382,28 @@ class Reproduction:
             self._live = est.Spent()
 
     def _relabelled(self, name: str) -> Reporter:
+        """The runner's events on the one 'current run' line, named after the run (the requests and tokens
+        go to the reproduction's line, and a retry note stays)."""
         def relabel(event: ProgressEvent) -> None:
             info = dict(event.info)
             self._live = est.Spent(requests=int(info.get("calls", 0) or 0), tokens=int(info.get("tokens", 0) or 0))
-            self.report(dataclasses.replace(event, stage="current run", message=f"{name}: {event.stage}"))
-            self._progress(name)
+            kept = {k: v for k, v in info.items() if k == "retry" or (k == "failed" and v)}
+            where = name if event.stage == "instances" else f"{name}: {event.stage}"
+            self.report(dataclasses.replace(event, stage="current run", message=where, info=kept))
+            self._progress()
         return relabel
 
-    def _progress(self, now: str, total: int | None = None) -> None:
-        """The reproduction's own line: runs done and left, requests, tokens, and the time left."""
+    def _progress(self, total: int | None = None) -> None:
+        """The reproduction's own line: runs done of all (the bar), elapsed, the time left (once the pilot
+        has given estimates), and the requests and tokens spent."""
         total = total or len(self.plan.runs) + len(self.plan.analyses)
         spent = self._spent + self._live
-        info: dict[str, object] = {"requests": f"{spent.requests:,}", "tokens": f"{spent.tokens:,}"}
         eta = self._time_left()
-        if eta is not None:
-            info["left"] = eta
-        self.report(ProgressEvent("reproduction", self._done_units, total, now, info))
+        parts = [*([f"{eta} left"] if eta else []), f"{spent.requests:,} requests", f"{spent.tokens:,} tokens"]
+        self.report(ProgressEvent("reproduction", self._done_units, total, ", ".join(parts)))
 
     def _time_left(self) -> str | None:
+        """From the estimates of what is left and the rate of requests so far in this process."""
         made = (self._session + self._live).requests
         left = [e.left for e in self._estimates.values()]
         if not made or not self._estimates or any(x is None for x in left):

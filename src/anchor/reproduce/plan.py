@@ -29,7 +29,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from anchor.config import AnchorConfig
 from anchor.evaluation.runner.config import dataset_kind
-from anchor.reproduce.selection import DECISION_SETS, ESTIMATOR_SETS, PAIRWISE, Selection
+from anchor.reproduce.selection import (
+    DECISION_SETS,
+    ESTIMATOR_SETS,
+    PAIRWISE,
+    QUICK_ANALYSIS_LIMIT,
+    Selection,
+)
 
 RUNS_FOLDER = "runs"
 ANALYSES_FOLDER = "analyses"
@@ -189,7 +195,7 @@ def make_plan(selection: Selection) -> Plan:
 
 def _analyses(selection: Selection, b: _Builder) -> list[PlannedAnalysis]:
     s = selection
-    limit = None if not s.quick else 1
+    limit = QUICK_ANALYSIS_LIMIT if s.quick else None
     out: list[PlannedAnalysis] = []
 
     def add(analysis: str, dataset: str | None, part: str, **extra: object) -> None:

@@ -18,7 +18,7 @@ from anchor.evaluation.cost.compare_plot import plot as plot_cost
 from anchor.reproduce.cells import ESTIMATOR_TABLES, TIMED_METRICS, Ours, Value
 from anchor.reproduce.document import Document
 from anchor.reproduce.published import PublishedCell, PublishedNumbers, PublishedSource
-from anchor.reproduce.selection import PAPER_MAIN_MODEL, PAPER_RUNS, Selection
+from anchor.reproduce.selection import PAPER_MAIN_MODEL, PAPER_RUNS, QUICK_BIRD_SAMPLES, Selection
 
 MINUS = "−"
 DASH = "–"
@@ -231,7 +231,8 @@ def settings_notes(source_id: str, selection: Selection, ours: Ours, estimator: 
         out.append(f"Estimator: {estimator or 'none given'} elicits phi and the latent parameters; the paper's is "
                    "GPT-4o-mini, against Qwen2.5-72B. The paper gives no sample size or run count.")
     if selection.quick:
-        out.append("--quick: a tiny slice with the quick build sizes (16/4/4); the numbers show the reproduction "
-                   "working, nothing about the method.")
+        out.append(f"--quick: a tiny slice, the quick build sizes (16/4/4) and BIRD's CPT from {QUICK_BIRD_SAMPLES} "
+                   "judged assignments (the paper's: 128); the numbers show the reproduction working, nothing about "
+                   "the method.")
     return out
 

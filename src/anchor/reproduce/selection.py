@@ -40,10 +40,14 @@ ESTIMATOR_SETS = ("cnn", "expertqa", "plasma", "today")
 PAPER_MAIN_MODEL = "Qwen2.5-72B"
 PAPER_RUNS = 5
 
-#: --quick: instances per dataset (the first of the dataset's order or sample), and per analysis cell.
+#: --quick: instances per dataset (the first of the dataset's order or sample), on a server and on the
+#: embedded model (where a request takes seconds), and per analysis cell.
 QUICK_LIMITS = {"pairwise": 2, "decision": 2, "factcheck": 1}
+QUICK_EMBEDDED_LIMITS = {"pairwise": 1, "decision": 1, "factcheck": 1}
 QUICK_ANALYSIS_LIMIT = 1
 QUICK_FACTOR_POINTS = 4
+#: --quick: complete assignments BIRD judges for its CPT (the paper's 128), as the quick build sizes are to ANCHOR's.
+QUICK_BIRD_SAMPLES = 16
 
 
 class SelectionError(AnchorError, ValueError):
@@ -60,6 +64,7 @@ class Selection(BaseModel):
     appendix: tuple[str, ...] = ("retrieval", "clustering")
     runs: int = Field(default=PAPER_RUNS, ge=1, description="Runs of every method (seeds seed, seed + 1, ...).")
     quick: bool = Field(default=False, description="A tiny slice of every part, to see it work.")
+    embedded: bool = Field(default=False, description="On the embedded model: --quick's slice is smaller still.")
     data: dict[str, Path] = Field(default_factory=dict, description="Dataset -> the file to read instead of the "
                                                                     "bundled copy.")
     paper_model: str = Field(default=PAPER_MAIN_MODEL, description="The paper's model whose cells are shown "
@@ -79,7 +84,9 @@ class Selection(BaseModel):
 
     def limit(self, kind: str) -> int | None:
         """Instances per run of a dataset of ``kind``: all (the paper's slice), or --quick's few."""
-        return QUICK_LIMITS[kind] if self.quick else None
+        if not self.quick:
+            return None
+        return (QUICK_EMBEDDED_LIMITS if self.embedded else QUICK_LIMITS)[kind]
 
 
 def parse_choices(text: str | None, allowed: Iterable[str], option: str) -> tuple[str, ...] | None:
@@ -120,7 +127,8 @@ def parse_data(items: Iterable[str]) -> dict[str, Path]:
 
 def make_selection(*, tables: str | None = None, figures: str | None = None, appendix: str | None = None,
                    runs: int | None = None, quick: bool = False, data: Iterable[str] = (),
-                   paper_model: str | None = None, known_models: Iterable[str] = ()) -> Selection:
+                   paper_model: str | None = None, known_models: Iterable[str] = (),
+                   embedded: bool = False) -> Selection:
     """The checked selection from ``anchor reproduce``'s options (None: the default). Without --runs a
     reproduction runs every method 5 times, as the paper's Tables 1 and 2 did; --quick runs it once."""
     chosen_runs = runs if runs is not None else (1 if quick else PAPER_RUNS)
@@ -133,7 +141,7 @@ def make_selection(*, tables: str | None = None, figures: str | None = None, app
               "figures": parse_choices(figures, FIGURES, "--figures"),
               "appendix": parse_choices(appendix, APPENDIX, "--appendix")}
     fields = {k: v for k, v in picked.items() if v is not None}
-    selection = Selection(**fields, runs=chosen_runs, quick=quick, data=parse_data(data),
+    selection = Selection(**fields, runs=chosen_runs, quick=quick, embedded=embedded, data=parse_data(data),
                           **({"paper_model": paper_model} if paper_model else {}))
     if not selection.parts:
         raise SelectionError("--tables, --figures and --appendix select nothing; pick at least one part")
