@@ -29,7 +29,7 @@ def _clean_env(monkeypatch):
 
 
 def test_tables_1_and_4_and_the_cost_figure_share_runs_and_keep_table_4s_costs_apart():
-    plan = make_plan(make_selection(tables="1,4", figures="cost", appendix="none", runs=1, quick=True))
+    plan = make_plan(make_selection(tables="1,4", figures="cost", runs=1, quick=True))
     names = [r.name for r in plan.runs]
     assert names == [f"{C2S}-{m}" for m in ("vanilla", "cot", "logits", "compare", "factor-based", "bird",
                                             "bird-relaxed", "anchor")] + [
@@ -49,7 +49,7 @@ def test_tables_1_and_4_and_the_cost_figure_share_runs_and_keep_table_4s_costs_a
 
 
 def test_ablations_reuse_the_full_runs_spaces_except_the_one_that_changes_the_build():
-    plan = make_plan(make_selection(tables="3", figures="none", appendix="none"))
+    plan = make_plan(make_selection(tables="3"))
     assert [r.ablations for r in plan.runs] == [(), ("no-cbn",), ("no-nb",), ("no-cluster",), ("no-hierarchy",),
                                                  ("no-pe-llm",), ("bma",)]
     assert {r.ablations[0]: r.spaces_from for r in plan.runs if r.ablations} == {
@@ -63,7 +63,7 @@ def test_ablations_reuse_the_full_runs_spaces_except_the_one_that_changes_the_bu
 def test_table_2_runs_every_method_on_the_six_sets_and_reads_a_given_file(tmp_path):
     data = tmp_path / "covid.jsonl"
     data.write_text("{}\n")
-    plan = make_plan(make_selection(tables="2", figures="none", appendix="estimator", quick=True,
+    plan = make_plan(make_selection(tables="2", appendix="estimator", quick=True,
                                     data=[f"covid={data}"]))
     datasets = list(dict.fromkeys(r.dataset for r in plan.runs))
     assert datasets == ["expertqa", "xsum", "covid", "cnn", "today", "plasma"]
@@ -77,14 +77,14 @@ def test_table_2_runs_every_method_on_the_six_sets_and_reads_a_given_file(tmp_pa
 
 
 def test_clustering_alone_plans_the_anchor_run_whose_spaces_it_reads():
-    plan = make_plan(make_selection(tables="none", figures="none", appendix="clustering", quick=True))
+    plan = make_plan(make_selection(appendix="clustering", quick=True))
     assert [r.name for r in plan.runs] == [f"{C2S}-anchor"] and [a.name for a in plan.analyses] == ["clustering"]
 
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--tables", "1,5"], "--tables '1,5': unknown '5'"),
     (["--figures", "costs"], "--figures 'costs': unknown 'costs'"),
-    (["--tables", "none", "--figures", "none", "--appendix", "none"], "select nothing"),
+    (["--tables", "none"], "select nothing"),
     (["--data", "covid"], "--data 'covid': give DATASET=FILE"),
     (["--data", "covid=/nowhere/file.jsonl"], "no such file"),
     (["--data", "imdb=x"], "unknown dataset 'imdb'"),
@@ -106,6 +106,7 @@ def test_selection_defaults_and_the_paper_model_the_served_name_points_to():
     s = make_selection()
     assert s.tables == ("1", "2", "3", "4") and s.figures == ("cost", "factors")
     assert s.appendix == ("retrieval", "clustering") and s.runs == 5 and not s.quick
+    assert make_selection(tables="2").parts == ("2",)  # naming a part selects that part only
     assert make_selection(quick=True).runs == 1 and make_selection(quick=True, runs=3).runs == 3
     models = ("DeepSeek-V3-671B", "GPT-4", "Qwen2.5-32B", "Qwen2.5-72B")
     assert paper_model_for("Qwen/Qwen2.5-32B-Instruct", models) == "Qwen2.5-32B"
@@ -154,3 +155,14 @@ def test_claims_are_checked_on_our_means_with_the_spread_and_the_run_count():
     timed = check_claim(published.claim("cost-anchor-cheaper-than-bird"), published,
                         lambda cell: Value(0.5), our_runs=1)
     assert timed.verdict == "held" and timed.timed
+
+
+def test_the_help_explains_itself_at_80_columns(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    result = runner.invoke(app, ["reproduce", "--help"])
+    assert result.exit_code == 0
+    text = result.output
+    assert "…" not in text and max(len(x) for x in text.splitlines()) <= 80
+    for flag in ("--tables", "--figures", "--appendix", "--runs", "--quick", "--data", "--plan", "--budget-requests",
+                 "--budget-tokens", "--keep-failed", "--base-url", "--estimator-base-url"):
+        assert flag in text, flag

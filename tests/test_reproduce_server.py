@@ -28,7 +28,7 @@ from tests.fakeserver import FakeOpenAIServer, random_from_schema
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
 C2S = "common2sense-pairwise"
-QUICK = ["--figures", "none", "--appendix", "none", "--runs", "1", "--quick"]
+QUICK = ["--runs", "1", "--quick"]
 PAIRS = load_pairwise()[:2]  # --quick's two pairs; human 1 and 2, gold O2 for both
 #: Scripted P(O1) per condition: the direct baselines get both pairs right (Vanilla: F1 1.0 on each context).
 P_O1 = {PAIRS[0].condition1: 0.3, PAIRS[0].condition2: 0.8, PAIRS[1].condition1: 0.8, PAIRS[1].condition2: 0.3}
@@ -136,9 +136,11 @@ def test_tables_1_and_4_beside_the_paper_planned_run_and_run_again(tmp_path):
 
 
 def test_a_budget_stops_before_the_run_that_would_cross_it(tmp_path):
+    """(With an API key, which no file of the reproduction may hold.)"""
     out = tmp_path / "repro"
+    secret = "sk-reproduce-9f3e1d"
     with FakeOpenAIServer(deterministic=True) as server:
-        plan = json.loads(reproduce(server, out, "--tables", "3", "--plan", "--json").stdout)
+        plan = json.loads(reproduce(server, out, "--tables", "3", "--plan", "--json", "--api-key", secret).stdout)
         estimate = {e["name"]: e for e in plan["runs"]}[f"{C2S}-anchor"]
         left = estimate["requests"] - estimate["spent"]["requests"]
         assert left > 0
@@ -152,8 +154,9 @@ def test_a_budget_stops_before_the_run_that_would_cross_it(tmp_path):
         md = (out / "report.md").read_text()
         assert "not run: the budget stopped the reproduction before it" in md
         assert json.loads((out / "state.json").read_text())["states"][f"{C2S}-anchor"] == "stopped"
-        assert reproduce(server, out, "--tables", "3").exit_code == 0
+        assert reproduce(server, out, "--tables", "3", "--api-key", secret).exit_code == 0
     assert "| ANCHOR (full) | Avg. |" in (out / "report.md").read_text()
+    assert all(secret.encode() not in path.read_bytes() for path in out.rglob("*") if path.is_file())
 
 
 def test_killed_at_a_random_moment_and_resumed_it_ends_with_the_uninterrupted_report(tmp_path):

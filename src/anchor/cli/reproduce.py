@@ -46,13 +46,14 @@ def _paper_models() -> tuple[str, ...]:
 @expand_options
 def reproduce_command(
     tables: Annotated[str | None, opt("--tables", panel=PANEL, metavar="LIST", help=(
-        f"The paper's tables to reproduce, comma-separated: {', '.join(TABLES)} (or none). (default: all)"))] = None,
+        f"The paper's tables to reproduce, comma-separated: {', '.join(TABLES)}. Naming any of --tables, --figures "
+        "and --appendix selects those parts only; naming none selects all tables and figures and the retrieval "
+        "and clustering analyses."))] = None,
     figures: Annotated[str | None, opt("--figures", panel=PANEL, metavar="LIST", help=(
         "Figures: cost (ANCHOR against BIRD per scenario), factors (unknown rate and F1 against the number of "
-        "factors), or none. (default: both)"))] = None,
+        "factors)."))] = None,
     appendix: Annotated[str | None, opt("--appendix", panel=PANEL, metavar="LIST", help=(
-        f"Appendix analyses: {', '.join(APPENDIX)} (estimator needs --estimator-base-url, or --quick), or none. "
-        "(default: retrieval,clustering)"))] = None,
+        f"Appendix analyses: {', '.join(APPENDIX)} (estimator needs --estimator-base-url, or --quick)."))] = None,
     runs: Annotated[int | None, opt("--runs", panel=PANEL, min=1, show_default=False, help=(
         "Runs of every method, seeds seed, seed+1, ... (default: 5, the paper's; 1 with --quick)."))] = None,
     out_dir: Annotated[Path | None, opt("--out", "-o", panel=PANEL, help=(

@@ -152,6 +152,12 @@ class Ours:
                 return f"{name}: {self.missing[name]}"
             if name not in self.runs and name not in self.analyses:
                 return f"{name} is not in this reproduction"
+        if cell.table == TRANSPLANT_TABLE and cell.metric.startswith("mapping_"):
+            base = self.transplant_rows().get("bird-relaxed")
+            if base is None:
+                return f"{run_name(cell.dataset, 'bird-relaxed')}: not finished, so nothing to divide by"
+            if not base.cost.tokens:
+                return "the BIRD‡ baseline made no mapping request (no factor to map): nothing to divide by"
         return "no value (e.g. every prediction unknown)"
 
     @staticmethod

@@ -161,7 +161,8 @@ class Reproduction:
     def _make_config(self, run: PlannedRun) -> tuple[RunConfig, AnchorConfig | None]:
         spec = METHODS[run.method]
         anchor = self.anchor_config(run.dataset, run.ablations) if spec.uses_anchor_config else None
-        source = self.run_dir(run.spaces_from) if run.spaces_from else None
+        # Resolved, so that the same folder given another way (relative, absolute) resumes the same runs.
+        source = self.run_dir(run.spaces_from).resolve() if run.spaces_from else None
         if source is not None:
             source.mkdir(parents=True, exist_ok=True)  # checked to exist; filled by the run it belongs to
         config = make_run_config(

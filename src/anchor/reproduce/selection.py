@@ -129,8 +129,10 @@ def make_selection(*, tables: str | None = None, figures: str | None = None, app
                    runs: int | None = None, quick: bool = False, data: Iterable[str] = (),
                    paper_model: str | None = None, known_models: Iterable[str] = (),
                    embedded: bool = False) -> Selection:
-    """The checked selection from ``anchor reproduce``'s options (None: the default). Without --runs a
-    reproduction runs every method 5 times, as the paper's Tables 1 and 2 did; --quick runs it once."""
+    """The checked selection from ``anchor reproduce``'s options (None: not given). Given none of
+    --tables, --figures and --appendix, it is the default selection; given some, the parts named only.
+    Without --runs a reproduction runs every method 5 times, as the paper's Tables 1 and 2 did; --quick
+    runs it once."""
     chosen_runs = runs if runs is not None else (1 if quick else PAPER_RUNS)
     if chosen_runs < 1:
         raise SelectionError(f"--runs {chosen_runs}: give 1 or more")
@@ -140,7 +142,9 @@ def make_selection(*, tables: str | None = None, figures: str | None = None, app
     picked = {"tables": parse_choices(tables, TABLES, "--tables"),
               "figures": parse_choices(figures, FIGURES, "--figures"),
               "appendix": parse_choices(appendix, APPENDIX, "--appendix")}
-    fields = {k: v for k, v in picked.items() if v is not None}
+    # Naming some parts selects those only; naming none selects the defaults (everything but the estimator).
+    named = any(v is not None for v in picked.values())
+    fields = {k: (v or ()) for k, v in picked.items()} if named else {}
     selection = Selection(**fields, runs=chosen_runs, quick=quick, embedded=embedded, data=parse_data(data),
                           **({"paper_model": paper_model} if paper_model else {}))
     if not selection.parts:
