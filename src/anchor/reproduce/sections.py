@@ -15,8 +15,10 @@ from pathlib import Path
 from anchor.analysis.clustering import ClusteringAnalysis
 from anchor.analysis.retrieval import RetrievalAnalysis
 from anchor.evaluation.cost.compare_plot import plot as plot_cost
+from anchor.llm.ledger import recorded_requests
 from anchor.reproduce.cells import ESTIMATOR_TABLES, TIMED_METRICS, Ours, Value
 from anchor.reproduce.document import Document
+from anchor.reproduce.estimate import read_calls
 from anchor.reproduce.published import PublishedCell, PublishedNumbers, PublishedSource
 from anchor.reproduce.selection import PAPER_MAIN_MODEL, PAPER_RUNS, QUICK_BIRD_SAMPLES, Selection
 
@@ -134,7 +136,13 @@ def _cost_figure(doc: Document, ours: Ours, out_dir: Path) -> None:
         ["tokens", f"{a['tokens']:,.0f}", f"{b['tokens']:,.0f}", _ratio(total["ratio"]["tokens"])],
         ["seconds (wall time)", f"{a['seconds']:,.2f}", f"{b['seconds']:,.2f}", _ratio(total["ratio"]["seconds"])],
     ], "lrrr")
-    hits = [side for side in ("a", "b") if cost[side]["cache_hits"]]
+    # Answers a run found in the cache that it had not asked for itself (a kill and resume leaves hits on
+    # its own answers, which its ledger already counts).
+    hits = []
+    for side in ("a", "b"):
+        foreign, unrecorded = recorded_requests(read_calls(Path(cost[side]["dir"]) / "calls.jsonl"))
+        if foreign or unrecorded:
+            hits.append(side)
     notes = [f"From `anchor cost` of the two runs ({cost['slice']['scenarios']} scenario(s) x {cost['slice']['runs']} "
              f"run(s)); up to {cost['a']['concurrency']} requests at once, which the time depends on."]
     if hits:
