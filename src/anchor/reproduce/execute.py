@@ -276,7 +276,7 @@ class Reproduction:
         finished = self.analysis_finished(a)
         if a.analysis == "clustering":
             return est.derived_estimate(a.name, 0, 0, None, spent=spent, finished=finished)
-        predictions = (a.limit or self._full_size(a)) * a.runs * (2 if a.dataset == "common2sense-pairwise" else 1)
+        predictions = (a.limit or self._full_size(a)) * a.runs
         cells = {"factors": a.points or 8, "retrieval": 9, "estimator": 1}[a.analysis]
         return est.derived_estimate(a.name, cells, predictions, rates.get(a.dataset or ""),
                                     inference_only=1 if a.analysis == "estimator" else 0, spent=spent,

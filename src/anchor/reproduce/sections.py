@@ -208,10 +208,15 @@ def settings_notes(source_id: str, selection: Selection, ours: Ours, estimator: 
     pairs = "/".join(str(n) for n in sorted(n_pairs)) or "no finished run's"
     c2s = (f"Data: {pairs} Common2Sense pairs from the bundled test split of 350; the paper expanded the split "
            "to 530 with contrasting conditions, which are not public.")
-    out: list[str] = []
+    out: list[str] = [f"Model: ours is {ours.model_name or 'not known yet'}; the paper's cells shown are "
+                      f"{selection.paper_model}'s where it has them (another model is named on its cell)."]
     if source_id in ("tab:main-results", "tab:ablation_results", "tab:bird_on_harbor", "fig:time_token_api_cost_left",
                      "fig:time_token_api_cost_right", "fig:retrieval_k_compare"):
         out.append(c2s)
+    if source_id in ("tab:main-results", "tab:combined_comparison", "tab:ablation_results", "tab:bird_on_harbor",
+                     "fig:time_token_api_cost_left"):
+        out.append("Spaces: every run builds its own factor spaces and BIRD models (--spaces per-run, our reading "
+                   "of the paper's runs), except where a run reuses another's, as said here.")
     if source_id == "tab:main-results":
         out.append("Random is the chance level of three classes; nothing is run for it. Logits needs a server that "
                    "returns log-probabilities.")
