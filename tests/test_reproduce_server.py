@@ -181,8 +181,8 @@ def test_killed_at_a_random_moment_and_resumed_it_ends_with_the_uninterrupted_re
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         assert not (killed / "report.md").exists(), "the kill must land before the end"
-        resumed = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-        assert resumed.returncode == 0, resumed.stderr
+        resumed = runner.invoke(app, ["reproduce", "--base-url", server.base_url, "--out", str(killed), *args])
+        assert resumed.exit_code == 0, resumed.output
     for run in (killed / "runs").iterdir():
         keys = [(p.run, p.id) for p in (Prediction.model_validate_json(x)
                                         for x in (run / "predictions.jsonl").read_text().splitlines())]
