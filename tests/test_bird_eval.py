@@ -256,6 +256,46 @@ def test_transplant_variants_and_table_4(tmp_path):
     assert rows[1].split(" | ")[3] == f"{expected:.2f}"
 
 
+def test_table_4_mapping_cost_answered_from_the_cache_is_the_recorded_cost(tmp_path):
+    """The README's recipe on one cache: the transplant's ANCHOR mapping repeats the ANCHOR run's mapping
+    requests, so all of them are cache hits. The row's tokens are then what those requests cost when the
+    ANCHOR run made them (it used to print Tok./B 0.00), and the row says so."""
+    from anchor.evaluation.cost.phases import phase_of
+    from anchor.llm.ledger import CallRecord
+
+    common = ["--dataset", "common2sense-pairwise", "--limit", "1"]
+    cache = tmp_path / "cache"
+    with FakeOpenAIServer(deterministic=True) as server:
+        invoke(eval_args(server, cache, tmp_path / "a", *common, "--method", "anchor", *TINY))
+        invoke(eval_args(server, cache, tmp_path / "b", *common, "--method", "bird-relaxed"))
+        before = stats(server)
+        invoke(eval_args(server, cache, tmp_path / "t-mapping", *common, "--method", "bird-on-anchor", "--stage",
+                         "mapping", "--spaces-from", str(tmp_path / "a"), *TINY))
+        after = stats(server)
+    transplant = metrics_of(tmp_path / "t-mapping")
+    assert "mapping.select" not in transplant.cost or transplant.cost["mapping.select"].llm_calls == 0
+    made = {stage: c.llm_calls for stage, c in transplant.cost.items() if stage != "total"}
+    assert after["requests"] - before["requests"] == transplant.cost["total"].llm_calls == sum(made.values())
+
+    def mapping_tokens(run: Path, outcomes: tuple[str, ...]) -> int:
+        records = [CallRecord.model_validate_json(line) for line in (run / "calls.jsonl").read_text().splitlines()]
+        return sum(r.prompt_tokens + r.completion_tokens for r in records
+                   if r.outcome in outcomes and phase_of(r.stage) == "mapping")
+
+    # Both runs map the same two conditions with the same seed: the transplant's answers are those of
+    # the ANCHOR run's answered mapping requests; the baseline made all of its own.
+    recorded = mapping_tokens(tmp_path / "a", ("ok",))
+    baseline = mapping_tokens(tmp_path / "b", ("ok", "invalid_output", "truncated", "transient_error"))
+    assert recorded > 0 and baseline > 0
+    md = invoke(["report", str(tmp_path / "b"), str(tmp_path / "t-mapping"), "--out", str(tmp_path / "rep")]).stdout
+    (row,) = [line for line in md.splitlines() if line.startswith("| + ANCHOR mapping")]
+    cells = row.split(" | ")
+    assert cells[3] == f"{recorded / baseline:.2f}" and cells[5] == f"{recorded:,.0f}"  # one prediction
+    assert float(cells[4]) > 0  # the time span of those requests when they were made
+    assert cells[7].startswith("0 request(s) made; recorded cost of ")
+    assert "their tokens and time are those the cache recorded" in md
+
+
 def test_shared_transplant_does_not_depend_on_the_run_that_builds_it_and_reports_the_reused_space(tmp_path):
     """--spaces shared: the BIRD-on-ANCHOR artefact is built with the base seed whichever run builds it;
     --spaces-from: the reused ANCHOR space's build cost is reported under cost_reused."""

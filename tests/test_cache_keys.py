@@ -113,3 +113,51 @@ def test_eval_into_a_new_run_after_a_port_change_makes_no_request(tmp_path):
     answers = [{p.id: p.p_outcome1 for p in predictions_of(tmp_path / out)} for out in "abc"]
     assert len(answers[0]) == 2 and None not in answers[0].values()
     assert answers[0] == answers[1] == answers[2]
+
+
+def test_a_cache_hit_carries_the_recorded_cost_of_the_request_that_produced_it(tmp_path):
+    """Each cached answer keeps its request's tokens, time and id, so a run answered from the cache can
+    still say what those answers cost (``ledger.recorded_requests``): a request for three answers once,
+    its prompt counted once; and a hit on an answer its own run asked for is not counted twice."""
+    import sqlite3
+
+    from anchor.llm.ledger import recorded_requests
+
+    path = tmp_path / "responses.sqlite"
+    with FakeOpenAIServer(deterministic=True) as server:
+        first = server_client(server.base_url, ResponseCache(path))
+        run_sync(first.ask(QUESTION, what="rain"), first)
+        run_sync(first.ask_samples(QUESTION, samples=3, temperature=0.7, what="snow"), first)
+        served = (server.stats()["prompt_tokens"], server.stats()["completion_tokens"])
+        made = [r for r in first.ledger.records if r.outcome == "ok"]
+        assert len(made) == 2 == server.completions  # the three samples came in one request
+
+        second = server_client(server.base_url, ResponseCache(path))
+        run_sync(second.ask(QUESTION, what="rain"), second)
+        run_sync(second.ask_samples(QUESTION, samples=3, temperature=0.7, what="snow"), second)
+        run_sync(second.ask(QUESTION, what="rain"), second)  # the same cached answer twice
+        assert server.completions == 2
+    hits = second.ledger.records
+    assert [r.outcome for r in hits] == ["cache_hit"] * 5 and all(r.recorded is not None for r in hits)
+    behind, unrecorded = recorded_requests(hits)
+    assert unrecorded == 0 and len(behind) == 2
+    assert (sum(r.prompt_tokens for r in behind), sum(r.completion_tokens for r in behind)) == served
+    assert sorted((r.request_id, r.started, r.seconds) for r in behind) == sorted(
+        (r.request_id, r.started, r.seconds) for r in made)
+    # The first run's own requests, and hits on its own answers, are not counted again.
+    assert recorded_requests([*made, *hits[:1]]) == ([], 0)
+
+    # A cache written before costs were recorded: its answers read as before, with no recorded cost;
+    # the table of answers keeps the shape earlier versions write to.
+    old = tmp_path / "old.sqlite"
+    with sqlite3.connect(old) as conn:
+        conn.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, stage TEXT NOT NULL, text TEXT NOT NULL, "
+                     "prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, logprobs TEXT, "
+                     "created REAL NOT NULL)")
+        conn.execute("INSERT INTO responses VALUES ('k', 's', '{}', 5, 2, NULL, 0)")
+    cache = ResponseCache(old)
+    hit = cache.get("k")
+    assert hit is not None and hit.prompt_tokens == 5 and hit.request_id is None and hit.recorded_cost("k") is None
+    with sqlite3.connect(old) as conn:
+        conn.execute("INSERT INTO responses VALUES ('k2', 's', '{}', 5, 2, NULL, 0)")  # an earlier version's write
+    assert cache.get("k2") is not None

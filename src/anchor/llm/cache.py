@@ -3,6 +3,12 @@
 Only answers that passed validation are stored, so a cached entry is always usable. SQLite in
 WAL mode keeps the file consistent when several processes write at once or one is killed in
 the middle of a write (a transaction either lands whole or not at all).
+
+Beside each answer, table ``requests`` keeps what the request that produced it cost (seconds, when
+it was sent, its id), so that a run answered from the cache can say what those answers cost when
+they were asked for (``CallRecord.recorded``). It is a table of its own so that the ``responses``
+table keeps the shape every earlier version reads and writes. Answers cached before it existed,
+or by an earlier version, have no row there.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from platformdirs import user_cache_dir
 from pydantic import BaseModel
 
 from anchor.llm.base import TokenLogprob
+from anchor.llm.ledger import RecordedCost
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -35,7 +42,17 @@ CREATE TABLE IF NOT EXISTS responses (
 )
 """
 
-_SELECT = "SELECT text, prompt_tokens, completion_tokens, logprobs FROM responses WHERE key = ?"
+_REQUESTS = """
+CREATE TABLE IF NOT EXISTS requests (
+    key TEXT PRIMARY KEY,
+    seconds REAL NOT NULL,
+    started REAL NOT NULL,
+    request_id TEXT NOT NULL
+)
+"""
+
+_SELECT = ("SELECT r.text, r.prompt_tokens, r.completion_tokens, r.logprobs, q.seconds, q.started, q.request_id "
+           "FROM responses r LEFT JOIN requests q ON q.key = r.key WHERE r.key = ?")
 
 
 def default_cache_dir() -> Path:
@@ -49,6 +66,20 @@ class CachedResponse(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     logprobs: list[TokenLogprob] | None = None
+    seconds: float | None = None
+    """How long the request that produced this answer took (None: not recorded)."""
+    started: float | None = None
+    """When that request was sent (``time.time()``)."""
+    request_id: str | None = None
+    """That request's id (``CallRecord.request_id``); the answers of one request for several share it."""
+
+    def recorded_cost(self, key: str) -> RecordedCost | None:
+        """What the request behind this answer cost, for the ledger record of a hit on ``key``."""
+        if self.request_id is None:
+            return None
+        return RecordedCost(request_id=self.request_id, prompt_tokens=self.prompt_tokens,
+                            completion_tokens=self.completion_tokens, seconds=self.seconds or 0.0,
+                            started=self.started or 0.0, entry=key[:16])
 
 
 def cache_key(
@@ -111,6 +142,7 @@ class ResponseCache:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute(_SCHEMA)
+        conn.execute(_REQUESTS)
         conn.execute("SELECT count(*) FROM responses LIMIT 1").fetchone()
         return conn
 
@@ -124,13 +156,16 @@ class ResponseCache:
                 if row is not None:
                     self._conn.execute("INSERT OR IGNORE INTO responses SELECT ?, stage, text, prompt_tokens, "
                                        "completion_tokens, logprobs, created FROM responses WHERE key = ?", (key, old))
+                    self._conn.execute("INSERT OR IGNORE INTO requests SELECT ?, seconds, started, request_id "
+                                       "FROM requests WHERE key = ?", (key, old))
                     break
         if row is None:
             return None
         logprobs = None
         if row[3]:
             logprobs = [TokenLogprob.model_validate(item) for item in json.loads(row[3])]
-        return CachedResponse(text=row[0], prompt_tokens=row[1], completion_tokens=row[2], logprobs=logprobs)
+        return CachedResponse(text=row[0], prompt_tokens=row[1], completion_tokens=row[2], logprobs=logprobs,
+                              seconds=row[4], started=row[5], request_id=row[6])
 
     def put(self, key: str, stage: str, response: CachedResponse) -> None:
         """Store an answer unless one is already stored: the first answer for a key stays the
@@ -139,10 +174,21 @@ class ResponseCache:
         if response.logprobs is not None:
             logprobs = json.dumps([lp.model_dump() for lp in response.logprobs])
         with self._lock:
-            self._conn.execute(
-                "INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (key, stage, response.text, response.prompt_tokens, response.completion_tokens, logprobs, time.time()),
-            )
+            # One transaction: an answer never lands without the cost of its request.
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                cur = self._conn.execute(
+                    "INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (key, stage, response.text, response.prompt_tokens, response.completion_tokens, logprobs,
+                     time.time()),
+                )
+                if cur.rowcount and response.request_id is not None:
+                    self._conn.execute("INSERT OR IGNORE INTO requests VALUES (?, ?, ?, ?)",
+                                       (key, response.seconds or 0.0, response.started or 0.0, response.request_id))
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
 
     def __len__(self) -> int:
         with self._lock:
@@ -157,6 +203,7 @@ class ResponseCache:
         with self._lock:
             n = int(self._conn.execute("SELECT count(*) FROM responses").fetchone()[0])
             self._conn.execute("DELETE FROM responses")
+            self._conn.execute("DELETE FROM requests")
         return n
 
     def close(self) -> None:

@@ -34,7 +34,7 @@ from anchor.llm import chain
 from anchor.llm.base import Backend, Message, SamplingBackend, TokenLogprob
 from anchor.llm.cache import CachedResponse, ResponseCache, cache_key, legacy_keys
 from anchor.llm.errors import LLMOutputError, LogprobsUnavailable
-from anchor.llm.ledger import CallRecord, CostLedger
+from anchor.llm.ledger import SHARED_DETAIL, CallRecord, CostLedger
 from anchor.llm.prompt import PromptSpec
 from anchor.llm.structured import OutputInvalid, inline_schema, parse_structured
 from anchor.llm.transport import Transport, chain_fields
@@ -220,7 +220,7 @@ class LLMClient(Transport):
             if hit is not None:
                 parsed, problem = self._validate(hit.text, schema, check) if schema is not None else (None, None)
                 if problem is None:
-                    self.ledger.record(CallRecord(stage=stage, outcome="cache_hit"))
+                    self.ledger.record(CallRecord(stage=stage, outcome="cache_hit", recorded=hit.recorded_cost(key)))
                     return Answer(parsed=parsed, text=hit.text, cached=True, prompt_tokens=hit.prompt_tokens,
                                   completion_tokens=hit.completion_tokens, logprobs=hit.logprobs)
                 # A cached answer that no longer validates (schema or check changed): ask again.
@@ -232,7 +232,7 @@ class LLMClient(Transport):
         if pending is not None:
             answer, ended = await asyncio.shield(pending)
             chain.merge(ended)
-            self.ledger.record(CallRecord(stage=stage, outcome="cache_hit", detail="shared with an identical request"))
+            self.ledger.record(CallRecord(stage=stage, outcome="cache_hit", detail=SHARED_DETAIL))
             return Answer(parsed=answer.parsed, text=answer.text, cached=True, prompt_tokens=answer.prompt_tokens,
                           completion_tokens=answer.completion_tokens, logprobs=answer.logprobs)
         future: asyncio.Future[Answer[Any]] = asyncio.get_running_loop().create_future()
@@ -279,7 +279,7 @@ class LLMClient(Transport):
                     continue
                 parsed, problem = self._validate(hit.text, schema, check)
                 if problem is None:
-                    self.ledger.record(CallRecord(stage=stage, outcome="cache_hit"))
+                    self.ledger.record(CallRecord(stage=stage, outcome="cache_hit", recorded=hit.recorded_cost(keys[i])))
                     done[i] = Answer(parsed=parsed, text=hit.text, cached=True, prompt_tokens=hit.prompt_tokens,
                                      completion_tokens=hit.completion_tokens)
         inflight = self._inflight()
@@ -316,7 +316,7 @@ class LLMClient(Transport):
         for i, pending in shared.items():
             answer, ended = await asyncio.shield(pending)
             chain.merge(ended)
-            self.ledger.record(CallRecord(stage=stage, outcome="cache_hit", detail="shared with an identical request"))
+            self.ledger.record(CallRecord(stage=stage, outcome="cache_hit", detail=SHARED_DETAIL))
             done[i] = Answer(parsed=answer.parsed, text=answer.text, cached=True, prompt_tokens=answer.prompt_tokens,
                              completion_tokens=answer.completion_tokens)
         return [done[i] for i in indices]
@@ -388,7 +388,8 @@ class LLMClient(Transport):
                 continue
             if self.cache is not None:
                 self.cache.put(keys[i], stage, CachedResponse(
-                    text=choice.text, prompt_tokens=choice.prompt_tokens, completion_tokens=choice.completion_tokens))
+                    text=choice.text, prompt_tokens=choice.prompt_tokens, completion_tokens=choice.completion_tokens,
+                    seconds=timed.seconds, started=timed.started, request_id=timed.request_id))
             out[i] = Answer(parsed=parsed, text=choice.text, cached=False, prompt_tokens=choice.prompt_tokens,
                             completion_tokens=choice.completion_tokens)
         usable = len(out)
@@ -450,7 +451,8 @@ class LLMClient(Transport):
             if self.cache is not None:
                 self.cache.put(key, stage, CachedResponse(
                     text=raw.completion.text, prompt_tokens=raw.completion.prompt_tokens,
-                    completion_tokens=raw.completion.completion_tokens, logprobs=raw.completion.logprobs))
+                    completion_tokens=raw.completion.completion_tokens, logprobs=raw.completion.logprobs,
+                    seconds=raw.seconds, started=raw.started, request_id=raw.request_id))
             return Answer(parsed=parsed, text=raw.completion.text, cached=False,
                           prompt_tokens=raw.completion.prompt_tokens,
                           completion_tokens=raw.completion.completion_tokens, logprobs=raw.completion.logprobs)

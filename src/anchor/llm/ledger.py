@@ -22,6 +22,20 @@ from anchor.types import StageCost
 
 Outcome = Literal["sent", "ok", "cache_hit", "transient_error", "invalid_output", "truncated", "fatal_error",
                   "format_rejected", "interrupted"]
+#: The detail of a cache hit answered by an identical request of the same process, still in flight.
+SHARED_DETAIL = "shared with an identical request"
+
+
+class RecordedCost(BaseModel):
+    """What the request that produced a cached answer cost, as the response cache recorded it."""
+
+    request_id: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    started: float = 0.0
+    entry: str = ""
+    """Which cached answer (a prefix of its cache key): one request for several answers left several."""
 
 
 class CallRecord(BaseModel):
@@ -48,6 +62,10 @@ class CallRecord(BaseModel):
     """The chain of dependent requests this request ended (``llm.chain``): how many requests, this
     one included, were sent one after another to get here, and their seconds added up. None on
     cache hits and in records written before these fields existed."""
+    recorded: RecordedCost | None = None
+    """On a cache hit: what the request that produced the answer cost when it was made (by this run or
+    another), as the cache recorded it; None when it was not recorded (an answer cached by an earlier
+    version) and on a hit shared with a request in flight."""
 
     @property
     def reached_backend(self) -> bool:
@@ -191,6 +209,41 @@ def critical_path(records: Iterable[CallRecord]) -> chain.Chain | None:
             return None
         longest = longest.longer(chain.Chain(r.chain_requests, r.chain_seconds))
     return longest
+
+
+def recorded_requests(records: Iterable[CallRecord]) -> tuple[list[CallRecord], int]:
+    """The requests behind the cache hits among ``records`` that these records do not hold themselves
+    (made by another run, or before a kill left no record of them), each once, as "ok" records with the
+    cost the cache recorded for them; and how many such hits have no recorded cost.
+
+    A request for several answers counts its prompt once and the completion of each answer used.
+    Only the request that produced an answer is known: failed attempts before it are not.
+    """
+    records = list(records)
+    own = {r.request_id for r in records if r.request_id and r.outcome != "cache_hit"}
+    requests: dict[str, CallRecord] = {}
+    entries: set[str] = set()
+    unrecorded = 0
+    for r in records:
+        if r.outcome != "cache_hit" or r.detail == SHARED_DETAIL:
+            continue
+        cost = r.recorded
+        if cost is None:
+            unrecorded += 1
+            continue
+        if cost.request_id in own or (cost.entry and cost.entry in entries):
+            continue
+        entries.add(cost.entry)
+        found = requests.get(cost.request_id)
+        if found is None:
+            requests[cost.request_id] = CallRecord(
+                stage=r.stage, outcome="ok", samples=1, prompt_tokens=cost.prompt_tokens,
+                completion_tokens=cost.completion_tokens, seconds=cost.seconds, started=cost.started,
+                request_id=cost.request_id, scope=r.scope, detail="recorded cost of a cached answer")
+        else:
+            found.completion_tokens += cost.completion_tokens
+            found.samples = (found.samples or 1) + 1
+    return list(requests.values()), unrecorded
 
 
 def summarize(records: Iterable[CallRecord]) -> list[StageCost]:

@@ -11,11 +11,17 @@ reflection and relaxed pass; ANCHOR's selection and reflection), including the m
 does while preparing a scenario; mapping time is the wall time during which at least one mapping
 request was in flight, read from the run's ``calls.jsonl`` (the sum of the stages' wall times when
 that file is missing).
+
+A mapping answered from the response cache made no request. Its cost is then the recorded cost of
+the cached answers (``CallRecord.recorded``: the tokens and the time span of the request that first
+produced each answer, in this run or another one), so that ``+ ANCHOR mapping`` run after ``anchor``
+on the same cache does not read as free. Every row says where its cost comes from (:class:`MappingCost`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +29,7 @@ from pydantic import ValidationError
 
 from anchor.evaluation.cost.phases import phase_of
 from anchor.evaluation.results import MetricsReport, RunConfig
-from anchor.llm.ledger import CallRecord, busy_seconds, collapse_sent
+from anchor.llm.ledger import CallRecord, busy_seconds, collapse_sent, recorded_requests
 
 BASELINE = "bird-relaxed"
 TRANSPLANT = "bird-on-anchor"
@@ -33,24 +39,111 @@ HEADLINE = {"pairwise": ("f1_micro", "Avg. F1"), "decision": ("accuracy", "Acc."
             "factcheck": ("balanced_accuracy", "Bal. acc.")}
 
 
-def mapping_cost(config: RunConfig, metrics: MetricsReport, path: Path) -> tuple[int, float, bool]:
-    """(mapping tokens, mapping wall seconds, whether the time came from calls.jsonl) of one run."""
-    tokens = sum(c.prompt_tokens + c.completion_tokens for s, c in metrics.cost.items()
+@dataclass(frozen=True)
+class MappingCost:
+    """The mapping stage's cost in one run, and where it comes from."""
+
+    tokens: int
+    seconds: float
+    made: int
+    """Mapping requests the run made (each counted once from calls.jsonl)."""
+    recorded: int = 0
+    """Mapping requests behind cached answers whose cost the cache recorded (made elsewhere)."""
+    unrecorded: int = 0
+    """Cached mapping answers with no recorded cost (cached by an earlier version): not counted."""
+    from_log: bool = True
+    """False when the run has no calls.jsonl (tokens from metrics.json, time summed over stages)."""
+
+    @property
+    def source(self) -> str:
+        """Where the figures come from, in a few words."""
+        if not self.from_log:
+            return "metrics.json (no calls.jsonl)"
+        parts = [f"{self.made} request(s) made"]
+        if self.recorded:
+            parts.append(f"recorded cost of {self.recorded} cached")
+        if self.unrecorded:
+            parts.append(f"{self.unrecorded} cached without a recorded cost, not counted")
+        return "; ".join(parts)
+
+
+def mapping_cost(config: RunConfig, metrics: MetricsReport, path: Path) -> MappingCost:
+    """The mapping stage's tokens and wall seconds in one run: its own requests, plus the recorded cost
+    of the answers it took from the response cache (and of reused artefacts, from metrics.json)."""
+    reused = sum(c.prompt_tokens + c.completion_tokens for s, c in metrics.cost_reused.items()
                  if s != "total" and phase_of(s) == "mapping")
-    tokens += sum(c.prompt_tokens + c.completion_tokens for s, c in metrics.cost_reused.items()
-                  if s != "total" and phase_of(s) == "mapping")
     calls = path / "calls.jsonl"
-    if calls.exists():
-        records = []
-        for line in calls.read_text(encoding="utf-8").splitlines():
-            try:
-                records.append(CallRecord.model_validate_json(line))
-            except ValidationError:
-                continue
-        mapping = [r for r in collapse_sent(records) if r.outcome != "cache_hit" and phase_of(r.stage) == "mapping"]
-        return tokens, busy_seconds(mapping), True
-    seconds = sum(c.wall_seconds for s, c in metrics.cost.items() if s != "total" and phase_of(s) == "mapping")
-    return tokens, seconds, False
+    if not calls.exists():
+        tokens = sum(c.prompt_tokens + c.completion_tokens for s, c in metrics.cost.items()
+                     if s != "total" and phase_of(s) == "mapping")
+        seconds = sum(c.wall_seconds for s, c in metrics.cost.items() if s != "total" and phase_of(s) == "mapping")
+        made = sum(c.llm_calls for s, c in metrics.cost.items() if s != "total" and phase_of(s) == "mapping")
+        return MappingCost(tokens=tokens + reused, seconds=seconds, made=made, from_log=False)
+    records = []
+    for line in calls.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(CallRecord.model_validate_json(line))
+        except ValidationError:
+            continue
+    mapping = [r for r in collapse_sent(records) if phase_of(r.stage) == "mapping"]
+    made = [r for r in mapping if r.outcome not in ("cache_hit", "interrupted")]
+    behind, unrecorded = recorded_requests(mapping)
+    tokens = sum(r.prompt_tokens + r.completion_tokens for r in (*made, *behind))
+    return MappingCost(tokens=tokens + reused, seconds=busy_seconds([*made, *behind]), made=len(made),
+                       recorded=len(behind), unrecorded=unrecorded)
+
+
+@dataclass(frozen=True)
+class TransplantRow:
+    """One row of the table: a run, its score and coverage, its mapping cost and the ratios to the baseline."""
+
+    setting: str
+    name: str
+    """``bird-relaxed`` or ``bird-on-anchor:<stage>``."""
+    metrics: MetricsReport
+    label: str
+    cost: MappingCost
+    tokens_per_prediction: float
+    seconds_per_prediction: float
+    tokens_ratio: float | None
+    seconds_ratio: float | None
+
+
+def transplant_groups(runs: Sequence[tuple[RunConfig, MetricsReport, Path, str]]
+                      ) -> dict[tuple[str, str], list[TransplantRow]]:
+    """The table's rows per (dataset, model) that has a transplant run, in the paper's order; the ratios are
+    None where there is no baseline run (or its mapping cost is 0)."""
+    groups: dict[tuple[str, str], list[tuple[RunConfig, MetricsReport, Path, str]]] = {}
+    for run in runs:
+        config, metrics, _, _ = run
+        if metrics.method in (BASELINE, TRANSPLANT):
+            groups.setdefault((metrics.dataset, str(metrics.llm.get("model") or config.llm.get("model"))), []).append(run)
+    order = [BASELINE, *(f"{TRANSPLANT}:{s}" for s in SETTINGS)]
+
+    def name(m: MetricsReport) -> str:
+        return m.method if m.method == BASELINE else f"{m.method}:{m.stage}"
+
+    out: dict[tuple[str, str], list[TransplantRow]] = {}
+    for key, group in sorted(groups.items()):
+        if not any(m.method == TRANSPLANT for _, m, _, _ in group):
+            continue
+        group = sorted(group, key=lambda r: (order.index(name(r[1])) if name(r[1]) in order else len(order), r[3]))
+        costs = [mapping_cost(c, m, p) for c, m, p, _ in group]
+        per = [max(m.n_instances * m.n_runs, 1) for _, m, _, _ in group]
+        base = next((i for i, r in enumerate(group) if r[1].method == BASELINE), None)
+        base_tok = costs[base].tokens / per[base] if base is not None else 0.0
+        base_sec = costs[base].seconds / per[base] if base is not None else 0.0
+        rows = []
+        for (_, metrics, _, label), cost, n in zip(group, costs, per, strict=True):
+            setting = "BIRD‡ baseline (bird-relaxed)" if metrics.method == BASELINE else \
+                SETTINGS.get(metrics.stage or "", f"stage {metrics.stage}")
+            tok, sec = cost.tokens / n, cost.seconds / n
+            rows.append(TransplantRow(setting=setting, name=name(metrics), metrics=metrics, label=label, cost=cost,
+                                      tokens_per_prediction=tok, seconds_per_prediction=sec,
+                                      tokens_ratio=tok / base_tok if base_tok else None,
+                                      seconds_ratio=sec / base_sec if base_sec else None))
+        out[key] = rows
+    return out
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -62,59 +155,40 @@ def transplant_section(runs: Sequence[tuple[RunConfig, MetricsReport, Path, str]
     report. Empty when there is no transplant run."""
     if not any(m.method == TRANSPLANT for _, m, _, _ in runs):
         return []
-    groups: dict[tuple[str, str], list[tuple[RunConfig, MetricsReport, Path, str]]] = {}
-    for run in runs:
-        config, metrics, _, _ = run
-        if metrics.method in (BASELINE, TRANSPLANT):
-            groups.setdefault((metrics.dataset, str(metrics.llm.get("model") or config.llm.get("model"))), []).append(run)
     lines = ["## BIRD on ANCHOR's factor space (cf. the paper's Table 4)", ""]
-    for (dataset, model), group in sorted(groups.items()):
-        if not any(m.method == TRANSPLANT for _, m, _, _ in group):
-            continue
-        kind = group[0][1].kind
-        key, title = HEADLINE[kind]
-        def rank(run: tuple[RunConfig, MetricsReport, Path, str]) -> tuple[int, str]:
-            order = [BASELINE, *(f"{TRANSPLANT}:{s}" for s in SETTINGS)]
-            m = run[1]
-            name = m.method if m.method == BASELINE else f"{m.method}:{m.stage}"
-            return (order.index(name) if name in order else len(order), run[3])
-
-        group = sorted(group, key=rank)
-        base = next((r for r in group if r[1].method == BASELINE), None)
-        base_cost = None
-        if base is not None:
-            tok, secs, _ = mapping_cost(base[0], base[1], base[2])
-            n = max(base[1].n_instances * base[1].n_runs, 1)
-            base_cost = (tok / n, secs / n)
-        rows = []
-        from_log = True
-        for config, metrics, path, label in group:
-            tok, secs, logged = mapping_cost(config, metrics, path)
-            from_log = from_log and logged
-            n = max(metrics.n_instances * metrics.n_runs, 1)
-            per_tok, per_secs = tok / n, secs / n
-            setting = "BIRD‡ baseline (bird-relaxed)" if metrics.method == BASELINE else \
-                SETTINGS.get(metrics.stage or "", f"stage {metrics.stage}")
-            tok_b = per_tok / base_cost[0] if base_cost and base_cost[0] else None
-            time_b = per_secs / base_cost[1] if base_cost and base_cost[1] else None
-            cov = metrics.mean.get("coverage")
-            rows.append([setting, _fmt(metrics.mean.get(key)), "–" if cov is None else f"{cov * 100:.2f}%",
-                         _fmt(tok_b, 2), _fmt(time_b, 2), f"{per_tok:,.0f}", f"{per_secs:.2f}", label])
+    for (dataset, model), rows in transplant_groups(runs).items():
+        key, title = HEADLINE[rows[0].metrics.kind]
         lines += [f"### {dataset} · {model}", "",
-                  f"| Setting | {title} | Cov. | Tok./B | Time/B | Mapping tokens / pred. | Mapping s / pred. | Run |",
-                  "|:--|--:|--:|--:|--:|--:|--:|:--|"]
-        lines += ["| " + " | ".join(row) + " |" for row in rows]
-        notes = ["Each '+' row adds to the row above. Tok./B and Time/B: the mapping stage's tokens and wall time "
-                 "per prediction, divided by the BIRD‡ baseline's (mapping done while a transplant prepares a "
-                 "scenario included)."]
-        if base is None:
-            notes.append("No bird-relaxed run of this dataset and model in the report: no baseline to divide by "
-                         "(add one to fill Tok./B and Time/B).")
-        if not from_log:
-            notes.append("Some runs have no calls.jsonl: their mapping time is the sum of the stages' wall times.")
-        if any(m.cost.get("total") and m.cost["total"].cache_hits and not m.cost["total"].llm_calls
-               for _, m, _, _ in group):
-            notes.append("A run answered entirely from the response cache made no request: its tokens and time are "
-                         "0, not a measurement (run it with its own --cache-dir to measure).")
-        lines += [""] + [f"- {n}" for n in notes] + [""]
+                  f"| Setting | {title} | Cov. | Tok./B | Time/B | Mapping tokens / pred. | Mapping s / pred. | "
+                  "Cost from | Run |",
+                  "|:--|--:|--:|--:|--:|--:|--:|:--|:--|"]
+        for r in rows:
+            cov = r.metrics.mean.get("coverage")
+            cells = [r.setting, _fmt(r.metrics.mean.get(key)), "–" if cov is None else f"{cov * 100:.2f}%",
+                     _fmt(r.tokens_ratio, 2), _fmt(r.seconds_ratio, 2), f"{r.tokens_per_prediction:,.0f}",
+                     f"{r.seconds_per_prediction:.2f}", r.cost.source, r.label]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines += [""] + [f"- {n}" for n in transplant_notes(rows)] + [""]
     return lines
+
+
+def transplant_notes(rows: Sequence[TransplantRow]) -> list[str]:
+    """What a reader of the table needs to know about these rows' figures."""
+    notes = ["Each '+' row adds to the row above. Tok./B and Time/B: the mapping stage's tokens and wall time "
+             "per prediction, divided by the BIRD‡ baseline's (mapping done while a transplant prepares a "
+             "scenario included)."]
+    if not any(r.metrics.method == BASELINE for r in rows):
+        notes.append("No bird-relaxed run of this dataset and model: no baseline to divide by (add one to fill "
+                     "Tok./B and Time/B).")
+    if any(not r.cost.from_log for r in rows):
+        notes.append("Some runs have no calls.jsonl: their mapping tokens come from metrics.json and their time "
+                     "is the sum of the stages' wall times.")
+    if any(r.cost.recorded for r in rows):
+        notes.append("'recorded cost of N cached': those mapping answers came from the response cache (asked "
+                     "for by another run, e.g. the ANCHOR run whose spaces were reused); their tokens and time "
+                     "are those the cache recorded for the requests that produced them (without failed "
+                     "attempts before them). Give a run its own --cache-dir to measure requests it makes itself.")
+    if any(r.cost.unrecorded for r in rows):
+        notes.append("Some cached mapping answers have no recorded cost (cached by an earlier version of "
+                     "anchor): they are not counted, so those rows understate the mapping cost.")
+    return notes

@@ -1,0 +1,74 @@
+"""The appendix analyses and the factor-count figure of a reproduction, run as ``anchor analyze`` runs
+them (:mod:`anchor.analysis.runs`), in ``DIR/analyses/<name>``.
+
+Each writes ``<analysis>.json``, ``.md`` and ``.png`` there, and ``reproduce.json``: the planned
+analysis and its inputs, so that a finished one is recognised (and not run again) only when it was
+made for the same plan. Their cells read and write the reproduction's shared response cache, so a
+cell that asks what a planned run asked (the same slice, model and seed) finds the answer there.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from anchor.analysis.clustering import collect_spaces, compare_clustering, write_clustering
+from anchor.analysis.estimator import write_estimator
+from anchor.analysis.factors import write_factor_count
+from anchor.analysis.retrieval import write_retrieval
+from anchor.analysis.runs import (
+    AnalysisRunner,
+    EvalSlice,
+    run_estimator_analysis,
+    run_factor_analysis,
+    run_retrieval_analysis,
+)
+from anchor.evaluation.runner import EvalError
+from anchor.files import write_atomic
+from anchor.llm.settings import LLMSettings
+from anchor.progress import Reporter
+from anchor.reproduce.plan import PlannedAnalysis
+
+MARKER = "reproduce.json"
+
+
+def result_path(folder: Path, analysis: PlannedAnalysis) -> Path:
+    return folder / f"{analysis.analysis}.json"
+
+
+def analysis_done(folder: Path, analysis: PlannedAnalysis, marker: dict[str, Any]) -> bool:
+    """True when ``folder`` holds the result of this analysis, made for the same plan (``marker``)."""
+    try:
+        found = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return result_path(folder, analysis).exists() and found == marker
+
+
+async def run_analysis(folder: Path, analysis: PlannedAnalysis, marker: dict[str, Any], *, data: EvalSlice | None,
+                       inputs: Sequence[Path] = (), estimator: LLMSettings | None = None,
+                       report: Reporter) -> None:
+    """Run (or resume) one analysis in ``folder`` and write its files: ``data`` is the slice its cells
+    evaluate, ``inputs`` the run directories whose spaces the clustering reads, ``estimator`` the second
+    LLM of the estimator analysis."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if analysis.analysis == "clustering":
+        if not inputs:
+            raise EvalError("no finished ANCHOR run has factor spaces to cluster")
+        write_clustering(compare_clustering(collect_spaces(list(inputs)), report=report), folder)
+    else:
+        if data is None:
+            raise EvalError(f"the {analysis.analysis} analysis needs a dataset slice")
+        runner = AnalysisRunner(analysis.analysis, data, folder, report=report)
+        runner.load_instances()
+        if analysis.analysis == "factors":
+            write_factor_count(await run_factor_analysis(runner, points=analysis.points or 8), folder)
+        elif analysis.analysis == "retrieval":
+            write_retrieval(await run_retrieval_analysis(runner), folder)
+        else:
+            if estimator is None:
+                raise EvalError("the estimator analysis needs --estimator-base-url (or --quick)")
+            write_estimator(await run_estimator_analysis(runner, estimator), folder)
+    write_atomic(folder / MARKER, json.dumps(marker, indent=2))

@@ -1,0 +1,186 @@
+"""How many requests and tokens each planned run needs: counted in the ledger of a finished run,
+extrapolated from the ledger of a started one.
+
+A run's cost has two parts that grow differently. Building a per-scenario artefact (a factor
+space, a BIRD model) costs about the same for every scenario, once per scenario (and per run with
+``--spaces per-run``); everything else (mapping, inference, a baseline's call) costs about the same
+for every prediction. So from what a run has done so far (its ``calls.jsonl`` and
+``predictions.jsonl``), the rest is::
+
+    requests = construction requests / builds done x builds in all
+             + other requests / predictions done x predictions in all
+
+and likewise for tokens. Only requests the run made count: an answer it found in the response
+cache (asked for by another run) is free, and so it is in the estimate too. A started run is what
+the reproduction's pilot leaves: the first scenario of every run, done before the rest.
+
+Analyses are not piloted; their cells are estimated from the ANCHOR run of their dataset, as if no
+cell found an answer in the cache (an upper bound: cells share many answers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from anchor.evaluation.cost.phases import phase_of
+from anchor.evaluation.datasets.instances import scenario_key
+from anchor.evaluation.results import Prediction
+from anchor.llm.ledger import CallRecord, collapse_sent
+
+Source = Literal["counted", "extrapolated", "derived", "none"]
+#: The pilot's unit: every instance of the slice's first scenario, in every run.
+PILOT_SCENARIOS = 1
+
+
+class Spent(BaseModel):
+    """Requests made and tokens reported (prompt + completion), each request once."""
+
+    model_config = ConfigDict(frozen=True)
+
+    requests: int = 0
+    tokens: int = 0
+
+    def __add__(self, other: Spent) -> Spent:
+        return Spent(requests=self.requests + other.requests, tokens=self.tokens + other.tokens)
+
+
+class CostEstimate(BaseModel):
+    """What one planned run or analysis needs in all, and what it has already spent."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    requests: int | None
+    tokens: int | None
+    spent: Spent = Spent()
+    source: Source
+    note: str = ""
+
+    @property
+    def left(self) -> Spent | None:
+        """What is still to spend (None: no estimate)."""
+        if self.requests is None or self.tokens is None:
+            return None
+        return Spent(requests=max(0, self.requests - self.spent.requests),
+                     tokens=max(0, self.tokens - self.spent.tokens))
+
+
+def read_calls(path: Path) -> list[CallRecord]:
+    """A calls.jsonl, each request once (a torn last line is skipped)."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            out.append(CallRecord.model_validate_json(line))
+        except ValidationError:
+            continue
+    return collapse_sent(out)
+
+
+def made(records: Sequence[CallRecord]) -> list[CallRecord]:
+    """Requests that reached (or tried to reach) the server: not cache hits, not cut off by a kill."""
+    return [r for r in records if r.outcome not in ("cache_hit", "interrupted")]
+
+
+def spent_in(folder: Path) -> Spent:
+    """What every run directory at or under ``folder`` spent (its calls.jsonl files)."""
+    total = Spent()
+    for path in sorted(folder.rglob("calls.jsonl")) if folder.is_dir() else []:
+        done = made(read_calls(path))
+        total += Spent(requests=len(done), tokens=sum(r.prompt_tokens + r.completion_tokens for r in done))
+    return total
+
+
+def read_predictions(path: Path) -> dict[tuple[int, str], Prediction]:
+    """The last prediction of every (run, id) (a retried one appends a new line)."""
+    out: dict[tuple[int, str], Prediction] = {}
+    if not path.exists():
+        return out
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            p = Prediction.model_validate_json(line)
+        except ValidationError:
+            continue
+        out[(p.run, p.id)] = p
+    return out
+
+
+class Rates(BaseModel):
+    """A run's cost per artefact build and per prediction, from what it has done."""
+
+    model_config = ConfigDict(frozen=True)
+
+    per_build: Spent
+    per_prediction: Spent
+    per_prediction_inference: Spent
+    spent: Spent
+
+
+def rates(run_dir: Path, instances: Sequence[Any], per_run_builds: bool) -> Rates | None:
+    """The run's rates, or None when it has finished no prediction yet."""
+    done = read_predictions(run_dir / "predictions.jsonl")
+    by_id = {inst.id: inst for inst in instances}
+    done = {k: p for k, p in done.items() if k[1] in by_id}
+    if not done:
+        return None
+    records = made(read_calls(run_dir / "calls.jsonl"))
+    builds = {(r if per_run_builds else 0, scenario_key(by_id[i].scenario)) for r, i in done}
+    build = [r for r in records if phase_of(r.stage) == "construction"]
+    rest = [r for r in records if phase_of(r.stage) != "construction"]
+    inference = [r for r in rest if phase_of(r.stage) == "inference"]
+
+    def per(rs: Sequence[CallRecord], n: int) -> Spent:
+        return Spent(requests=round(len(rs) * 1000 / n), tokens=round(sum(r.prompt_tokens + r.completion_tokens
+                                                                          for r in rs) * 1000 / n))
+
+    return Rates(per_build=per(build, len(builds)), per_prediction=per(rest, len(done)),
+                 per_prediction_inference=per(inference, len(done)),
+                 spent=Spent(requests=len(records), tokens=sum(r.prompt_tokens + r.completion_tokens for r in records)))
+
+
+def extrapolate(rate: Rates, *, builds: int, predictions: int) -> Spent:
+    """Rates are kept per thousand, so that small per-prediction costs do not round to 0."""
+    return Spent(requests=round((rate.per_build.requests * builds + rate.per_prediction.requests * predictions) / 1000),
+                 tokens=round((rate.per_build.tokens * builds + rate.per_prediction.tokens * predictions) / 1000))
+
+
+def estimate_run(name: str, run_dir: Path, instances: Sequence[Any], runs: int, *, finished: bool,
+                 per_run_builds: bool = True) -> tuple[CostEstimate, Rates | None]:
+    """The estimate of one run (counted when finished, else extrapolated from its ledger so far)."""
+    rate = rates(run_dir, instances, per_run_builds)
+    if rate is None:
+        spent = spent_in(run_dir)
+        return CostEstimate(name=name, requests=None, tokens=None, spent=spent, source="none",
+                        note="not started: run the pilot (--plan) for an estimate"), None
+    if finished:
+        return CostEstimate(name=name, requests=rate.spent.requests, tokens=rate.spent.tokens, spent=rate.spent,
+                        source="counted"), rate
+    scenarios = {scenario_key(inst.scenario) for inst in instances}
+    builds = len(scenarios) * (runs if per_run_builds else 1)
+    total = extrapolate(rate, builds=builds, predictions=len(instances) * runs)
+    return CostEstimate(name=name, requests=max(total.requests, rate.spent.requests),
+                    tokens=max(total.tokens, rate.spent.tokens), spent=rate.spent, source="extrapolated"), rate
+
+
+def derived_estimate(name: str, cells: int, predictions: int, rate: Rates | None, *, inference_only: int = 0,
+                     spent: Spent | None = None, finished: bool = False, what: str = "") -> CostEstimate:
+    """An analysis: ``cells`` cells of ``predictions`` each at ``rate``'s per-prediction cost, plus
+    ``inference_only`` cells that only elicit (the estimator's), as if none were cached."""
+    spent = spent or Spent()
+    if finished:
+        return CostEstimate(name=name, requests=spent.requests, tokens=spent.tokens, spent=spent, source="counted")
+    if cells == 0 and not inference_only:
+        return CostEstimate(name=name, requests=0, tokens=0, spent=spent, source="derived", note="no LLM request")
+    if rate is None:
+        return CostEstimate(name=name, requests=None, tokens=None, spent=spent, source="none",
+                        note=f"no estimate: no ANCHOR run {what}to derive it from")
+    per, inf = rate.per_prediction, rate.per_prediction_inference
+    requests = round((per.requests * cells + inf.requests * inference_only) * predictions / 1000)
+    tokens = round((per.tokens * cells + inf.tokens * inference_only) * predictions / 1000)
+    return CostEstimate(name=name, requests=max(requests, spent.requests), tokens=max(tokens, spent.tokens), spent=spent,
+                    source="derived", note="upper bound: as if no cell found an answer in the cache")
