@@ -159,13 +159,23 @@ def _show_plan(repro: Any, outcome: Any, json_out: bool) -> None:
                    "total": {"requests": total_requests, "tokens": total_tokens, "unknown": len(rows) - len(known)},
                    "spent": outcome.spent.model_dump(), "stopped": outcome.stopped})
         return
-    parts = {r.name: ", ".join(r.parts) for r in (*repro.plan.runs, *repro.plan.analyses)}
-    table = Table(header_style="bold", show_edge=False)
+    planned = (*repro.plan.runs, *repro.plan.analyses)
+    parts = {r.name: ", ".join(r.parts) for r in planned}
+    datasets = {r.name: r.dataset or "" for r in planned}
+    # Runs are listed under their dataset, by what follows the dataset in their name: at 80 columns
+    # the whole directory name ("common2sense-pairwise-bird-on-anchor-mapping") folded into three lines.
+    table = Table(header_style="bold", show_edge=False, pad_edge=False, collapse_padding=True)
     for head, justify in (("run", "left"), ("for", "left"), ("state", "left"), ("requests", "right"),
                           ("tokens", "right"), ("from", "left")):
         table.add_column(head, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    shown = None
     for e in rows:
-        table.add_row(escape(e.name), parts.get(e.name, ""), outcome.states.get(e.name, ""),
+        dataset = datasets.get(e.name, "")
+        if dataset and dataset != shown:
+            table.add_row(f"[bold]{escape(dataset)}[/bold]", "", "", "", "", "")
+            shown = dataset
+        name = e.name.removeprefix(f"{dataset}-") if dataset and e.name.startswith(f"{dataset}-") else e.name
+        table.add_row(escape(("  " if dataset else "") + name), parts.get(e.name, ""), outcome.states.get(e.name, ""),
                       "?" if e.requests is None else f"{e.requests:,}", "?" if e.tokens is None else f"{e.tokens:,}",
                       escape(e.source + (f": {e.note}" if e.note else "")))
     out.print(table)
