@@ -14,14 +14,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 from numpy.typing import ArrayLike
 
-from anchor.calibration.contract import (
-    EPS,
-    LOGISTIC_C,
-    as_outcomes,
-    as_probabilities,
-    sigmoid,
-    soft_logistic_data,
-)
+from anchor.calibration.contract import EPS, as_outcomes, as_probabilities, fit_soft_logistic, sigmoid
 
 
 def _features(p: np.ndarray) -> np.ndarray:
@@ -36,18 +29,15 @@ class BetaCalibrator:
         self.a, self.b, self.c = float(a), float(b), float(c)
 
     def fit(self, p: ArrayLike, y: ArrayLike) -> Self:
-        from sklearn.linear_model import LogisticRegression  # fitting only: see platt.py
-
         probs = as_probabilities(p)
-        x, labels, weights = soft_logistic_data(_features(probs), as_outcomes(y, probs.size))
-        model = LogisticRegression(C=LOGISTIC_C).fit(x, labels, sample_weight=weights)
-        a, b = (float(v) for v in model.coef_[0])
-        c = float(model.intercept_[0])
+        x, outcomes = _features(probs), as_outcomes(y, probs.size)
+        coef, c = fit_soft_logistic(x, outcomes)
+        a, b = float(coef[0]), float(coef[1])
         if a < 0 or b < 0:
             keep = 1 if a < b else 0  # drop the more negative coefficient, refit on the other feature
-            model = LogisticRegression(C=LOGISTIC_C).fit(x[:, [keep]], labels, sample_weight=weights)
-            coef, c = max(0.0, float(model.coef_[0, 0])), float(model.intercept_[0])
-            a, b = (0.0, coef) if keep == 1 else (coef, 0.0)
+            coef, c = fit_soft_logistic(x[:, [keep]], outcomes)
+            only = max(0.0, float(coef[0]))
+            a, b = (0.0, only) if keep == 1 else (only, 0.0)
         self.a, self.b, self.c = a, b, c
         return self
 

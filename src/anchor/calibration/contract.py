@@ -136,6 +136,18 @@ def soft_logistic_data(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.nda
     return features, labels, np.concatenate([t, 1.0 - t])
 
 
+def fit_soft_logistic(x: np.ndarray, y: np.ndarray, *, fit_intercept: bool = True) -> tuple[np.ndarray, float]:
+    """Coefficients (one per column of ``x``) and intercept of scikit-learn's ``LogisticRegression``
+    (``C`` = :data:`LOGISTIC_C`) fitted against the smoothed targets of outcomes ``y``; the fit behind
+    Platt, temperature and beta calibration."""
+    # scikit-learn costs seconds to import; only fitting needs it (applying a calibrator is NumPy).
+    from sklearn.linear_model import LogisticRegression
+
+    features, labels, weights = soft_logistic_data(x, y)
+    model = LogisticRegression(C=LOGISTIC_C, fit_intercept=fit_intercept).fit(features, labels, sample_weight=weights)
+    return model.coef_[0].astype(float), float(model.intercept_[0]) if fit_intercept else 0.0
+
+
 # --------------------------------------------------------------------------- the file
 
 

@@ -11,14 +11,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 from numpy.typing import ArrayLike
 
-from anchor.calibration.contract import (
-    LOGISTIC_C,
-    as_outcomes,
-    as_probabilities,
-    logit,
-    sigmoid,
-    soft_logistic_data,
-)
+from anchor.calibration.contract import as_outcomes, as_probabilities, fit_soft_logistic, logit, sigmoid
 
 
 class PlattCalibrator:
@@ -29,13 +22,9 @@ class PlattCalibrator:
         self.intercept = float(intercept)
 
     def fit(self, p: ArrayLike, y: ArrayLike) -> Self:
-        # scikit-learn costs seconds to import; only fitting needs it (applying is NumPy).
-        from sklearn.linear_model import LogisticRegression
-
         probs = as_probabilities(p)
-        x, labels, weights = soft_logistic_data(logit(probs)[:, None], as_outcomes(y, probs.size))
-        model = LogisticRegression(C=LOGISTIC_C).fit(x, labels, sample_weight=weights)
-        self.slope, self.intercept = float(model.coef_[0, 0]), float(model.intercept_[0])
+        coef, self.intercept = fit_soft_logistic(logit(probs)[:, None], as_outcomes(y, probs.size))
+        self.slope = float(coef[0])
         return self
 
     def predict(self, p: ArrayLike) -> np.ndarray:

@@ -14,14 +14,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 from numpy.typing import ArrayLike
 
-from anchor.calibration.contract import (
-    LOGISTIC_C,
-    as_outcomes,
-    as_probabilities,
-    logit,
-    sigmoid,
-    soft_logistic_data,
-)
+from anchor.calibration.contract import as_outcomes, as_probabilities, fit_soft_logistic, logit, sigmoid
 
 
 class TemperatureCalibrator:
@@ -35,12 +28,9 @@ class TemperatureCalibrator:
         return float("inf") if self.inverse_temperature <= 0 else 1.0 / self.inverse_temperature
 
     def fit(self, p: ArrayLike, y: ArrayLike) -> Self:
-        from sklearn.linear_model import LogisticRegression  # fitting only: see platt.py
-
         probs = as_probabilities(p)
-        x, labels, weights = soft_logistic_data(logit(probs)[:, None], as_outcomes(y, probs.size))
-        model = LogisticRegression(C=LOGISTIC_C, fit_intercept=False).fit(x, labels, sample_weight=weights)
-        self.inverse_temperature = max(0.0, float(model.coef_[0, 0]))
+        coef, _ = fit_soft_logistic(logit(probs)[:, None], as_outcomes(y, probs.size), fit_intercept=False)
+        self.inverse_temperature = max(0.0, float(coef[0]))
         return self
 
     def predict(self, p: ArrayLike) -> np.ndarray:

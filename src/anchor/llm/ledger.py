@@ -13,9 +13,10 @@ import contextvars
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from anchor.llm import chain
 from anchor.types import StageCost
@@ -70,6 +71,11 @@ class CallRecord(BaseModel):
     @property
     def reached_backend(self) -> bool:
         return self.outcome != "cache_hit"
+
+    @property
+    def outcome_known(self) -> bool:
+        """A request the run saw answered or failed: not a cache hit, not cut off by a kill."""
+        return self.outcome not in ("cache_hit", "interrupted")
 
     @property
     def sample_count(self) -> int:
@@ -178,6 +184,21 @@ def busy_seconds(records: Iterable[CallRecord]) -> float:
             busy += hi - end
             end = hi
     return busy
+
+
+def read_call_log(path: Path) -> list[CallRecord]:
+    """A run's ``calls.jsonl`` read back, each request once (``collapse_sent``); lines that are not a
+    record (a torn last line) are skipped, and a missing file is an empty log. ``anchor cost`` reads
+    strictly instead, naming the line."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            out.append(CallRecord.model_validate_json(line))
+        except ValidationError:
+            continue
+    return collapse_sent(out)
 
 
 def collapse_sent(records: Iterable[CallRecord]) -> list[CallRecord]:

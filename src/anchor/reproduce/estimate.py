@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from anchor.evaluation.cost.phases import phase_of
 from anchor.evaluation.datasets.instances import scenario_key
 from anchor.evaluation.results import Prediction
-from anchor.llm.ledger import CallRecord, collapse_sent
+from anchor.llm.ledger import CallRecord, read_call_log
 
 Source = Literal["counted", "extrapolated", "derived", "none"]
 #: The pilot's unit: every instance of the slice's first scenario, in every run.
@@ -69,29 +69,16 @@ class CostEstimate(BaseModel):
                      tokens=max(0, self.tokens - self.spent.tokens))
 
 
-def read_calls(path: Path) -> list[CallRecord]:
-    """A calls.jsonl, each request once (a torn last line is skipped)."""
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            out.append(CallRecord.model_validate_json(line))
-        except ValidationError:
-            continue
-    return collapse_sent(out)
-
-
 def made(records: Sequence[CallRecord]) -> list[CallRecord]:
     """Requests that reached (or tried to reach) the server: not cache hits, not cut off by a kill."""
-    return [r for r in records if r.outcome not in ("cache_hit", "interrupted")]
+    return [r for r in records if r.outcome_known]
 
 
 def spent_in(folder: Path) -> Spent:
     """What every run directory at or under ``folder`` spent (its calls.jsonl files)."""
     total = Spent()
     for path in sorted(folder.rglob("calls.jsonl")) if folder.is_dir() else []:
-        done = made(read_calls(path))
+        done = made(read_call_log(path))
         total += Spent(requests=len(done), tokens=sum(r.prompt_tokens + r.completion_tokens for r in done))
     return total
 
@@ -128,7 +115,7 @@ def rates(run_dir: Path, instances: Sequence[Any], per_run_builds: bool) -> Rate
     done = {k: p for k, p in done.items() if k[1] in by_id}
     if not done:
         return None
-    records = made(read_calls(run_dir / "calls.jsonl"))
+    records = made(read_call_log(run_dir / "calls.jsonl"))
     builds = {(r if per_run_builds else 0, scenario_key(by_id[i].scenario)) for r, i in done}
     build = [r for r in records if phase_of(r.stage) == "construction"]
     rest = [r for r in records if phase_of(r.stage) != "construction"]

@@ -15,10 +15,9 @@ from pathlib import Path
 from anchor.analysis.clustering import ClusteringAnalysis
 from anchor.analysis.retrieval import RetrievalAnalysis
 from anchor.evaluation.cost.compare_plot import plot as plot_cost
-from anchor.llm.ledger import recorded_requests
+from anchor.llm.ledger import read_call_log, recorded_requests
 from anchor.reproduce.cells import ESTIMATOR_TABLES, TIMED_METRICS, Ours, Value
 from anchor.reproduce.document import Document
-from anchor.reproduce.estimate import read_calls
 from anchor.reproduce.published import PublishedCell, PublishedNumbers, PublishedSource
 from anchor.reproduce.selection import PAPER_MAIN_MODEL, PAPER_RUNS, QUICK_BIRD_SAMPLES, Selection
 
@@ -140,7 +139,7 @@ def _cost_figure(doc: Document, ours: Ours, out_dir: Path) -> None:
     # its own answers, which its ledger already counts).
     hits = []
     for side in ("a", "b"):
-        foreign, unrecorded = recorded_requests(read_calls(Path(cost[side]["dir"]) / "calls.jsonl"))
+        foreign, unrecorded = recorded_requests(read_call_log(Path(cost[side]["dir"]) / "calls.jsonl"))
         if foreign or unrecorded:
             hits.append(side)
     notes = [f"From `anchor cost` of the two runs ({cost['slice']['scenarios']} scenario(s) x {cost['slice']['runs']} "

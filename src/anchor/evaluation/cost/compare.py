@@ -83,7 +83,7 @@ def figures(records: Sequence[CallRecord]) -> Figures:
         out.failed += int(r.outcome != "ok")
         out.prompt_tokens += r.prompt_tokens
         out.completion_tokens += r.completion_tokens
-    out.seconds = round(busy_seconds(r for r in records if r.outcome not in ("cache_hit", "interrupted")), 6)
+    out.seconds = round(busy_seconds(r for r in records if r.outcome_known), 6)
     return out
 
 

@@ -25,11 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from anchor.evaluation.cost.phases import phase_of
 from anchor.evaluation.results import MetricsReport, RunConfig
-from anchor.llm.ledger import CallRecord, busy_seconds, collapse_sent, recorded_requests
+from anchor.llm.ledger import busy_seconds, read_call_log, recorded_requests
 
 BASELINE = "bird-relaxed"
 TRANSPLANT = "bird-on-anchor"
@@ -79,14 +77,8 @@ def mapping_cost(config: RunConfig, metrics: MetricsReport, path: Path) -> Mappi
         seconds = sum(c.wall_seconds for s, c in metrics.cost.items() if s != "total" and phase_of(s) == "mapping")
         made = sum(c.llm_calls for s, c in metrics.cost.items() if s != "total" and phase_of(s) == "mapping")
         return MappingCost(tokens=tokens + reused, seconds=seconds, made=made, from_log=False)
-    records = []
-    for line in calls.read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(CallRecord.model_validate_json(line))
-        except ValidationError:
-            continue
-    mapping = [r for r in collapse_sent(records) if phase_of(r.stage) == "mapping"]
-    made = [r for r in mapping if r.outcome not in ("cache_hit", "interrupted")]
+    mapping = [r for r in read_call_log(calls) if phase_of(r.stage) == "mapping"]
+    made = [r for r in mapping if r.outcome_known]
     behind, unrecorded = recorded_requests(mapping)
     tokens = sum(r.prompt_tokens + r.completion_tokens for r in (*made, *behind))
     return MappingCost(tokens=tokens + reused, seconds=busy_seconds([*made, *behind]), made=len(made),
