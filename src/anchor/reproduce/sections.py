@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from anchor.analysis.clustering import ClusteringAnalysis
+from anchor.analysis.common import TaskScores
 from anchor.analysis.retrieval import RetrievalAnalysis
 from anchor.evaluation.cost.compare_plot import plot as plot_cost
 from anchor.llm.ledger import read_call_log, recorded_requests
@@ -165,14 +166,21 @@ def _num(x: float | None) -> str:
     return DASH if x is None else f"{x:.3f}"
 
 
+#: The columns of an analysis cell's scores (factor count and retrieval), in ``_score_cells``'s order.
+SCORE_COLUMNS = ("unknown rate", "score", "F1 Context1", "F1 Context2", "F1 Same")
+
+
+def _score_cells(scores: TaskScores) -> list[str]:
+    return [_pct(scores.unknown_rate), _num(scores.score),
+            *(_num(scores.per_class_f1.get(k)) for k in ("Context1", "Context2", "Same"))]
+
+
 def _factor_figure(doc: Document, ours: Ours) -> None:
     result = ours.factor_result()
     if result is None:
         return
-    doc.table(["N factors", "unknown rate", "score", "F1 Context1", "F1 Context2", "F1 Same"],
-              [[str(p.n_factors), _pct(p.scores.unknown_rate), _num(p.scores.score),
-                *(_num(p.scores.per_class_f1.get(k)) for k in ("Context1", "Context2", "Same"))]
-               for p in result.points], "rrrrrr")
+    doc.table(["N factors", *SCORE_COLUMNS], [[str(p.n_factors), *_score_cells(p.scores)] for p in result.points],
+              "rrrrrr")
     doc.bullets(result.notes)
     _figure(doc, ours, "factors", "factors.png", "Unknown rate and F1 against the number of factors")
 
@@ -181,10 +189,8 @@ def _retrieval_figure(doc: Document, ours: Ours) -> None:
     result = next((r for r in ours.analyses.values() if isinstance(r, RetrievalAnalysis)), None)
     if result is None:
         return
-    rows = [[c.retriever, f"({c.k1}, {c.k2})", _pct(c.scores.unknown_rate), _num(c.scores.score),
-             *(_num(c.scores.per_class_f1.get(k)) for k in ("Context1", "Context2", "Same"))] for c in result.cells]
-    doc.table(["Retriever", "(K1, K2)", "unknown rate", "score", "F1 Context1", "F1 Context2", "F1 Same"], rows,
-              "llrrrrr")
+    rows = [[c.retriever, f"({c.k1}, {c.k2})", *_score_cells(c.scores)] for c in result.cells]
+    doc.table(["Retriever", "(K1, K2)", *SCORE_COLUMNS], rows, "llrrrrr")
     doc.bullets(result.notes)
     _figure(doc, ours, "retrieval", "retrieval.png", "Unknown rate and per-class F1 per backend and (K1, K2)")
 
