@@ -38,6 +38,15 @@ NOODLES = Scenario(
 )
 
 
+@pytest.fixture
+def clean_anchor_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ANCHOR_* variable of the environment the tests run in (a test module uses it with
+    ``pytestmark = pytest.mark.usefixtures("clean_anchor_env")``)."""
+    for name in list(os.environ):
+        if name.startswith("ANCHOR_"):
+            monkeypatch.delenv(name)
+
+
 @pytest.fixture(scope="session")
 def embedder(tmp_path_factory: pytest.TempPathFactory) -> MiniLMEmbedder:
     """The real all-MiniLM-L6-v2 model (loaded once), with a vector cache in a session tmp dir."""

@@ -11,7 +11,6 @@ K2 = 8, so every factor of the space is a candidate.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from pathlib import Path
 
@@ -35,11 +34,8 @@ BASE = ["--dataset", "today", "--limit", "1", "--batch-size", "4", "--vote-sampl
 SLICE = [*BASE, "--k2", "8"]
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch):
-    for name in list(os.environ):
-        if name.startswith("ANCHOR_"):
-            monkeypatch.delenv(name)
+#: The tests pass every setting as a flag: variables of the user's shell must not leak in.
+pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 
 
 def http_script(script: ScriptedLLM):

@@ -6,7 +6,6 @@ cost`` against the server's own counts, and the Table 4 layout of ``anchor repor
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -32,11 +31,8 @@ COT_P = 0.8
 STRUCTURE = [("water flow", ["running water", "still water"]), ("time spent", ["a quick wash", "a long soak"])]
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch):
-    for name in list(os.environ):
-        if name.startswith("ANCHOR_"):
-            monkeypatch.delenv(name)
+#: The tests pass every setting as a flag: variables of the user's shell must not leak in.
+pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 
 
 def bird_script(maps: dict[str, str]) -> BirdScript:

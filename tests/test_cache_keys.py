@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 
 import pytest
 from typer.testing import CliRunner
@@ -30,11 +29,8 @@ QUESTION = PromptSpec(stage="test.question", system="Answer in JSON.", schema=Ve
                       user="How likely is {what}?")
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch):
-    for name in list(os.environ):
-        if name.startswith("ANCHOR_"):
-            monkeypatch.delenv(name)
+#: The tests pass every setting as a flag: variables of the user's shell must not leak in.
+pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 
 
 def old_cache_key(base_url: str, messages: list, schema: dict | None, params: dict, sample: int) -> str:

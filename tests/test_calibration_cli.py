@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 
 import numpy as np
@@ -41,11 +40,8 @@ COT = {i.condition: (0.62 if i.label == 1 else 0.41) + 0.03 * (k % 2) for k, i i
 CONDITION = re.compile(r"^Condition: (.*)$", re.MULTILINE)
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch):
-    for name in list(os.environ):
-        if name.startswith("ANCHOR_"):
-            monkeypatch.delenv(name)
+#: The tests pass every setting as a flag: variables of the user's shell must not leak in.
+pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 
 
 def respond(body: dict) -> str:

@@ -31,11 +31,8 @@ CONDITIONS = ["You are at a high altitude where water boils at a lower temperatu
 KNOWN_STAGES = {"mapping.select", "mapping.reflect", "inference.phi", "inference.latents", "inference.latent_params"}
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch):
-    for name in list(os.environ):
-        if name.startswith("ANCHOR_"):
-            monkeypatch.delenv(name)
+#: The tests pass every setting as a flag: variables of the user's shell must not leak in.
+pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 
 
 @pytest.fixture

@@ -25,11 +25,8 @@ REPO = Path(__file__).resolve().parents[1]
 TINY = ["--n-target", "5", "--batch-size", "3", "--max-rounds", "2", "--vote-samples", "1"]
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch):
-    for name in list(os.environ):
-        if name.startswith("ANCHOR_"):
-            monkeypatch.delenv(name)
+#: The tests pass every setting as a flag: variables of the user's shell must not leak in.
+pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 
 
 def assert_cost_matches_server(metrics: MetricsReport, server: FakeOpenAIServer, *, before: tuple[int, int, int]):

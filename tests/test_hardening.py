@@ -30,11 +30,8 @@ SCENARIO = ["--scenario", "Cooking noodles in hot vs warm water.", "--outcome1",
 TINY = ["--n-target", "4", "--batch-size", "2", "--max-rounds", "1", "--vote-samples", "1"]
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch):
-    for name in list(os.environ):
-        if name.startswith("ANCHOR_"):
-            monkeypatch.delenv(name)
+#: The tests pass every setting as a flag: variables of the user's shell must not leak in.
+pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 
 
 def one_line_error(result, *needles: str) -> str:

@@ -3,8 +3,6 @@ options refused before anything runs, the budget rule and the claims checked on 
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from typer.testing import CliRunner
 
@@ -21,11 +19,8 @@ runner = CliRunner()
 C2S = "common2sense-pairwise"
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch):
-    for name in list(os.environ):
-        if name.startswith("ANCHOR_"):
-            monkeypatch.delenv(name)
+#: The tests pass every setting as a flag: variables of the user's shell must not leak in.
+pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 
 
 def test_tables_1_and_4_and_the_cost_figure_share_runs_and_keep_table_4s_costs_apart():

@@ -35,11 +35,8 @@ P_O1 = {PAIRS[0].condition1: 0.3, PAIRS[0].condition2: 0.8, PAIRS[1].condition1:
 CONDITION = re.compile(r"^Condition: (.*)$", re.MULTILINE)
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch):
-    for name in list(os.environ):
-        if name.startswith("ANCHOR_"):
-            monkeypatch.delenv(name)
+#: The tests pass every setting as a flag: variables of the user's shell must not leak in.
+pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 
 
 def respond(body: dict) -> str:

@@ -6,7 +6,6 @@ another value is refused."""
 from __future__ import annotations
 
 import json
-import os
 from collections import defaultdict
 
 import pytest
@@ -30,11 +29,8 @@ TEMPERATURES = ["--abduction-temperature", "0.6", "--vote-temperature", "0.3", "
                 "--elicit-temperature", "0.2"]
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch):
-    for name in list(os.environ):
-        if name.startswith("ANCHOR_"):
-            monkeypatch.delenv(name)
+#: The tests pass every setting as a flag: variables of the user's shell must not leak in.
+pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 
 
 def test_defaults_are_the_temperatures_the_prompts_always_sent():

@@ -5,7 +5,6 @@ ping line, the "cannot reach" error, and the traceback under ANCHOR_DEBUG."""
 from __future__ import annotations
 
 import base64
-import os
 
 import pytest
 from typer.testing import CliRunner
@@ -22,11 +21,8 @@ KEY = "sk-test-SECRET-key-0815"
 TINY = ["--n-target", "4", "--batch-size", "2", "--max-rounds", "1", "--vote-samples", "1"]
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch):
-    for name in list(os.environ):
-        if name.startswith("ANCHOR_"):
-            monkeypatch.delenv(name)
+#: The tests pass every setting as a flag: variables of the user's shell must not leak in.
+pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 
 
 def with_password(url: str) -> str:
