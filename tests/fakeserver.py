@@ -146,8 +146,11 @@ class FakeOpenAIServer:
         context_tokens: int | None = None,
         embed: Callable[[list[str]], Any] | None = None,
         port: int = 0,
+        record_bodies: str | None = None,
     ) -> None:
         self.model = model
+        # A file that receives every chat-completion body as a JSON line (benchmarks replay them).
+        self.record_bodies = open(record_bodies, "a", encoding="utf-8") if record_bodies else None  # noqa: SIM115
         self.embed = embed
         self.embedding_requests: list[dict[str, Any]] = []
         self.rng = random.Random(seed)
@@ -211,6 +214,8 @@ class FakeOpenAIServer:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+        if self.record_bodies is not None:
+            self.record_bodies.close()
 
     def stats(self) -> dict[str, Any]:
         """Requests, choices sent, and requests in flight (mean over the busy span, and peak)."""
@@ -342,6 +347,9 @@ class FakeOpenAIServer:
                 span: list[float | None] = [time.monotonic(), None]
                 with server.lock:
                     server.requests.append(body)
+                    if server.record_bodies is not None:
+                        server.record_bodies.write(raw.decode("utf-8") + "\n")
+                        server.record_bodies.flush()
                     server.headers.append(dict(self.headers.items()))
                     server.spans.append(span)
                     server.in_flight += 1
@@ -532,13 +540,16 @@ def main() -> None:
     parser.add_argument("--ignore-n", action="store_true", help="answer one choice whatever n asks (llama.cpp)")
     parser.add_argument("--embed-minilm", action="store_true",
                         help="serve /v1/embeddings with all-MiniLM-L6-v2 (sentence-transformers)")
+    parser.add_argument("--record-bodies", metavar="PATH", default=None,
+                        help="append every chat-completion request body to PATH, one JSON line each")
     args = parser.parse_args()
     rates = {k: float(v) for k, v in (item.split("=", 1) for item in args.rate)}
     with FakeOpenAIServer(port=args.port, seed=args.seed, model=args.model, fault_rates=rates,
                           deterministic=args.deterministic, latency=args.latency,
                           per_prompt_token=args.per_prompt_token, per_completion_token=args.per_completion_token,
                           slots=args.slots, honour_n=not args.ignore_n,
-                          embed=minilm_embed() if args.embed_minilm else None) as server:
+                          embed=minilm_embed() if args.embed_minilm else None,
+                          record_bodies=args.record_bodies) as server:
         timing = f"latency {args.latency}s"
         if args.per_prompt_token or args.per_completion_token:
             timing += f" + {args.per_prompt_token}s/prompt token + {args.per_completion_token}s/completion token"
