@@ -305,14 +305,17 @@ def test_what_the_schema_cannot_say_is_left_to_the_reader():
 
 
 def test_the_decision_example_is_three_scenarios_of_four_labelled_conditions():
-    summary = check_cases(example_file("decisions").open("rb"))
+    with example_file("decisions").open("rb") as f:
+        summary = check_cases(f)
     assert (summary.rows, summary.good, summary.groups, summary.largest_group, summary.labelled) == (12, 12, 3, 4, 12)
-    rows = list(read_cases(example_file("decisions").open("rb")))
+    with example_file("decisions").open("rb") as f:
+        rows = list(read_cases(f))
     assert {r.label for r in rows} == {1, 2} and all(r.scenario for r in rows)
 
 
 def test_the_factcheck_example_has_claims_their_negations_and_evidence():
-    rows = list(read_cases(example_file("factcheck").open("rb")))
+    with example_file("factcheck").open("rb") as f:
+        rows = list(read_cases(f))
     assert len(rows) == 6 and all(isinstance(r, CaseRow) for r in rows)
     assert all(r.scenario == "" and r.outcome2 == negate_claim(r.outcome1) for r in rows)
     assert sorted(r.label for r in rows) == [1, 1, 1, 2, 2, 2]

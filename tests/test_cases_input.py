@@ -155,6 +155,18 @@ def test_missing_file_and_empty_files_are_one_line_errors(tmp_path):
     assert read(b"[]", "h.json") == [] and read(b"\n", "h.jsonl") == []
 
 
+def test_closing_a_stream_closes_its_file(tmp_path, monkeypatch):
+    path = tmp_path / "c.csv"
+    path.write_bytes(as_csv(records()))
+    opened = []
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda *a, **k: opened.append(real_open(*a, **k)) or opened[-1])
+    with read_cases(path) as stream:
+        assert next(iter(stream)).id == "k1"
+        assert len(opened) == 1 and not opened[0].closed
+    assert opened[0].closed
+
+
 def test_a_stream_is_read_once():
     stream = read_cases(io.BytesIO(as_csv(records())), name="x.csv")
     assert len(list(stream)) == 4
@@ -240,7 +252,7 @@ def test_label_forms(label, expected):
     ("she buys it online.", "is neither 1, 2"),  # the text must match exactly, case included
     (0, "label must be 1, 2 or the text of one outcome, got 0"),
     (True, "got a boolean"),
-    ([1], "label must be text, got a list"),
+    ([1], "label must be text, got an array"),
 ])
 def test_bad_labels(label, reason):
     row = {"outcome1": SHOP[1], "outcome2": SHOP[2], "condition": "c", "label": label}
@@ -310,12 +322,19 @@ def test_an_unclosed_quote_is_a_bad_row_not_a_field_that_swallows_the_file():
     assert items[1].line == 3 and "quoted field is not closed" in items[1].reason
 
 
+def test_a_field_over_the_csv_readers_own_limit_is_one_bad_row():
+    data = b'outcome1,outcome2,condition\nYes,No,"' + b"x" * 140_000 + b'"\nYes,No,after\n'
+    items = read(data, "a.csv", limits=CaseLimits(max_condition_chars=200_000))
+    assert [(type(i).__name__, i.line) for i in items] == [("RejectedRow", 2), ("CaseRow", 3)]
+    assert "field larger than field limit (131072)" in items[0].reason
+
+
 BAD_JSONL = [  # line, field, reason
     ('{"id": 7, "outcome1": "Yes", "outcome2": "No", "condition": "a whole-number id is text"}', None, None),
     ('{"outcome1": "Yes", "outcome2": "No"}', "condition", "missing condition (no 'condition' in this row)"),
     ('{"outcome1": "Yes", "outcome2": "No", "condition": null}', "condition", "condition is empty (null)"),
     ('{"outcome1": "Yes", "outcome2": 2, "condition": "c"}', "outcome2", "outcome2 must be text, got a number"),
-    ('{"outcome1": ["Yes"], "outcome2": "No", "condition": "c"}', "outcome1", "outcome1 must be text, got a list"),
+    ('{"outcome1": ["Yes"], "outcome2": "No", "condition": "c"}', "outcome1", "outcome1 must be text, got an array"),
     ('{"id": true, "outcome1": "Yes", "outcome2": "No", "condition": "c"}', "id", "id must be text or a whole number"),
     ('{"id": "7", "outcome1": "Yes", "outcome2": "No", "condition": "c"}', "id", "duplicate id '7' (first on line 1)"),
     ('{"outcome1": "Yes", "outcome2": "No", "condition": "c"', None, "not valid JSON: the line ends too early"),

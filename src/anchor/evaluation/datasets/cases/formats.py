@@ -24,6 +24,7 @@ from pathlib import PurePath
 from typing import IO, Any
 
 from anchor.evaluation.datasets.cases.model import CASE_FORMATS, FORMAT_FLAG, CaseFormat, CasesError
+from anchor.evaluation.datasets.reading import kind_of
 
 _SUFFIXES: dict[str, CaseFormat] = {
     ".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json",
@@ -174,12 +175,7 @@ def _json_problem(text: str, exc: json.JSONDecodeError) -> str:
 def _object_record(line: int, value: Any) -> RawRecord:
     if isinstance(value, dict):
         return RawRecord(line, value)
-    return RawRecord(line, None, f"not a JSON object (got {_kind(value)})")
-
-
-def _kind(value: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null",
-            int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+    return RawRecord(line, None, f"not a JSON object (got {kind_of(value)})")
 
 
 # A string (possibly cut off by the end of the buffer: then group 1 is None) or one structural character.

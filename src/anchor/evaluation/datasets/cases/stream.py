@@ -4,7 +4,7 @@ for every row, in input order, holding one row (or one chunk of the file) at a t
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
 from typing import IO
 
@@ -68,16 +68,30 @@ class CaseStream:
         self._ignored: dict[str, None] = {}
         self.ignored_overflow = 0
         self.rows = self.good = self.bad = 0
-        self._started = False
+        self._iterator: Generator[CaseRow | RejectedRow, None, None] | None = None
 
     @property
     def ignored_columns(self) -> list[str]:
         return list(self._ignored)
 
     def __iter__(self) -> Iterator[CaseRow | RejectedRow]:
-        if self._started:
+        if self._iterator is not None:
             raise CasesError(f"{self.name}: a case stream is read once; open the file again")
-        self._started = True
+        self._iterator = self._generate()
+        return self._iterator
+
+    def close(self) -> None:
+        """Stop reading and close the file (when this stream opened it)."""
+        if self._iterator is not None:
+            self._iterator.close()
+
+    def __enter__(self) -> CaseStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _generate(self) -> Generator[CaseRow | RejectedRow, None, None]:
         stream, owned = self._open()
         try:
             yield from self._rows(open_reader(self.format, stream, self.name))

@@ -24,7 +24,7 @@ from anchor.evaluation.datasets.cases.model import (
     RejectedRow,
 )
 from anchor.evaluation.datasets.instances import scenario_key
-from anchor.evaluation.datasets.reading import validation_message
+from anchor.evaluation.datasets.reading import kind_of, validation_message
 from anchor.evaluation.datasets.text import normalise_space
 from anchor.types import Scenario
 
@@ -45,23 +45,11 @@ def _missing(value: Any) -> bool:
         isinstance(value, str) and not value.strip())
 
 
-def _kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, list | tuple):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-
 def _text(field: str, value: Any) -> str:
     """A text value, decoded and checked for bytes that are not UTF-8, whitespace not yet normalised."""
     if type(value) is not str:
         if not isinstance(value, str | bytes | bytearray):
-            raise _Bad(field, f"{field} must be text, got {_kind(value)}")
+            raise _Bad(field, f"{field} must be text, got {kind_of(value)}")
         if not isinstance(value, str):
             try:
                 return bytes(value).decode("utf-8")
@@ -119,7 +107,7 @@ class RowChecker:
         elif isinstance(value, str | bytes | bytearray):
             row_id = _text("id", value).strip()
         else:
-            raise _Bad("id", f"id must be text or a whole number, got {_kind(value)}")
+            raise _Bad("id", f"id must be text or a whole number, got {kind_of(value)}")
         if len(row_id) > self.limits.max_id_chars:
             raise _Bad("id", f"id has {len(row_id):,} characters, over the limit of {self.limits.max_id_chars:,}")
         return row_id
