@@ -238,7 +238,7 @@ def test_the_scenario_id_and_label_columns_are_optional():
 
 
 @pytest.mark.parametrize("label, expected", [
-    ("1", 1), (" 2 ", 2), (1, 1), (2, 2), (2.0, 2), ("", None), (None, None), (float("nan"), None),
+    ("1", 1), (" 2 ", 2), (1, 1), (2, 2), (2.0, 2), ("2.0", 2), ("", None), (None, None), (float("nan"), None),
     ("She  buys it\nonline. ", 1), ("She buys it in a shop.", 2),
 ])
 def test_label_forms(label, expected):

@@ -77,8 +77,9 @@ def case_row_schema() -> dict[str, Any]:
             "condition": _text("The condition of this case (for fact checking: the evidence).",
                                MAX_CONDITION_CHARS, required=True),
             "label": {
-                "description": "The outcome that holds, when known: 1 or 2 (number or text), or the exact "
-                               "text of outcome1 or outcome2. Empty or null means unlabelled.",
+                "description": "The outcome that holds, when known: 1 or 2 (number or text; '1.0' and "
+                               "'2.0' too), or the exact text of outcome1 or outcome2. Empty or null means "
+                               "unlabelled.",
                 "anyOf": [{"enum": [1, 2, None]}, {"type": "string"}],
             },
         },

@@ -28,7 +28,8 @@ from anchor.evaluation.datasets.reading import kind_of, validation_message
 from anchor.evaluation.datasets.text import normalise_space
 from anchor.types import Scenario
 
-_LABEL_NUMBERS: dict[str, Literal[1, 2]] = {"1": 1, "2": 2}
+# "1.0" is how pandas writes a label column that has gaps (a float column).
+_LABEL_NUMBERS: dict[str, Literal[1, 2]] = {"1": 1, "2": 2, "1.0": 1, "2.0": 2}
 _ABSENT = object()
 
 
