@@ -1,0 +1,333 @@
+"""Reading the records of a cases file as a stream, one reader per format.
+
+Each reader yields :class:`RawRecord` values (the physical line where a record starts, and its
+values by the file's column names, or the reason it cannot be read) and never holds more than one
+record, or one chunk of the file, at a time:
+
+* CSV and TSV: the first non-blank record is the header; records may span lines (quoted fields).
+  Bytes that are not UTF-8 are kept as surrogate escapes, so one bad row does not stop the file;
+  the row check rejects a field holding them.
+* JSON lines: one object per line, blank lines skipped.
+* JSON array: decoded element by element from 64 KiB chunks; the header is the first object's keys.
+* Parquet: record batches of the columns read (needs pyarrow, the ``parquet`` extra).
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import IO, Any
+
+from anchor.evaluation.datasets.cases.model import CASE_FORMATS, FORMAT_FLAG, CaseFormat, CasesError
+from anchor.evaluation.datasets.reading import kind_of
+
+_SUFFIXES: dict[str, CaseFormat] = {
+    ".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json",
+    ".parquet": "parquet", ".pq": "parquet",
+}
+_BOM = "\ufeff"
+#: Raw bytes that were not UTF-8, as the ``surrogateescape`` error handler keeps them.
+NOT_UTF8 = re.compile("[\udc80-\udcff]")
+PARQUET_EXTRA_HINT = "reading Parquet needs pyarrow: pip install 'anchor-infer[parquet]'"
+#: A JSON array element longer than this (characters) stops the file: it is a broken file, not a row.
+MAX_ELEMENT_CHARS = 1 << 22
+_CHUNK_BYTES = 1 << 16
+_PARQUET_BATCH_ROWS = 2048
+
+
+def detect_format(name: str, given: str | None = None) -> CaseFormat:
+    """The format named by ``given`` or, failing that, by the file name's suffix."""
+    if given is not None:
+        fmt = given.strip().lower().lstrip(".")
+        if fmt == "ndjson":
+            fmt = "jsonl"
+        if fmt not in CASE_FORMATS:
+            raise CasesError(f"{FORMAT_FLAG}: unknown format {given!r}; the formats are {', '.join(CASE_FORMATS)}")
+        return fmt  # type: ignore[return-value]
+    suffix = PurePath(name).suffix.lower()
+    if suffix in _SUFFIXES:
+        return _SUFFIXES[suffix]
+    what = "standard input" if name == "-" else f"{name!r} from its suffix"
+    raise CasesError(f"cannot tell the format of {what}: give {FORMAT_FLAG} "
+                     f"({', '.join(CASE_FORMATS)})")
+
+
+@dataclass(slots=True)
+class RawRecord:
+    """One record as read: its values by the file's column names, or why it cannot be read."""
+
+    line: int
+    values: dict[str, Any] | None
+    problem: str | None = None
+
+
+class RecordReader:
+    """The records of one open file; ``header`` is known before the first record for CSV, TSV and
+    Parquet, and is None for JSON (whose header is the first object's keys)."""
+
+    header: list[str] | None = None
+    #: True when ``header`` lists every column of the file.
+    complete_header = True
+
+    def records(self) -> Iterator[RawRecord]:
+        raise NotImplementedError
+
+
+class DelimitedReader(RecordReader):
+    def __init__(self, stream: IO[bytes], source: str, delimiter: str) -> None:
+        self._source = source
+        self._lines = _text_lines(stream)
+        # strict: a stray quote is a bad row, and a quote left open at the end of the file is one too,
+        # instead of a field that silently swallows the lines after it.
+        self._reader = csv.reader(self._lines, delimiter=delimiter, strict=True)
+        self.header = self._read_header()
+
+    def _next(self) -> tuple[int, list[str] | None, str | None]:
+        """(start line, fields or None, problem); raises StopIteration at the end."""
+        start = self._reader.line_num + 1
+        try:
+            return start, next(self._reader), None
+        except csv.Error as exc:
+            why = str(exc)
+            if why == "unexpected end of data":
+                why = "a quoted field is not closed before the end of the file"
+            return start, None, f"not a valid CSV row ({why})"
+
+    def _read_header(self) -> list[str]:
+        while True:
+            try:
+                start, fields, problem = self._next()
+            except StopIteration:
+                raise CasesError(f"{self._source}: the file is empty (no header line)") from None
+            if problem is not None:
+                raise CasesError(f"{self._source}: line {start}: the header is {problem.removeprefix('not ')}")
+            if fields and not _blank(fields):
+                return [f.strip() for f in fields]
+
+    def records(self) -> Iterator[RawRecord]:
+        header = self.header or []
+        width = len(header)
+        while True:
+            try:
+                start, fields, problem = self._next()
+            except StopIteration:
+                return
+            if fields is None:
+                yield RawRecord(start, None, problem)
+            elif _blank(fields):
+                continue
+            elif len(fields) != width:
+                yield RawRecord(start, None, f"has {len(fields)} fields, the header has {width}")
+            else:
+                yield RawRecord(start, dict(zip(header, fields, strict=True)))
+
+
+def _blank(fields: list[str]) -> bool:
+    return not fields or (len(fields) == 1 and not fields[0].strip())
+
+
+def _text_lines(stream: IO[bytes]) -> Iterator[str]:
+    """The file's physical lines as text; bytes that are not UTF-8 become surrogate escapes."""
+    first = True
+    for raw in stream:
+        text = raw.decode("utf-8", "surrogateescape")
+        if first:
+            text, first = text.removeprefix(_BOM), False
+        yield text
+
+
+class JsonLinesReader(RecordReader):
+    complete_header = False
+
+    def __init__(self, stream: IO[bytes], source: str) -> None:
+        self._stream = stream
+
+    def records(self) -> Iterator[RawRecord]:
+        for number, raw in enumerate(self._stream, start=1):
+            if number == 1:
+                raw = raw.removeprefix(b"\xef\xbb\xbf")
+            if not raw.strip():
+                continue
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield RawRecord(number, None, f"not valid UTF-8 (byte {exc.start + 1} of the line)")
+                continue
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as exc:
+                yield RawRecord(number, None, _json_problem(text.strip(), exc))
+                continue
+            yield _object_record(number, value)
+
+
+def _json_problem(text: str, exc: json.JSONDecodeError) -> str:
+    if text.startswith(("{", "[")) and (exc.pos >= len(text) or not text.endswith(("}", "]"))):
+        return f"not valid JSON: the line ends too early (truncated?) ({exc.msg})"
+    return f"not valid JSON ({exc.msg}, column {exc.colno})"
+
+
+def _object_record(line: int, value: Any) -> RawRecord:
+    if isinstance(value, dict):
+        return RawRecord(line, value)
+    return RawRecord(line, None, f"not a JSON object (got {kind_of(value)})")
+
+
+# A string (possibly cut off by the end of the buffer: then group 1 is None) or one structural character.
+_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(")?|[\[\]{},]', re.S)
+_SPACE = re.compile(r"[ \t\r\n]*")
+
+
+def _element_end(text: str, pos: int) -> int | None:
+    """Where the array element starting at ``pos`` ends (the index of the ``,`` or ``]`` after it),
+    found by bracket depth alone; None when the text ends first."""
+    depth = 0
+    for match in _TOKEN.finditer(text, pos):
+        token = match.group()
+        if token[0] == '"':
+            if match.group(1) is None:
+                return None
+        elif token in "[{":
+            depth += 1
+        elif depth == 0:
+            return match.start()  # ',' or a closing bracket at the element's own level
+        elif token != ",":
+            depth -= 1
+    return None
+
+
+class JsonArrayReader(RecordReader):
+    """Element by element: each is decoded on its own (one bad element is one rejected row), and the
+    text already read is dropped, so memory holds one chunk and the element being read."""
+
+    complete_header = False
+
+    def __init__(self, stream: IO[bytes], source: str) -> None:
+        self._stream = stream
+        self._source = source
+        self._decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
+        self._decode = json.JSONDecoder().raw_decode
+        self._buf = ""
+        self._pos = 0
+        self._line = 1
+        self._eof = False
+
+    def _fill(self) -> bool:
+        """Read one more chunk; False at the end of the file."""
+        if self._eof:
+            return False
+        self._buf = self._buf[self._pos:]
+        self._pos = 0
+        data = self._stream.read(_CHUNK_BYTES)
+        self._eof = not data
+        self._buf += self._decoder.decode(data, final=self._eof)
+        return bool(data)
+
+    def _advance(self, to: int) -> None:
+        self._line += self._buf.count("\n", self._pos, to)
+        self._pos = to
+
+    def _peek(self) -> str:
+        """The next character after whitespace ('' at the end of the file)."""
+        while True:
+            self._advance(_SPACE.match(self._buf, self._pos).end())  # type: ignore[union-attr]
+            if self._pos < len(self._buf):
+                return self._buf[self._pos]
+            if not self._fill():
+                return ""
+
+    def _fail(self, what: str) -> CasesError:
+        return CasesError(f"{self._source}: line {self._line}: {what}")
+
+    def records(self) -> Iterator[RawRecord]:
+        self._fill()
+        self._buf = self._buf.removeprefix(_BOM)
+        first = self._peek()
+        if first != "[":
+            if first == "":
+                raise CasesError(f"{self._source}: the file is empty")
+            hint = f" (for one object per line use .jsonl or {FORMAT_FLAG} jsonl)" if first == "{" else ""
+            raise self._fail(f"expected a JSON array ('['){hint}")
+        self._advance(self._pos + 1)
+        if self._peek() == "]":
+            self._advance(self._pos + 1)
+        else:
+            while True:
+                yield self._element()
+                nxt = self._peek()
+                if nxt == ",":
+                    self._advance(self._pos + 1)
+                    continue
+                if nxt == "]":
+                    self._advance(self._pos + 1)
+                    break
+                if nxt == "":
+                    raise self._fail("the file ends inside the JSON array (truncated?)")
+                raise self._fail(f"expected ',' or ']' between elements, found {nxt!r}")
+        if self._peek() != "":
+            raise self._fail("text after the end of the JSON array")
+
+    def _element(self) -> RawRecord:
+        if self._peek() in ("", ",", "]"):
+            if self._peek() == "":
+                raise self._fail("the file ends inside the JSON array (truncated?)")
+            raise self._fail("an empty element (two commas, or a comma before ']')")
+        line = self._line
+        while True:
+            start = self._pos
+            try:
+                value, end = self._decode(self._buf, start)
+            except json.JSONDecodeError as exc:
+                end = _element_end(self._buf, start)
+                if end is not None:
+                    self._advance(end)
+                    return RawRecord(line, None, f"not valid JSON ({exc.msg})")
+            else:
+                if end < len(self._buf) or self._eof:  # a number at the very end may go on in the next chunk
+                    bad = NOT_UTF8.search(self._buf, start, end)
+                    self._advance(end)
+                    if bad is not None:
+                        return RawRecord(line, None, "not valid UTF-8 (bytes that are not text)")
+                    return _object_record(line, value)
+            if len(self._buf) - start > MAX_ELEMENT_CHARS:
+                raise self._fail(f"an element longer than {MAX_ELEMENT_CHARS:,} characters (a broken file?)")
+            if not self._fill():
+                raise self._fail("the file ends inside the JSON array (truncated?)")
+
+
+class ParquetReader(RecordReader):
+    def __init__(self, stream: IO[bytes], source: str) -> None:
+        try:
+            import pyarrow.parquet as pq  # optional: the 'parquet' extra
+        except ImportError:
+            raise CasesError(PARQUET_EXTRA_HINT) from None
+        try:
+            self._file = pq.ParquetFile(stream)
+        except Exception as exc:  # pyarrow raises its own ArrowInvalid / OSError kinds
+            raise CasesError(f"{source}: not a readable Parquet file ({' '.join(str(exc).split())})") from None
+        self.header = list(self._file.schema_arrow.names)
+        self.columns: list[str] | None = None  # set by the caller: only these are read
+
+    def records(self) -> Iterator[RawRecord]:
+        number = 0
+        for batch in self._file.iter_batches(batch_size=_PARQUET_BATCH_ROWS, columns=self.columns):
+            for values in batch.to_pylist():
+                number += 1
+                yield RawRecord(number, values)
+
+
+def open_reader(fmt: CaseFormat, stream: IO[bytes], source: str) -> RecordReader:
+    if fmt == "csv":
+        return DelimitedReader(stream, source, ",")
+    if fmt == "tsv":
+        return DelimitedReader(stream, source, "\t")
+    if fmt == "jsonl":
+        return JsonLinesReader(stream, source)
+    if fmt == "json":
+        return JsonArrayReader(stream, source)
+    return ParquetReader(stream, source)

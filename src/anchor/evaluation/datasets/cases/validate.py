@@ -1,0 +1,170 @@
+"""The row check: a record's values become a :class:`CaseRow`, or a :class:`RejectedRow` with the
+first problem found (one line) and the field at fault.
+
+Values may come as text (CSV, TSV), JSON values or Parquet values. Text fields take text only
+(bytes are decoded as UTF-8); an id may also be a whole number; a label is 1 or 2 (number or text)
+or the exact text of one outcome. A missing optional value (absent, null, NaN, empty text) means
+"none": no scenario text, a generated id ``row-<n>``, no label.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from anchor.evaluation.datasets.cases.columns import ResolvedColumns
+from anchor.evaluation.datasets.cases.formats import RawRecord
+from anchor.evaluation.datasets.cases.model import (
+    REQUIRED_COLUMNS,
+    TEXT_COLUMNS,
+    CaseLimits,
+    CaseRow,
+    RejectedRow,
+)
+from anchor.evaluation.datasets.instances import scenario_key
+from anchor.evaluation.datasets.reading import kind_of, validation_message
+from anchor.evaluation.datasets.text import normalise_space
+from anchor.types import Scenario
+
+# "1.0" is how pandas writes a label column that has gaps (a float column).
+_LABEL_NUMBERS: dict[str, Literal[1, 2]] = {"1": 1, "2": 2, "1.0": 1, "2.0": 2}
+_ABSENT = object()
+
+
+class _Bad(Exception):
+    """A row's problem, raised inside the check and turned into a RejectedRow."""
+
+    def __init__(self, field: str | None, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) or (
+        isinstance(value, str) and not value.strip())
+
+
+def _text(field: str, value: Any) -> str:
+    """A text value, decoded and checked for bytes that are not UTF-8, whitespace not yet normalised."""
+    if type(value) is not str:
+        if not isinstance(value, str | bytes | bytearray):
+            raise _Bad(field, f"{field} must be text, got {kind_of(value)}")
+        if not isinstance(value, str):
+            try:
+                return bytes(value).decode("utf-8")
+            except UnicodeDecodeError:
+                raise _Bad(field, f"{field} is not valid UTF-8 text") from None
+    if not value.isascii():
+        try:
+            # Bytes that were not UTF-8 are surrogate escapes here (CSV), and a JSON "\ud800" is a lone
+            # surrogate: neither can be written back as UTF-8.
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _Bad(field, f"{field} is not valid UTF-8 text (bytes that are not characters)") from None
+    return value
+
+
+class RowChecker:
+    """Checks rows in input order; remembers each id's first line to reject duplicates."""
+
+    def __init__(self, columns: ResolvedColumns, limits: CaseLimits) -> None:
+        self.columns = columns.used
+        self.limits = limits
+        self._first_line: dict[str, int] = {}
+        self._last_scenario: tuple[tuple[str, str, str], str] | None = None
+
+    def check(self, record: RawRecord, row: int) -> CaseRow | RejectedRow:
+        if record.values is None:
+            return RejectedRow(line=record.line, row=row, reason=record.problem or "cannot be read")
+        row_id: str | None = None
+        try:
+            row_id = self._id(record.values, row)
+            self._register(row_id, record.line)
+            texts = {name: self._text_field(record.values, name) for name in TEXT_COLUMNS}
+            if texts["outcome1"].casefold() == texts["outcome2"].casefold():
+                raise _Bad("outcome2", "outcome1 and outcome2 are the same text")
+            label = self._label(record.values, texts["outcome1"], texts["outcome2"])
+            return CaseRow(line=record.line, row=row, id=row_id, label=label,
+                           group=self._group(texts["scenario"], texts["outcome1"], texts["outcome2"]), **texts)
+        except _Bad as bad:
+            return RejectedRow(line=record.line, row=row, id=row_id, field=bad.field, reason=bad.reason)
+        except ValidationError as exc:  # a case the checks above missed: still one line, never a crash
+            return RejectedRow(line=record.line, row=row, id=row_id, reason=validation_message(exc))
+
+    def _value(self, values: dict[str, Any], name: str) -> Any:
+        column = self.columns.get(name)
+        return None if column is None else values.get(column)
+
+    def _id(self, values: dict[str, Any], row: int) -> str:
+        value = self._value(values, "id")
+        if _missing(value):
+            row_id = f"row-{row}"
+        elif isinstance(value, int) and not isinstance(value, bool):
+            row_id = str(value)
+        elif isinstance(value, float) and value.is_integer():
+            row_id = str(int(value))  # a whole number stored as a float (a Parquet column with gaps)
+        elif isinstance(value, str | bytes | bytearray):
+            row_id = _text("id", value).strip()
+        else:
+            raise _Bad("id", f"id must be text or a whole number, got {kind_of(value)}")
+        if len(row_id) > self.limits.max_id_chars:
+            raise _Bad("id", f"id has {len(row_id):,} characters, over the limit of {self.limits.max_id_chars:,}")
+        return row_id
+
+    def _register(self, row_id: str, line: int) -> None:
+        # Every row's id counts, a bad row's too: an id names one row of the input, answered or not.
+        first = self._first_line.get(row_id)
+        if first is not None:
+            raise _Bad("id", f"duplicate id {row_id!r} (first on line {first})")
+        self._first_line[row_id] = line
+
+    def _text_field(self, values: dict[str, Any], name: str) -> str:
+        column = self.columns.get(name)
+        if column is None:  # no scenario column
+            return ""
+        value = values.get(column, _ABSENT)
+        if value is _ABSENT and name in REQUIRED_COLUMNS:
+            raise _Bad(name, f"missing {name} (no {column!r} in this row)")
+        if value is _ABSENT or value is None or (type(value) is float and math.isnan(value)):
+            if name in REQUIRED_COLUMNS:
+                raise _Bad(name, f"{name} is empty (null)")
+            return ""
+        text = normalise_space(_text(name, value))
+        if not text and name in REQUIRED_COLUMNS:
+            raise _Bad(name, f"{name} is empty")
+        limit = self.limits.max_condition_chars if name == "condition" else self.limits.max_scenario_chars
+        if len(text) > limit:
+            raise _Bad(name, f"{name} has {len(text):,} characters, over the limit of {limit:,}")
+        return text
+
+    def _label(self, values: dict[str, Any], outcome1: str, outcome2: str) -> Literal[1, 2] | None:
+        value = self._value(values, "label")
+        if _missing(value):
+            return None
+        if isinstance(value, bool):
+            raise _Bad("label", "label must be 1, 2 or the text of one outcome, got a boolean")
+        if isinstance(value, int | float):
+            if value in (1, 2):
+                return 1 if value == 1 else 2
+            raise _Bad("label", f"label must be 1, 2 or the text of one outcome, got {value!r}")
+        text = normalise_space(_text("label", value))
+        by_text = 1 if text == outcome1 else 2 if text == outcome2 else None
+        by_number = _LABEL_NUMBERS.get(text)
+        if by_number is not None and by_text is not None and by_number != by_text:
+            raise _Bad("label", f"label {text!r} is ambiguous: it is outcome {by_text}'s text and the number "
+                                f"of outcome {by_number}")
+        label = by_number or by_text
+        if label is None:
+            shown = text if len(text) <= 60 else text[:57] + "..."
+            raise _Bad("label", f"label {shown!r} is neither 1, 2 nor the text of outcome1 or outcome2")
+        return label
+
+    def _group(self, text: str, outcome1: str, outcome2: str) -> str:
+        triple = (text, outcome1, outcome2)
+        if self._last_scenario is None or self._last_scenario[0] != triple:
+            # Rows of one group usually come together: one Scenario (and hash) per run of rows.
+            key = scenario_key(Scenario(text=text, outcome1=outcome1, outcome2=outcome2))
+            self._last_scenario = (triple, key)
+        return self._last_scenario[1]
