@@ -33,6 +33,8 @@ from anchor.analysis.factors import FactorCountAnalysis
 from anchor.evaluation.cost.compare import CostCompareError, compare
 from anchor.evaluation.report.loading import LoadedRun, ReportError, load_run
 from anchor.evaluation.report.transplant import TransplantRow, transplant_groups
+from anchor.reproduce.plan import ANALYSES_FOLDER as ANALYSES
+from anchor.reproduce.plan import RUNS_FOLDER as RUNS
 from anchor.reproduce.plan import Plan, run_name
 from anchor.reproduce.published import PublishedCell
 from anchor.reproduce.selection import PAIRWISE
@@ -53,8 +55,10 @@ class Value:
     runs: int = 1
     per_run: tuple[float, ...] = ()
     source: str = ""
-    """The run or analysis it comes from."""
+    """The run directories or analysis it comes from, in the reproduction's folder."""
     note: str = ""
+    unfit: str = ""
+    """Why the value, though right, cannot stand for the paper's cell in a claim (empty when it can)."""
 
 
 def scale(cell: PublishedCell) -> float:
@@ -126,7 +130,7 @@ class Ours:
         loaded = self.runs.get(name) if name else None
         if loaded is None:
             return None
-        return self._metric(loaded, cell.metric, scale(cell), name or "")
+        return self._metric(loaded, cell.metric, scale(cell), f"{RUNS}/{name}")
 
     def run_for(self, cell: PublishedCell) -> str | None:
         """The planned run behind a cell of Tables 1-4 (None for the others)."""
@@ -183,7 +187,7 @@ class Ours:
         per_run = tuple(x - y for x, y in zip(a.per_run, b.per_run, strict=False))
         std = _std(per_run)
         return Value(value=a.value - b.value, std=std, runs=len(per_run), per_run=per_run,
-                     source=f"{self.run_for(cell)} − {run_name(cell.dataset, 'anchor')}",
+                     source=f"{RUNS}/{self.run_for(cell)} − {RUNS}/{run_name(cell.dataset, 'anchor')}",
                      note="run by run against the full model")
 
     # ------------------------------------------------------------------ Table 4, cost, estimator
@@ -203,11 +207,14 @@ class Ours:
             return None
         if cell.metric in ("f1_micro", "coverage"):
             loaded = self.runs[row.label]
-            return self._metric(loaded, cell.metric, scale(cell), row.label)
+            return self._metric(loaded, cell.metric, scale(cell), f"{RUNS}/{row.label}")
         ratio = row.tokens_ratio if cell.metric == "mapping_tokens_ratio" else row.seconds_ratio
         if ratio is None:
             return None
-        return Value(value=ratio, runs=row.metrics.n_runs, source=row.label, note=f"cost from {row.cost.source}")
+        base = self.transplant_rows().get("bird-relaxed")
+        over = f" over {RUNS}/{base.label}" if base is not None and base.label != row.label else ""
+        return Value(value=ratio, runs=row.metrics.n_runs, source=f"{RUNS}/{row.label}{over}",
+                     note=f"cost from {row.cost.source}")
 
     def cost_comparison(self) -> dict[str, Any] | None:
         """``anchor cost`` of the BIRD† and ANCHOR runs (A = BIRD, B = ANCHOR); None without both."""
@@ -228,7 +235,8 @@ class Ours:
             return None
         what = {"seconds_ratio": "seconds", "tokens_ratio": "tokens", "calls_ratio": "calls"}[cell.metric]
         ratio = doc["per_scenario"]["total"]["ratio"][what]
-        return None if ratio is None else Value(value=ratio, runs=doc["slice"]["runs"], source="anchor cost",
+        source = f"anchor cost of {RUNS}/{run_name(PAIRWISE, 'anchor')} over {RUNS}/{run_name(PAIRWISE, 'bird')}"
+        return None if ratio is None else Value(value=ratio, runs=doc["slice"]["runs"], source=source,
                                                 note="ANCHOR over BIRD†, per scenario")
 
     def estimator_result(self, dataset: str) -> EstimatorAnalysis | None:
@@ -244,17 +252,20 @@ class Ours:
         if result is None or not result.comparisons:
             return None
         c = result.comparisons[0]
-        source = f"estimator-{cell.dataset}"
-        if cell.table == "tab:llm-calib-distribution":
-            v = _num(getattr(c.phi, cell.metric, None))
-            return None if v is None else Value(value=v, source=source)
-        if cell.metric == "difference":
-            v = _num(c.difference)
-        else:
-            scores = c.estimator if cell.model.startswith("GPT") else c.main
-            v = _num(scores.score)
-        return None if v is None else Value(value=v * scale(cell), source=source,
-                                            note="estimator model" if cell.model.startswith("GPT") else "")
+        source = f"{ANALYSES}/estimator-{cell.dataset}"
+        # Two estimators of one model differ only by their seed: the paper's comparison is of two models.
+        unfit = "" if c.estimator_model != c.main_model else (
+            f"needs a second estimator: this one is the main model itself ({c.main_model}, another seed); give "
+            "--estimator-base-url")
+        if cell.table == "tab:llm-calib-distribution" or cell.metric == "difference":
+            v = _num(c.difference) if cell.metric == "difference" else _num(getattr(c.phi, cell.metric, None))
+            return None if v is None else Value(value=v * scale(cell), source=source, unfit=unfit,
+                                                note="the main model against itself" if unfit else "")
+        scores = c.estimator if cell.model.startswith("GPT") else c.main
+        v = _num(scores.score)
+        note = ("estimator: the main model itself, another seed" if unfit else "estimator model") \
+            if cell.model.startswith("GPT") else ""
+        return None if v is None else Value(value=v * scale(cell), source=source, note=note)
 
 
 def _std(values: Sequence[float]) -> float | None:

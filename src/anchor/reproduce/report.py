@@ -30,8 +30,10 @@ from anchor.reproduce.claims import FACTOR_TREND, ClaimCheck, check_claim, check
 from anchor.reproduce.document import Document, to_html, to_markdown
 from anchor.reproduce.plan import ANALYSES_FOLDER, RUNS_FOLDER, Plan
 from anchor.reproduce.published import PublishedCell, PublishedNumbers, load_published
-from anchor.reproduce.sections import settings_notes, source_section
+from anchor.reproduce.sections import DASH, settings_notes, source_section
+from anchor.reproduce.selection import PAIRWISE
 
+FACTORS = f"factors-{PAIRWISE}"
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
 LOADERS: dict[str, Callable[[Path], BaseModel]] = {
@@ -70,9 +72,10 @@ def check_claims(plan: Plan, published: PublishedNumbers, ours: Ours) -> list[Cl
         factors = ours.factor_result()
         if claim.id == FACTOR_TREND and factors is not None:
             out.append(check_factor_trend(claim, [(p.n_factors, p.scores.unknown_rate, p.scores.score)
-                                                  for p in factors.points]))
+                                                  for p in factors.points], f"{ANALYSES_FOLDER}/{FACTORS}"))
         else:
-            out.append(check_claim(claim, published, ours.value, plan.selection.runs, _chance))
+            out.append(check_claim(claim, published, ours.value, plan.selection.runs, _chance,
+                                   model=plan.selection.paper_model))
     return out
 
 
@@ -82,15 +85,18 @@ def _claims_section(doc: Document, checks: list[ClaimCheck]) -> None:
         doc.para("The selected tables and figures state no claim.")
         return
     doc.para("Each claim as the paper states it, checked on the means over our runs (and run by run where there "
-             "are several). 'Indicative' marks a claim whose table the paper based on more runs than ours.")
+             "are several). A comparison within one of the paper's models is made on our model; one across two "
+             "models needs runs standing for both, and is not checked without them. A size ('about 0.74x') is "
+             "checked against the paper's figure with the tolerance shown. 'Indicative' marks a claim whose table "
+             "the paper based on more runs than ours.")
     for headline in (True, False):
-        rows = [[c.claim.statement, c.paper, c.ours, c.verdict,
+        rows = [[c.claim.statement, c.paper, c.ours, c.verdict, c.compared or DASH,
                  "; ".join(x for x in (c.caveat, "uses a measured time (wall time)" if c.timed else "",
                                         c.claim.note) if x)]
                 for c in checks if c.claim.headline == headline]
         if rows:
             doc.heading(2, "Headline claims" if headline else "Other claims")
-            doc.table(["Claim", "Paper", "Ours", "Verdict", "Note"], rows, "lllll")
+            doc.table(["Claim", "Paper", "Ours", "Verdict", "Compared", "Note"], rows, "llllll")
 
 
 def _runs_section(doc: Document, plan: Plan, out_dir: Path, ours: Ours, states: Mapping[str, str],
