@@ -117,7 +117,11 @@ def test_a_budget_stops_before_what_would_cross_it_and_says_what_is_left():
     why = budget.crossed_by(Spent(requests=60, tokens=9), Spent(requests=41, tokens=1))
     assert why == "it is expected to need about 41 requests, and 60 of the 100 allowed by --budget-requests are " \
                   "spent (40 left)"
-    assert Budget(tokens=5).crossed_by(Spent(tokens=5), Spent(tokens=1)).endswith("(0 left)")
+    assert Budget(tokens=5).crossed_by(Spent(tokens=4), Spent(tokens=2)).endswith("(1 left)")
+    # Resumed with a cap already reached: nothing is left, whatever the next run is expected to need.
+    assert Budget(tokens=1).crossed_by(Spent(tokens=500), Spent(tokens=0)) == (
+        "the 500 tokens spent already reach the 1 allowed by --budget-tokens")
+    assert Budget(tokens=5).crossed_by(Spent(tokens=5), Spent(tokens=1)).startswith("the 5 tokens spent already")
 
 
 def _values(mapping: dict[tuple[str, str], Value]):

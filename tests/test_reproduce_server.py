@@ -150,8 +150,12 @@ def test_a_budget_stops_before_the_run_that_would_cross_it(tmp_path):
         assert (f"stopped before {C2S}-anchor: it is expected to need about {left} requests, and {spent} of the "
                 f"{cap} allowed by --budget-requests are spent ({cap - spent} left)") in " ".join(stopped.stderr.split())
         md = (out / "report.md").read_text()
-        assert "not run: the budget stopped the reproduction before it" in md
-        assert json.loads((out / "state.json").read_text())["states"][f"{C2S}-anchor"] == "stopped"
+        # Every run's pilot ran (--plan): none is "not run", each says it started and what stopped it.
+        assert "not run" not in md
+        (row,) = [x.split(" | ") for x in md.splitlines() if x.startswith(f"| runs/{C2S}-anchor | anchor |")]
+        assert row[5] == ("started (its pilot ran), then the budget stopped the reproduction; run again with a "
+                          "larger budget to finish it") and int(row[6]) > 0  # its pilot's requests
+        assert json.loads((out / "state.json").read_text())["states"][f"{C2S}-anchor"] == "paused"
         assert reproduce(server, out, "--tables", "3", "--api-key", secret).exit_code == 0
     assert "| ANCHOR (full) | Avg. |" in (out / "report.md").read_text()
     assert all(secret.encode() not in path.read_bytes() for path in out.rglob("*") if path.is_file())

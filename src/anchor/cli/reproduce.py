@@ -36,6 +36,8 @@ BUDGET_PANEL = "Cost: plan and budget"
 RESUME_PANEL = "Resuming"
 #: Exit status when --budget-requests / --budget-tokens stopped the reproduction before a run.
 STOPPED_BY_BUDGET = 3
+#: Exit status after Ctrl-C (128 + SIGINT, as a shell reports it).
+INTERRUPTED = 130
 FLAGS = {**FLAG_NAMES, "runs": "--runs"}
 
 
@@ -45,14 +47,14 @@ def _paper_models() -> tuple[str, ...]:
 
 @expand_options
 def reproduce_command(
-    tables: Annotated[str | None, opt("--tables", panel=PANEL, metavar="LIST", help=(
+    tables: Annotated[list[str] | None, opt("--tables", panel=PANEL, metavar="LIST", help=(
         f"The paper's tables to reproduce, comma-separated: {', '.join(TABLES)}. Naming any of --tables, --figures "
         "and --appendix selects those parts only; naming none selects all tables and figures and the retrieval "
-        "and clustering analyses."))] = None,
-    figures: Annotated[str | None, opt("--figures", panel=PANEL, metavar="LIST", help=(
+        "and clustering analyses. Given twice, the lists add up."))] = None,
+    figures: Annotated[list[str] | None, opt("--figures", panel=PANEL, metavar="LIST", help=(
         "Figures: cost (ANCHOR against BIRD per scenario), factors (unknown rate and F1 against the number of "
         "factors)."))] = None,
-    appendix: Annotated[str | None, opt("--appendix", panel=PANEL, metavar="LIST", help=(
+    appendix: Annotated[list[str] | None, opt("--appendix", panel=PANEL, metavar="LIST", help=(
         f"Appendix analyses: {', '.join(APPENDIX)} (estimator needs --estimator-base-url, or --quick)."))] = None,
     runs: Annotated[int | None, opt("--runs", panel=PANEL, min=1, show_default=False, help=(
         "Runs of every method, seeds seed, seed+1, ... (default: 5, the paper's; 1 with --quick)."))] = None,
@@ -93,14 +95,15 @@ def reproduce_command(
     Run the same command again. Example: anchor reproduce --base-url URL --model M --tables 1,4 --figures
     cost --runs 1 --quick
     """
-    from anchor.reproduce.execute import Budget, Reproduction, resolve_model, write_state
+    from anchor.reproduce.execute import Budget, Reproduction, hold, write_state
     from anchor.reproduce.plan import make_plan
     from anchor.reproduce.report import build_report
     from anchor.reproduce.selection import paper_model_for
 
     with friendly_errors(FLAGS):
         settings = llm_settings(conn, None, seed)
-        selection = make_selection(tables=tables, figures=figures, appendix=appendix, runs=runs, quick=quick,
+        selection = make_selection(tables=_joined(tables), figures=_joined(figures), appendix=_joined(appendix),
+                                   runs=runs, quick=quick,
                                    data=data or (), paper_model=paper_model, known_models=_paper_models(),
                                    embedded=not settings.uses_server)
         estimator = None
@@ -115,29 +118,32 @@ def reproduce_command(
         plan = make_plan(selection)
         budget = Budget(requests=budget_requests, tokens=budget_tokens)
         command = shlex.join(redact_argv(invocation()))
-
-        async def main(report: Any) -> tuple[Any, Any]:
-            resolved = await resolve_model(settings)
-            est_resolved = await resolve_model(estimator) if estimator is not None else None
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with hold(out_dir):  # a second process on the same folder is refused here, before anything else
+            resolved, est_resolved = asyncio.run(_resolve(settings, estimator))
             chosen = selection if paper_model else selection.model_copy(
                 update={"paper_model": paper_model_for(resolved.model, _paper_models())})
             repro = Reproduction(plan.model_copy(update={"selection": chosen}), out_dir, settings=resolved,
-                                 estimator=est_resolved, report=report, command=command, retry_failed=retry_failed,
-                                 budget=budget)
+                                 estimator=est_resolved, command=command, retry_failed=retry_failed, budget=budget)
+            for note in repro.notes():
+                err.print(f"[bold]note:[/bold] {escape(note)}", highlight=False, soft_wrap=True)
             repro.check_resumable()  # before any request: a folder of another reproduction is refused
-            outcome = await (repro.pilot() if plan_only else repro.run_all())
-            return repro, outcome
-
-        with RichReporter(enabled=True) as report:
-            repro, outcome = asyncio.run(main(report))
-        write_state(out_dir, outcome)
-        if plan_only:
-            _show_plan(repro, outcome, json_out)
-        else:
-            files = build_report(repro.plan, out_dir, model=str(repro.settings.model),
-                                 small=not repro.settings.uses_server, states=outcome.states, errors=outcome.errors,
-                                 estimator=repro.estimator.model if repro.estimator is not None else None)
-            _show_outcome(outcome, files, json_out)
+            try:
+                with RichReporter(enabled=True) as report:
+                    repro.report = report
+                    outcome = asyncio.run(repro.pilot() if plan_only else repro.run_all())
+            except KeyboardInterrupt:
+                write_state(out_dir, repro.interrupted())
+                raise fail(f"interrupted: every prediction made so far is kept in {out_dir}; run the same command "
+                           f"again to resume it: {command}", code=INTERRUPTED) from None
+            write_state(out_dir, outcome)
+            if plan_only:
+                _show_plan(repro, outcome, json_out)
+            else:
+                files = build_report(repro.plan, out_dir, model=str(repro.settings.model),
+                                     small=not repro.settings.uses_server, states=outcome.states, errors=outcome.errors,
+                                     estimator=repro.estimator.model if repro.estimator is not None else None)
+                _show_outcome(outcome, files, json_out)
         if outcome.stopped:
             err.print(f"[yellow]{escape(outcome.stopped)}[/yellow]; run again with a larger budget to go on",
                       highlight=False, soft_wrap=True)
@@ -147,6 +153,18 @@ def reproduce_command(
             raise fail(f"{len(unfinished)} run(s) did not finish ({', '.join(unfinished[:4])}"
                        f"{', ...' if len(unfinished) > 4 else ''}); the report says why; run the same command "
                        "again to retry them", code=1)
+
+
+def _joined(given: list[str] | None) -> str | None:
+    """A list option given several times, as one comma-separated list (None: not given)."""
+    return None if given is None else ",".join(given)
+
+
+async def _resolve(settings: Any, estimator: Any) -> tuple[Any, Any]:
+    """Both models named (the server's first listed model when none was given), before anything runs."""
+    from anchor.reproduce.execute import resolve_model
+
+    return await resolve_model(settings), (await resolve_model(estimator) if estimator is not None else None)
 
 
 def _show_plan(repro: Any, outcome: Any, json_out: bool) -> None:
@@ -191,7 +209,11 @@ def _show_outcome(outcome: Any, files: Any, json_out: bool) -> None:
         emit_json({"complete": outcome.complete, "states": outcome.states, "errors": outcome.errors,
                    "spent": outcome.spent.model_dump(), "report": str(files.markdown), "html": str(files.html)})
         return
-    done = sum(1 for s in outcome.states.values() if s == "finished")
+    done = sum(1 for s in outcome.states.values() if s in ("finished", "empty"))
+    empty = [n for n, s in outcome.states.items() if s == "empty"]
     out.print(f"{done} of {len(outcome.states)} runs and analyses finished; {outcome.spent.requests:,} requests and "
               f"{outcome.spent.tokens:,} tokens in all", highlight=False, soft_wrap=True)
+    if empty:
+        out.print(f"{len(empty)} with nothing to compare ({', '.join(empty)}): the report says why", highlight=False,
+                  soft_wrap=True)
     err.print(f"[bold]wrote[/bold] {escape(str(files.markdown))} and {escape(files.html.name)}", highlight=False)

@@ -33,6 +33,7 @@ from anchor.analysis.factors import FactorCountAnalysis
 from anchor.evaluation.cost.compare import CostCompareError, compare
 from anchor.evaluation.report.loading import LoadedRun, ReportError, load_run
 from anchor.evaluation.report.transplant import TransplantRow, transplant_groups
+from anchor.reproduce.analyses import no_result
 from anchor.reproduce.plan import ANALYSES_FOLDER as ANALYSES
 from anchor.reproduce.plan import RUNS_FOLDER as RUNS
 from anchor.reproduce.plan import Plan, run_name
@@ -106,8 +107,10 @@ class Ours:
         for analysis in plan.analyses:
             path = ours.out_dir / "analyses" / analysis.name / f"{analysis.analysis}.json"
             load = (loaders or {}).get(analysis.analysis)
+            empty = no_result(path.parent)
             if analysis.name in reasons or load is None or not path.exists():
-                ours.missing[analysis.name] = reasons.get(analysis.name, "not finished")
+                ours.missing[analysis.name] = reasons.get(analysis.name, f"nothing to compare: {empty}" if empty
+                                                          else "not finished")
                 continue
             ours.analyses[analysis.name] = load(path)
         return ours

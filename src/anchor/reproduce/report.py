@@ -42,8 +42,11 @@ LOADERS: dict[str, Callable[[Path], BaseModel]] = {
     "clustering": lambda p: ClusteringAnalysis.model_validate_json(p.read_text(encoding="utf-8")),
     "estimator": lambda p: EstimatorAnalysis.model_validate_json(p.read_text(encoding="utf-8")),
 }
-STATE_WORDS = {"finished": "finished", "started": "not finished (run the command again to go on)",
-               "new": "not run yet", "stopped": "not run: the budget stopped the reproduction before it",
+STATE_WORDS = {"finished": "finished", "empty": "finished, with nothing to compare (its cells say why)",
+               "started": "not finished (run the command again to go on)", "new": "not run yet",
+               "stopped": "not run: the budget stopped the reproduction before it",
+               "paused": "started (its pilot ran), then the budget stopped the reproduction; run again with a larger "
+                         "budget to finish it",
                "failed": "stopped with an error", "waiting": "not run: it reuses a run that stopped with an error"}
 
 
@@ -55,7 +58,7 @@ class ReportFiles(BaseModel):
 def _reasons(states: Mapping[str, str], errors: Mapping[str, str]) -> dict[str, str]:
     out = {}
     for name, state in states.items():
-        if state != "finished":
+        if state not in ("finished", "empty"):
             out[name] = STATE_WORDS.get(state, state) + (f": {errors[name]}" if name in errors else "")
     return out
 
