@@ -20,6 +20,7 @@ Where each number comes from:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,10 @@ from anchor.reproduce.plan import Plan, run_name
 from anchor.reproduce.published import PublishedCell
 from anchor.reproduce.selection import PAIRWISE
 
+#: What makes two runs of one dataset comparable across models: the same instances, runs, seeds and data.
+SLICE_FIELDS = ("limit", "runs", "seed", "sample", "sample_seed", "data_sha256", "balance_outcomes", "spaces")
+#: ANCHOR's build sizes, which --quick changes.
+BUILD_FIELDS = ("n_target", "batch_size", "max_rounds")
 #: Metrics whose value is a measured time: they differ between any two executions of the same runs.
 TIMED_METRICS = ("mapping_seconds_ratio", "seconds_ratio")
 COST_TABLE = "fig:time_token_api_cost_left"
@@ -192,6 +197,40 @@ class Ours:
         return Value(value=a.value - b.value, std=std, runs=len(per_run), per_run=per_run,
                      source=f"{RUNS}/{self.run_for(cell)} − {RUNS}/{run_name(cell.dataset, 'anchor')}",
                      note="run by run against the full model")
+
+    # ------------------------------------------------------------------ another model's reproduction
+
+    def slice_difference(self, other: Ours, dataset: str) -> str | None:
+        """How one of ``other``'s runs of ``dataset`` differs from ours in what it evaluates (None: every one is
+        alike, or there is nothing to compare)."""
+        mine = {name: lr.config for name, lr in self.runs.items() if lr.config.dataset == dataset}
+        if not mine:
+            return None
+        for name, lr in other.runs.items():
+            if lr.config.dataset != dataset:
+                continue
+            theirs, ours = lr.config, mine.get(name) or next(iter(mine.values()))
+            for field_name in SLICE_FIELDS:
+                if getattr(theirs, field_name) != getattr(ours, field_name):
+                    return f"{field_name} {getattr(theirs, field_name)!r} there, {getattr(ours, field_name)!r} here"
+            built = [((c.anchor_config or {}).get("build") or {}) for c in (theirs, ours)]
+            for size in BUILD_FIELDS if all(built) else ():  # a baseline builds nothing
+                if built[0].get(size) != built[1].get(size):
+                    return f"build {size} {built[0].get(size)!r} there, {built[1].get(size)!r} here"
+        return None
+
+    def lookup_in(self, other: Ours, model: str) -> Callable[[PublishedCell], Value | None]:
+        """``other``'s values (a reproduction standing for the paper's ``model``) for the claims: each named by
+        its folder, and unfit when its runs of the cell's dataset are not like ours."""
+        def lookup(cell: PublishedCell) -> Value | None:
+            found = other.value(cell)
+            if found is None:
+                return None
+            where = f"{other.out_dir}/{found.source}"
+            diff = self.slice_difference(other, cell.dataset)
+            unfit = f"{model}'s runs of {cell.dataset} in {other.out_dir} are not like ours ({diff})" if diff else ""
+            return dataclasses.replace(found, source=where, unfit=found.unfit or unfit)
+        return lookup
 
     # ------------------------------------------------------------------ Table 4, cost, estimator
 

@@ -38,6 +38,8 @@ FACTOR_TREND = "factors-more-helps"
 Lookup = Callable[[PublishedCell], Value | None]
 OURS = ""
 CHANCE = "chance level"
+#: Run directories named in a check's "compared" text before the rest are counted.
+MAX_LISTED = 8
 
 
 @dataclass(frozen=True)
@@ -157,13 +159,12 @@ def check_claim(claim: Claim, published: PublishedNumbers, ours: Lookup, our_run
         cell = next(cells[k] for k in (*claim.subject, *claim.reference) if _slot(cells[k], s[-1]) == s)
         slots.setdefault(s, (cell, _value(cell, s[-1], numbers)))
     compared = _compared(slots)
-    missing = [_name(c) + (f" ({s[-1]})" if s[-1] else "") for s, (c, v) in slots.items() if v is None or v.value is None]
-    if missing:
-        return ClaimCheck(claim, "not checked", "missing: " + ", ".join(dict.fromkeys(missing)), paper, caveat, timed,
-                          compared)
+    # A value that cannot stand for its cell leaves the claim unchecked whatever else is missing: say so first.
     unfit = list(dict.fromkeys(v.unfit for _, v in slots.values() if v is not None and v.unfit))
-    if unfit:
-        return ClaimCheck(claim, "not checked", "; ".join(unfit), paper, caveat, timed, compared)
+    missing = [_name(c) + _by(s) for s, (c, v) in slots.items() if v is None or v.value is None]
+    if missing or unfit:
+        text = "; ".join([*unfit, *(["missing: " + ", ".join(dict.fromkeys(missing))] if missing else [])])
+        return ClaimCheck(claim, "not checked", text, paper, caveat, timed, compared)
     if claim.comparison in ("greater", "less"):
         return _compare(claim, slots, pairs, across, numbers, paper, caveat, timed, compared)
     return _threshold(claim, slots, subject, paper, caveat, timed, compared)
@@ -204,7 +205,9 @@ def _compared(slots: Mapping[Slot, tuple[PublishedCell, Value | None]]) -> str:
     if counts:
         runs = (f" ({counts[0]} run{'s' if counts[0] != 1 else ''} each)" if len(set(counts)) == 1
                 else " (runs: " + ", ".join(map(str, counts)) + ")")
-    return f"cells: {shown}" + (f"; from {', '.join(sources)}{runs}" if sources else "")
+    where = list(sources)
+    listed = ", ".join(where[:MAX_LISTED]) + (f" and {len(where) - MAX_LISTED} more" if len(where) > MAX_LISTED else "")
+    return f"cells: {shown}" + (f"; from {listed}{runs}" if sources else "")
 
 
 def _compare(claim: Claim, slots: Mapping[Slot, tuple[PublishedCell, Value | None]], pairs: list[tuple[Slot, Slot]],

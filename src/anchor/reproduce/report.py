@@ -67,9 +67,12 @@ def _chance(cell: PublishedCell) -> float | None:
     return cell.value if cell.method == "random" else None
 
 
-def check_claims(plan: Plan, published: PublishedNumbers, ours: Ours) -> list[ClaimCheck]:
-    """The claims of the selected tables and figures, checked on our numbers (headline claims first)."""
+def check_claims(plan: Plan, published: PublishedNumbers, ours: Ours,
+                 others: Mapping[str, Ours] | None = None) -> list[ClaimCheck]:
+    """The claims of the selected tables and figures, checked on our numbers (headline claims first), and on
+    ``others``: reproductions of other paper models (by model), for the claims that compare two."""
     sources = set(plan.selection.sources)
+    lookups = {model: ours.lookup_in(other, model) for model, other in (others or {}).items()}
     out = []
     for claim in sorted((c for c in published.claims if c.source in sources), key=lambda c: not c.headline):
         factors = ours.factor_result()
@@ -78,7 +81,7 @@ def check_claims(plan: Plan, published: PublishedNumbers, ours: Ours) -> list[Cl
                                                   for p in factors.points], f"{ANALYSES_FOLDER}/{FACTORS}"))
         else:
             out.append(check_claim(claim, published, ours.value, plan.selection.runs, _chance,
-                                   model=plan.selection.paper_model))
+                                   model=plan.selection.paper_model, others=lookups))
     return out
 
 
@@ -157,10 +160,12 @@ def build_report(plan: Plan, out_dir: Path, *, model: str, small: bool, states: 
     picked = ", ".join(published.source(x).label for x in s.sources)
     doc.para(f"Reproduced: {picked}. Model: {model}. Runs: {s.runs} of every method. Slice: "
              + ("--quick (a few instances per dataset)." if s.quick else "the paper's (see each table's notes).")
-             + f" Paper cells: those of {s.paper_model} unless the cell names another model.")
+             + f" Paper cells: those of {s.paper_model} unless the cell names another model."
+             + "".join(f" Claims comparing two models also read {m}'s runs from {d}." for m, d in s.model_runs.items()))
     doc.bullets([f"{name}: {STATE_WORDS.get(state, state)}" for name, state in states.items()
                  if state != "finished"][:20])
-    checks = check_claims(plan, published, ours)
+    others = {model: Ours.read(plan, folder, loaders=LOADERS) for model, folder in s.model_runs.items()}
+    checks = check_claims(plan, published, ours, others)
     _claims_section(doc, checks)
     for source_id in s.sources:
         source = published.source(source_id)
