@@ -7,6 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from anchor.cli import app
+from anchor.evaluation.runner import identity_difference
 from anchor.reproduce.cells import Value
 from anchor.reproduce.claims import check_claim
 from anchor.reproduce.estimate import Spent
@@ -87,6 +88,10 @@ def test_clustering_alone_plans_the_anchor_run_whose_spaces_it_reads():
     (["--paper-model", "GPT-5"], "--paper-model 'GPT-5'"),
     (["--runs", "0"], "--runs"),
     (["--budget-requests", "0"], "--budget-requests"),
+    # Given twice, a list option adds up (it does not keep the last one).
+    (["--tables", "1", "--tables", "5"], "--tables '1,5': unknown '5'"),
+    (["--model-runs", "Qwen2.5-32B=/nowhere"], "'Qwen2.5-32B=/nowhere': '/nowhere' holds no reproduction"),
+    (["--model-runs", "GPT-5=/tmp"], "the paper has cells for"),
 ])
 def test_bad_options_are_one_error_line_before_anything_runs(tmp_path, args, message):
     out = tmp_path / "repro"
@@ -167,3 +172,32 @@ def test_the_help_explains_itself_at_80_columns(monkeypatch):
     for flag in ("--tables", "--figures", "--appendix", "--runs", "--quick", "--data", "--plan", "--budget-requests",
                  "--budget-tokens", "--keep-failed", "--base-url", "--estimator-base-url"):
         assert flag in text, flag
+
+
+def test_data_for_a_dataset_no_selected_part_reads_is_refused_and_two_lists_add_up(tmp_path):
+    data = tmp_path / "covid.jsonl"
+    data.write_text("{}\n")
+    out = tmp_path / "repro"
+    result = runner.invoke(app, ["reproduce", "--base-url", "http://127.0.0.1:9/v1", "--out", str(out), "--tables",
+                                 "1", "--data", f"covid={data}"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == (f"error: --data covid={data}: none of the selected parts reads covid (they "
+                                     f"read {C2S}); select a part that does, or leave it out")
+    assert not out.exists()
+    plan = make_plan(make_selection(tables="1,2", data=[f"covid={data}"]))
+    assert {r.dataset for r in plan.runs} == {C2S, "expertqa", "xsum", "covid", "cnn", "today", "plasma"}
+
+
+def test_a_reused_run_is_the_same_however_its_directory_is_written(tmp_path):
+    """Runs now name the run they reuse from their own directory; a folder written before (an absolute path
+    from the working directory) still resumes in place, and one that points elsewhere does not."""
+    (tmp_path / "runs" / "a").mkdir(parents=True)
+    run_dir = tmp_path / "runs" / "b"
+    base = {"anchor_version": "0", "dataset": C2S, "data_sha256": "x", "kind": "pairwise", "method": "bird-relaxed",
+            "runs": 1, "seed": 0}
+    new = {**base, "spaces_from": "../a", "spaces_from_base": "run"}
+    assert identity_difference({**base, "spaces_from": str(tmp_path / "runs" / "a")}, new, run_dir) is None
+    assert identity_difference(new, new, tmp_path / "moved" / "runs" / "b") is None
+    elsewhere = {**base, "spaces_from": str(tmp_path / "old" / "runs" / "a")}
+    assert identity_difference(elsewhere, new, run_dir) == ("spaces_from", str(tmp_path / "old" / "runs" / "a"),
+                                                             "../a")

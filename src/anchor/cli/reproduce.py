@@ -229,6 +229,6 @@ def _show_outcome(outcome: Any, files: Any, json_out: bool) -> None:
     out.print(f"{done} of {len(outcome.states)} runs and analyses finished; {outcome.spent.requests:,} requests and "
               f"{outcome.spent.tokens:,} tokens in all", highlight=False, soft_wrap=True)
     if empty:
-        out.print(f"{len(empty)} with nothing to compare ({', '.join(empty)}): the report says why", highlight=False,
-                  soft_wrap=True)
+        out.print(f"{len(empty)} with nothing to compare ({', '.join(empty)}): the report says why",
+                  highlight=False, soft_wrap=True)
     err.print(f"[bold]wrote[/bold] {escape(str(files.markdown))} and {escape(files.html.name)}", highlight=False)

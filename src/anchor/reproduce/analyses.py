@@ -4,9 +4,11 @@ them (:mod:`anchor.analysis.runs`), in ``DIR/analyses/<name>``.
 Each writes ``<analysis>.json``, ``.md`` and ``.png`` there, and ``reproduce.json``: the planned
 analysis and its inputs, so that a finished one is recognised (and not run again) only when it was
 made for the same plan. An estimator analysis whose slice gave no factor a phi (every condition
-unknown, none failed) has no result to write: it ends with ``no-result.json``, which says why, since
-another attempt would only ask the same questions again. Their cells read and write the reproduction's shared response cache, so a
-cell that asks what a planned run asked (the same slice, model and seed) finds the answer there.
+unknown, none failed) has no result to write: it ends with ``no-result.json``, which says why,
+since another attempt would only ask the same questions again.
+
+Their cells read and write the reproduction's shared response cache, so a cell that asks what a
+planned run asked (the same slice, model and seed) finds the answer there.
 """
 
 from __future__ import annotations

@@ -96,13 +96,17 @@ def _one_model(a: PublishedCell, b: PublishedCell) -> bool:
     return a.model == b.model or "" in (a.model, b.model) or a.table in ESTIMATOR_TABLES
 
 
+def _mark(cell: PublishedCell) -> str:
+    return {"percent": "%", "ratio": "x"}.get(cell.unit, "")
+
+
 def _fmt(cell: PublishedCell, x: float) -> str:
-    return f"{x:.{cell.decimals}f}" + {"percent": "%", "ratio": "x"}.get(cell.unit, "")
+    return f"{x:.{cell.decimals}f}{_mark(cell)}"
 
 
 def _bound(cell: PublishedCell, x: float) -> str:
     """A tolerance's bound, to the digits it has (0.555, not the cell's 0.55 or 0.56)."""
-    return f"{x:.4g}" + {"percent": "%", "ratio": "x"}.get(cell.unit, "")
+    return f"{x:.4g}{_mark(cell)}"
 
 
 def _describe(cell: PublishedCell, v: Value) -> str:
@@ -110,7 +114,7 @@ def _describe(cell: PublishedCell, v: Value) -> str:
     text = f"{v.value:.{cell.decimals}f}"
     if v.std is not None and v.runs > 1:
         text = f"{text} ± {v.std:.{cell.decimals}f}"
-    return f"{_name(cell)} {text}" + {"percent": "%", "ratio": "x"}.get(cell.unit, "")
+    return f"{_name(cell)} {text}{_mark(cell)}"
 
 
 def _name(cell: PublishedCell) -> str:
@@ -206,13 +210,15 @@ def _compared(slots: Mapping[Slot, tuple[PublishedCell, Value | None]]) -> str:
         runs = (f" ({counts[0]} run{'s' if counts[0] != 1 else ''} each)" if len(set(counts)) == 1
                 else " (runs: " + ", ".join(map(str, counts)) + ")")
     where = list(sources)
-    listed = ", ".join(where[:MAX_LISTED]) + (f" and {len(where) - MAX_LISTED} more" if len(where) > MAX_LISTED else "")
+    listed = ", ".join(where[:MAX_LISTED])
+    if len(where) > MAX_LISTED:
+        listed += f" and {len(where) - MAX_LISTED} more"
     return f"cells: {shown}" + (f"; from {listed}{runs}" if sources else "")
 
 
-def _compare(claim: Claim, slots: Mapping[Slot, tuple[PublishedCell, Value | None]], pairs: list[tuple[Slot, Slot]],
-             across: list[tuple[PublishedCell, PublishedCell]], numbers: Numbers, paper: str, caveat: str,
-             timed: bool, compared: str) -> ClaimCheck:
+def _compare(claim: Claim, slots: Mapping[Slot, tuple[PublishedCell, Value | None]],
+             pairs: list[tuple[Slot, Slot]], across: list[tuple[PublishedCell, PublishedCell]], numbers: Numbers,
+             paper: str, caveat: str, timed: bool, compared: str) -> ClaimCheck:
     sign = 1 if claim.comparison == "greater" else -1
     missing_models = sorted({c.model for pair in across for c in pair if _whose(c, numbers) is None})
     needs = f"needs runs of {', '.join(missing_models)}"

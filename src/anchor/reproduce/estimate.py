@@ -129,7 +129,8 @@ def rates(run_dir: Path, instances: Sequence[Any], per_run_builds: bool) -> Rate
 
     return Rates(per_build=per(build, len(builds)), per_prediction=per(rest, len(done)),
                  per_prediction_inference=per(inference, len(done)),
-                 spent=Spent(requests=len(records), tokens=sum(r.prompt_tokens + r.completion_tokens for r in records)),
+                 spent=Spent(requests=len(records),
+                             tokens=sum(r.prompt_tokens + r.completion_tokens for r in records)),
                  scenarios=len({scenario_key(by_id[i].scenario) for _, i in done}))
 
 

@@ -472,7 +472,8 @@ class Reproduction:
             if name in states and states[name] != "finished" and "waits for" in self.errors[name]:
                 states[name] = "waiting"
         if stopped:
-            states = {k: ("stopped" if v == "new" else "paused" if v == "started" else v) for k, v in states.items()}
+            moved = {"new": "stopped", "started": "paused"}
+            states = {k: moved.get(v, v) for k, v in states.items()}
         return Outcome(states=states, errors=dict(self.errors), estimates=self.estimates(),
                        spent=est.spent_in(self.out_dir), stopped=stopped)
 

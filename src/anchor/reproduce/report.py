@@ -161,7 +161,8 @@ def build_report(plan: Plan, out_dir: Path, *, model: str, small: bool, states: 
     doc.para(f"Reproduced: {picked}. Model: {model}. Runs: {s.runs} of every method. Slice: "
              + ("--quick (a few instances per dataset)." if s.quick else "the paper's (see each table's notes).")
              + f" Paper cells: those of {s.paper_model} unless the cell names another model."
-             + "".join(f" Claims comparing two models also read {m}'s runs from {d}." for m, d in s.model_runs.items()))
+             + "".join(f" Claims comparing two models also read {m}'s runs from {d}."
+                       for m, d in s.model_runs.items()))
     doc.bullets([f"{name}: {STATE_WORDS.get(state, state)}" for name, state in states.items()
                  if state != "finished"][:20])
     others = {model: Ours.read(plan, folder, loaders=LOADERS) for model, folder in s.model_runs.items()}

@@ -63,7 +63,8 @@ def make_run_config(
     *, dataset: str, method: str, data_path: Path | None, ablations: Sequence[str], limit: int | None, runs: int,
     seed: int, settings: LLMSettings, anchor_config: AnchorConfig | None, negation: str = "template",
     decision_threshold: float = 0.9, balance_outcomes: bool = False, spaces: str = "per-run",
-    spaces_from: Path | None = None, spaces_relative_to: Path | None = None, command: str = "", stage: str | None = None,
+    spaces_from: Path | None = None, spaces_relative_to: Path | None = None, command: str = "",
+    stage: str | None = None,
     sample: str | int | None = None, sample_seed: int | None = None, max_factors: int | None = None,
     estimator: LLMSettings | None = None,
 ) -> RunConfig:
@@ -99,7 +100,8 @@ def make_run_config(
         method=method, ablations=list(ablations), limit=limit, runs=runs, seed=seed, negation=negation,  # type: ignore[arg-type]
         decision_threshold=decision_threshold, balance_outcomes=balance_outcomes, spaces=spaces,  # type: ignore[arg-type]
         spaces_from=_recorded(spaces_from, spaces_relative_to),
-        spaces_from_base="run" if spaces_from is not None and spaces_relative_to is not None else "cwd", llm=llm, sample=sample_size, sample_seed=sample_seed,
+        spaces_from_base="run" if spaces_from is not None and spaces_relative_to is not None else "cwd",
+        llm=llm, sample=sample_size, sample_seed=sample_seed,
         anchor_config=anchor_config.model_dump(mode="json") if anchor_config else None, command=command,
         stage=stage, method_config=spec.method_config(dataset) if spec.method_config else None,
         max_factors=max_factors, estimator=estimator_llm,
