@@ -268,7 +268,9 @@ def test_an_estimator_slice_without_a_phi_ends_with_nothing_to_compare_and_its_c
         "estimator-cnn: nothing to compare: the main model gave no factor a phi on this slice: every condition of "
         "its 1 instance(s) was unknown and none failed (see runs/main/metrics.json in the analysis's folder)")
     (claim,) = [x.split(" | ") for x in md.splitlines() if x.startswith("| Swapping the probability estimator")]
-    assert claim[3] == "not checked" and claim[2].startswith("missing: CNN Δ (mini − 72B)")
+    assert claim[3] == "not checked" and claim[2].startswith(
+        "needs a second estimator: this one is the main model itself (fake-model, another seed); give "
+        "--estimator-base-url; missing: CNN Δ (mini − 72B)")
 
 
 def test_a_claim_across_two_models_reads_a_reproduction_of_the_other_model(tmp_path):

@@ -53,6 +53,17 @@ def analysis_done(folder: Path, analysis: PlannedAnalysis, marker: dict[str, Any
     return (result_path(folder, analysis).exists() or (folder / NO_RESULT).exists()) and found == marker
 
 
+def estimator_itself(folder: Path) -> str | None:
+    """The model of an estimator analysis made with the main model as its own estimator (None: another
+    model, or not made)."""
+    try:
+        llm = json.loads((folder / MARKER).read_text(encoding="utf-8"))["llm"]
+        model, estimator = llm["model"], llm["estimator"]["model"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return str(model) if model == estimator else None
+
+
 def no_result(folder: Path) -> str | None:
     """Why a finished analysis has no result (None when it has one, or has not finished)."""
     try:

@@ -34,7 +34,7 @@ from anchor.analysis.factors import FactorCountAnalysis
 from anchor.evaluation.cost.compare import CostCompareError, compare
 from anchor.evaluation.report.loading import LoadedRun, ReportError, load_run
 from anchor.evaluation.report.transplant import TransplantRow, transplant_groups
-from anchor.reproduce.analyses import no_result
+from anchor.reproduce.analyses import estimator_itself, no_result
 from anchor.reproduce.plan import ANALYSES_FOLDER as ANALYSES
 from anchor.reproduce.plan import RUNS_FOLDER as RUNS
 from anchor.reproduce.plan import Plan, run_name
@@ -291,14 +291,14 @@ class Ours:
 
     def _estimator_value(self, cell: PublishedCell) -> Value | None:
         result = self.estimator_result(cell.dataset)
-        if result is None or not result.comparisons:
-            return None
-        c = result.comparisons[0]
         source = f"{ANALYSES}/estimator-{cell.dataset}"
+        if result is None or not result.comparisons:
+            # No number, but the analysis may still say that it compared the model with itself.
+            itself = estimator_itself(self.out_dir / ANALYSES / f"estimator-{cell.dataset}")
+            return None if itself is None else Value(value=None, source=source, unfit=_itself(itself))
+        c = result.comparisons[0]
         # Two estimators of one model differ only by their seed: the paper's comparison is of two models.
-        unfit = "" if c.estimator_model != c.main_model else (
-            f"needs a second estimator: this one is the main model itself ({c.main_model}, another seed); give "
-            "--estimator-base-url")
+        unfit = _itself(c.main_model) if c.estimator_model == c.main_model else ""
         if cell.table == "tab:llm-calib-distribution" or cell.metric == "difference":
             v = _num(c.difference) if cell.metric == "difference" else _num(getattr(c.phi, cell.metric, None))
             return None if v is None else Value(value=v * scale(cell), source=source, unfit=unfit,
@@ -308,6 +308,11 @@ class Ours:
         note = ("estimator: the main model itself, another seed" if unfit else "estimator model") \
             if cell.model.startswith("GPT") else ""
         return None if v is None else Value(value=v * scale(cell), source=source, note=note)
+
+
+def _itself(model: str) -> str:
+    return (f"needs a second estimator: this one is the main model itself ({model}, another seed); give "
+            "--estimator-base-url")
 
 
 def _std(values: Sequence[float]) -> float | None:
