@@ -108,7 +108,9 @@ def test_factors_scores_per_factor_count(factors_run):
     assert sorted(p.name for p in (out / "runs").iterdir()) == ["full", "n2", "n4", "n6"]
     assert not (out / "runs" / "n4" / "spaces").exists()
     config = RunConfig.model_validate_json((out / "runs" / "n4" / "config.json").read_text())
-    assert config.max_factors == 4 and config.spaces_from == str(out / "runs" / "full")
+    # Named from the cell's own directory, so that the analysis's folder can be moved.
+    assert config.max_factors == 4 and (config.spaces_from, config.spaces_from_base) == ("../full", "run")
+    assert config.spaces_source(out / "runs" / "n4").resolve() == (out / "runs" / "full").resolve()
     traces = [json.loads(line) for line in (out / "runs" / "n4" / "traces.jsonl").read_text().splitlines()]
     assert sorted(f["text"] for f in traces[0]["result"]["factors"]) == sorted(FIRST)
 
@@ -216,7 +218,7 @@ def test_estimator_with_two_servers(tmp_path):
     assert phi["ks_statistic"] == 1.0 and phi["ks_pvalue"] == pytest.approx(1 / 35) and phi["significant"]
     assert any("1 of 1 condition(s)" in n for n in json.loads(result.stdout)["notes"])
     config = RunConfig.model_validate_json((out / "runs" / "estimator" / "config.json").read_text())
-    assert config.estimator["model"] == "judge-b" and config.spaces_from == str(out / "runs" / "main")
+    assert config.estimator["model"] == "judge-b" and config.spaces_from == "../main"
     assert load_space(next((out / "runs" / "main" / "spaces").glob("*.json"))).llm.model == "fake-model"
 
 

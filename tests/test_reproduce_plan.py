@@ -7,6 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from anchor.cli import app
+from anchor.evaluation.runner import identity_difference
 from anchor.reproduce.cells import Value
 from anchor.reproduce.claims import check_claim
 from anchor.reproduce.estimate import Spent
@@ -87,6 +88,10 @@ def test_clustering_alone_plans_the_anchor_run_whose_spaces_it_reads():
     (["--paper-model", "GPT-5"], "--paper-model 'GPT-5'"),
     (["--runs", "0"], "--runs"),
     (["--budget-requests", "0"], "--budget-requests"),
+    # Given twice, a list option adds up (it does not keep the last one).
+    (["--tables", "1", "--tables", "5"], "--tables '1,5': unknown '5'"),
+    (["--model-runs", "Qwen2.5-32B=/nowhere"], "'Qwen2.5-32B=/nowhere': '/nowhere' holds no reproduction"),
+    (["--model-runs", "GPT-5=/tmp"], "the paper has cells for"),
 ])
 def test_bad_options_are_one_error_line_before_anything_runs(tmp_path, args, message):
     out = tmp_path / "repro"
@@ -117,7 +122,11 @@ def test_a_budget_stops_before_what_would_cross_it_and_says_what_is_left():
     why = budget.crossed_by(Spent(requests=60, tokens=9), Spent(requests=41, tokens=1))
     assert why == "it is expected to need about 41 requests, and 60 of the 100 allowed by --budget-requests are " \
                   "spent (40 left)"
-    assert Budget(tokens=5).crossed_by(Spent(tokens=5), Spent(tokens=1)).endswith("(0 left)")
+    assert Budget(tokens=5).crossed_by(Spent(tokens=4), Spent(tokens=2)).endswith("(1 left)")
+    # Resumed with a cap already reached: nothing is left, whatever the next run is expected to need.
+    assert Budget(tokens=1).crossed_by(Spent(tokens=500), Spent(tokens=0)) == (
+        "the 500 tokens spent already reach the 1 allowed by --budget-tokens")
+    assert Budget(tokens=5).crossed_by(Spent(tokens=5), Spent(tokens=1)).startswith("the 5 tokens spent already")
 
 
 def _values(mapping: dict[tuple[str, str], Value]):
@@ -129,7 +138,7 @@ def test_claims_are_checked_on_our_means_with_the_spread_and_the_run_count():
     claim = published.claim("t1-anchor-coverage-above-bird")
     two_runs = {("anchor", "coverage"): Value(95.0, 1.0, 2, (94.0, 96.0)),
                 ("bird", "coverage"): Value(95.5, 0.5, 2, (95.0, 96.5))}
-    check = check_claim(claim, published, _values(two_runs), our_runs=2)
+    check = check_claim(claim, published, _values(two_runs), our_runs=2, model="Qwen2.5-72B")
     assert check.verdict == "did not hold"
     assert "ANCHOR Coverage 95.00 ± 1.00% against BIRD† Coverage 95.50 ± 0.50%" in check.ours
     assert "held in 0 of 2 run-by-run comparisons" in check.ours
@@ -137,10 +146,12 @@ def test_claims_are_checked_on_our_means_with_the_spread_and_the_run_count():
 
     fine = {("anchor", "coverage"): Value(99.5, None, 5, (99.0, 99.2, 99.5, 99.8, 100.0)),
             ("bird", "coverage"): Value(88.0, None, 5, (87.0, 88.0, 88.0, 88.5, 88.5))}
-    check = check_claim(claim, published, _values(fine), our_runs=5)
-    assert check.verdict == "held" and check.caveat == "" and "held in 5 of 5" in check.ours
+    check = check_claim(claim, published, _values(fine), our_runs=5, model="Qwen2.5-72B")
+    # Held on our model; ANCHOR with 32B against BIRD with 72B needs runs of both.
+    assert check.verdict == "partly checked" and check.caveat == "" and "held in 5 of 5" in check.ours
 
-    missing = check_claim(claim, published, _values({("anchor", "coverage"): Value(99.0)}), our_runs=1)
+    missing = check_claim(claim, published, _values({("anchor", "coverage"): Value(99.0)}), our_runs=1,
+                          model="Qwen2.5-72B")
     assert missing.verdict == "not checked" and missing.ours == "missing: BIRD† Coverage"
 
     bma = published.claim("t3-bma-comparable")  # within 0.01 of no change
@@ -148,7 +159,7 @@ def test_claims_are_checked_on_our_means_with_the_spread_and_the_run_count():
     far = check_claim(bma, published, _values({("anchor:bma", "f1_micro_delta"): Value(0.02)}), our_runs=1)
     assert (near.verdict, far.verdict) == ("held", "did not hold")
     timed = check_claim(published.claim("cost-anchor-cheaper-than-bird"), published,
-                        lambda cell: Value(0.5), our_runs=1)
+                        lambda cell: Value(cell.value), our_runs=1)
     assert timed.verdict == "held" and timed.timed
 
 
@@ -161,3 +172,32 @@ def test_the_help_explains_itself_at_80_columns(monkeypatch):
     for flag in ("--tables", "--figures", "--appendix", "--runs", "--quick", "--data", "--plan", "--budget-requests",
                  "--budget-tokens", "--keep-failed", "--base-url", "--estimator-base-url"):
         assert flag in text, flag
+
+
+def test_data_for_a_dataset_no_selected_part_reads_is_refused_and_two_lists_add_up(tmp_path):
+    data = tmp_path / "covid.jsonl"
+    data.write_text("{}\n")
+    out = tmp_path / "repro"
+    result = runner.invoke(app, ["reproduce", "--base-url", "http://127.0.0.1:9/v1", "--out", str(out), "--tables",
+                                 "1", "--data", f"covid={data}"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == (f"error: --data covid={data}: none of the selected parts reads covid (they "
+                                     f"read {C2S}); select a part that does, or leave it out")
+    assert not out.exists()
+    plan = make_plan(make_selection(tables="1,2", data=[f"covid={data}"]))
+    assert {r.dataset for r in plan.runs} == {C2S, "expertqa", "xsum", "covid", "cnn", "today", "plasma"}
+
+
+def test_a_reused_run_is_the_same_however_its_directory_is_written(tmp_path):
+    """Runs now name the run they reuse from their own directory; a folder written before (an absolute path
+    from the working directory) still resumes in place, and one that points elsewhere does not."""
+    (tmp_path / "runs" / "a").mkdir(parents=True)
+    run_dir = tmp_path / "runs" / "b"
+    base = {"anchor_version": "0", "dataset": C2S, "data_sha256": "x", "kind": "pairwise", "method": "bird-relaxed",
+            "runs": 1, "seed": 0}
+    new = {**base, "spaces_from": "../a", "spaces_from_base": "run"}
+    assert identity_difference({**base, "spaces_from": str(tmp_path / "runs" / "a")}, new, run_dir) is None
+    assert identity_difference(new, new, tmp_path / "moved" / "runs" / "b") is None
+    elsewhere = {**base, "spaces_from": str(tmp_path / "old" / "runs" / "a")}
+    assert identity_difference(elsewhere, new, run_dir) == ("spaces_from", str(tmp_path / "old" / "runs" / "a"),
+                                                             "../a")

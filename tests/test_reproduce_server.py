@@ -9,9 +9,11 @@ import math
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -23,7 +25,9 @@ from anchor.evaluation.cost.phases import phase_of
 from anchor.evaluation.datasets import load_pairwise
 from anchor.evaluation.results import MetricsReport, Prediction
 from anchor.llm.ledger import CallRecord
+from anchor.llm.scripted import ScriptedRequest
 from tests.fakeserver import FakeOpenAIServer, random_from_schema
+from tests.helpers import ScriptedLLM
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
@@ -108,7 +112,21 @@ def test_tables_1_and_4_beside_the_paper_planned_run_and_run_again(tmp_path):
         again = reproduce(server, out, "--tables", "1,4", "--figures", "cost")
         assert again.exit_code == 0, again.output
         assert server.completions == made  # every run finished: nothing is asked again
-    assert (out / "report.md").read_bytes() == md and (out / "report.html").read_bytes() == html
+        assert (out / "report.md").read_bytes() == md and (out / "report.html").read_bytes() == html
+
+        # Moved, then copied: the same command on the new folder asks nothing and writes the same report.
+        moved, copied = tmp_path / "moved", tmp_path / "copied"
+        shutil.move(out, moved)
+        shutil.copytree(moved, copied, symlinks=True)
+        for folder in (moved, copied):
+            resumed = reproduce(server, folder, "--tables", "1,4", "--figures", "cost")
+            assert resumed.exit_code == 0, resumed.output
+            assert server.completions == made
+            assert (folder / "report.md").read_bytes() == md and (folder / "report.html").read_bytes() == html
+        # The runs that reuse another's models or spaces name it from their own directory, not the old folder.
+        relaxed = json.loads((copied / "runs" / f"{C2S}-bird-relaxed" / "config.json").read_text())
+        assert (relaxed["spaces_from"], relaxed["spaces_from_base"]) == (f"../{C2S}-bird", "run")
+    out = moved
 
     text = md.decode()
     # Vanilla got both pairs right: F1 1.000 on each context, 1.000 on average, beside the paper's 0.470.
@@ -150,39 +168,142 @@ def test_a_budget_stops_before_the_run_that_would_cross_it(tmp_path):
         assert (f"stopped before {C2S}-anchor: it is expected to need about {left} requests, and {spent} of the "
                 f"{cap} allowed by --budget-requests are spent ({cap - spent} left)") in " ".join(stopped.stderr.split())
         md = (out / "report.md").read_text()
-        assert "not run: the budget stopped the reproduction before it" in md
-        assert json.loads((out / "state.json").read_text())["states"][f"{C2S}-anchor"] == "stopped"
+        # Every run's pilot ran (--plan): none is "not run", each says it started and what stopped it.
+        assert "not run" not in md
+        (row,) = [x.split(" | ") for x in md.splitlines() if x.startswith(f"| runs/{C2S}-anchor | anchor |")]
+        assert row[5] == ("started (its pilot ran), then the budget stopped the reproduction; run again with a "
+                          "larger budget to finish it") and int(row[6]) > 0  # its pilot's requests
+        assert json.loads((out / "state.json").read_text())["states"][f"{C2S}-anchor"] == "paused"
         assert reproduce(server, out, "--tables", "3", "--api-key", secret).exit_code == 0
     assert "| ANCHOR (full) | Avg. |" in (out / "report.md").read_text()
     assert all(secret.encode() not in path.read_bytes() for path in out.rglob("*") if path.is_file())
 
 
-def test_killed_at_a_random_moment_and_resumed_it_ends_with_the_uninterrupted_report(tmp_path):
-    """Tables 1 and 3 hold no measured time, so the two reports are the same byte for byte."""
+def _start(server: FakeOpenAIServer, out: Path, args: list[str], *, wanted: int) -> subprocess.Popen:
+    """``anchor reproduce`` in a process of its own, returned once ``wanted`` requests are answered."""
+    cmd = [sys.executable, "-c", "from anchor.cli import main; main()", "reproduce", "--base-url",
+           server.base_url, "--out", str(out), *args]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANCHOR_")}
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if sum(1 for r in ledgers(out) if r.outcome == "ok") >= wanted:
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, "it must still run"
+    return proc
+
+
+def test_killed_or_interrupted_and_resumed_it_ends_with_the_uninterrupted_report_and_runs_alone(tmp_path):
+    """Table 3 holds no measured time, so the reports are the same byte for byte (and name no folder)."""
     args = ["--tables", "3", *QUICK]
     with FakeOpenAIServer(deterministic=True, latency=0.02) as server:
         straight = tmp_path / "straight"
         assert runner.invoke(app, ["reproduce", "--base-url", server.base_url, "--out", str(straight),
                                    *args]).exit_code == 0
         killed = tmp_path / "killed"
-        cmd = [sys.executable, "-c", "from anchor.cli import main; main()", "reproduce", "--base-url",
-               server.base_url, "--out", str(killed), *args]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ANCHOR_")}
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wanted = random.Random().randint(5, 45)  # requests answered before the kill
-        deadline = time.time() + 120
-        while time.time() < deadline and proc.poll() is None:
-            if sum(1 for r in ledgers(killed) if r.outcome == "ok") >= wanted:
-                break
-            time.sleep(0.02)
+        proc = _start(server, killed, args, wanted=random.Random().randint(5, 45))
         os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        proc.communicate()
         assert not (killed / "report.md").exists(), "the kill must land before the end"
         resumed = runner.invoke(app, ["reproduce", "--base-url", server.base_url, "--out", str(killed), *args])
         assert resumed.exit_code == 0, resumed.output
-    for run in (killed / "runs").iterdir():
-        keys = [(p.run, p.id) for p in (Prediction.model_validate_json(x)
-                                        for x in (run / "predictions.jsonl").read_text().splitlines())]
-        assert len(set(keys)) == 2, run.name  # each pair once in the end (a retried line replaces none here)
-    assert (killed / "report.md").read_text() == (straight / "report.md").read_text().replace(
-        str(straight), str(killed))
+
+        stopped = tmp_path / "interrupted"
+        proc = _start(server, stopped, args, wanted=10)
+        # A second process on the same folder is refused at once, in one line, and leaves the first alone.
+        second = runner.invoke(app, ["reproduce", "--base-url", server.base_url, "--out", str(stopped), *args])
+        assert second.exit_code == 2
+        assert second.stderr.strip() == (f"error: --out {stopped} is in use by another anchor reproduce (pid "
+                                         f"{proc.pid}); wait for it to end, or use another --out")
+        proc.send_signal(signal.SIGINT)  # Ctrl-C
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 130, stderr
+        command = " ".join(["anchor", "reproduce", "--base-url", server.base_url, "--out", str(stopped), *args])
+        assert (f"error: interrupted: every prediction made so far is kept in {stopped}; run the same command again "
+                f"to resume it: {command}") in " ".join(stderr.split())
+        assert json.loads((stopped / "state.json").read_text())["interrupted"] is True
+        assert not (stopped / "report.md").exists()
+        resumed = runner.invoke(app, ["reproduce", "--base-url", server.base_url, "--out", str(stopped), *args])
+        assert resumed.exit_code == 0, resumed.output
+    for folder in (killed, stopped):
+        for run in (folder / "runs").iterdir():
+            keys = [(p.run, p.id) for p in (Prediction.model_validate_json(x)
+                                            for x in (run / "predictions.jsonl").read_text().splitlines())]
+            assert len(set(keys)) == 2, run.name  # each pair once in the end (a retried line replaces none here)
+        assert (folder / "report.md").read_text() == (straight / "report.md").read_text()
+
+
+def test_an_estimator_slice_without_a_phi_ends_with_nothing_to_compare_and_its_claims_unchecked(tmp_path):
+    """Every build gets four made-up factors and the mapping selects none of them: each condition is unknown,
+    none fails, so no phi exists to compare. That is the slice's result (asking again changes nothing), not an
+    error: the reproduction finishes, says why in the report, and does not ask again."""
+    script = ScriptedLLM(rounds=[["zorblax quimble", "frindle wabbet", "snorkum plibber", "vorpal gunkle"]] * 200,
+                         select=lambda condition, candidates: [])
+    lock = threading.Lock()
+
+    def answer(body: dict) -> str:
+        name = ((body.get("response_format") or {}).get("json_schema") or {}).get("name", "")
+        with lock:
+            return json.dumps(script(ScriptedRequest(
+                messages=body["messages"], schema_name=name, json_schema=None, temperature=0.0, max_tokens=0,
+                seed=body.get("seed"), top_logprobs=None)))
+
+    out = tmp_path / "repro"
+    with FakeOpenAIServer(responder=answer) as server:
+        done = reproduce(server, out, "--appendix", "estimator")
+        assert done.exit_code == 0, done.output
+        made = server.completions
+        assert reproduce(server, out, "--appendix", "estimator").exit_code == 0
+        assert server.completions == made  # finished: not asked again
+    # Said before anything ran: the estimator is the main model itself.
+    assert ("note: the estimator analysis compares fake-model with itself (seed 0 against 1): Tables 8 and 9 show "
+            "the analysis working, and their claims will be 'not checked'") in " ".join(done.stderr.split())
+    assert "4 with nothing to compare (estimator-cnn, estimator-expertqa, estimator-plasma, estimator-today)" in \
+        " ".join(done.stdout.split())
+    assert set(json.loads((out / "state.json").read_text())["states"].values()) == {"empty"}
+    md = (out / "report.md").read_text()
+    cells = line(md, "CNN", "Δ (mini − 72B)", "## Table 8")
+    assert cells[2] == "–" and cells[5].startswith(
+        "estimator-cnn: nothing to compare: the main model gave no factor a phi on this slice: every condition of "
+        "its 1 instance(s) was unknown and none failed (see runs/main/metrics.json in the analysis's folder)")
+    (claim,) = [x.split(" | ") for x in md.splitlines() if x.startswith("| Swapping the probability estimator")]
+    assert claim[3] == "not checked" and claim[2].startswith(
+        "needs a second estimator: this one is the main model itself (fake-model, another seed); give "
+        "--estimator-base-url; missing: CNN Δ (mini − 72B)")
+
+
+def test_a_claim_across_two_models_reads_a_reproduction_of_the_other_model(tmp_path):
+    """Two reproductions of Table 1, served as a 72B and a 32B model (their names point to the paper's), with
+    the same scripted answers: ANCHOR with 32B against the 72B baselines is not checked on one model's runs,
+    and is compared once the 32B reproduction is given; a reproduction of another slice is refused for it."""
+    big, small = tmp_path / "r72", tmp_path / "r32"
+    for folder, model in ((small, "qwen2.5-32b-instruct"), (big, "qwen2.5-72b-instruct")):
+        with FakeOpenAIServer(model=model, responder=respond, first_token_logprobs=logprobs) as server:
+            assert reproduce(server, folder, "--tables", "1").exit_code == 0
+    claim = "| ANCHOR with the smaller Qwen2.5-32B is above every baseline run with Qwen2.5-72B. |"
+
+    def row(folder: Path) -> list[str]:
+        (found,) = [x.split(" | ") for x in (folder / "report.md").read_text().splitlines() if x.startswith(claim)]
+        return found
+
+    alone = row(big)
+    assert alone[3] == "not checked" and alone[2].startswith("needs runs of Qwen2.5-32B")
+    unlike = tmp_path / "r32-other-slice"
+    shutil.copytree(small, unlike)
+    config = unlike / "runs" / f"{C2S}-anchor" / "config.json"
+    config.write_text(config.read_text().replace('"limit": 2', '"limit": 1'))
+    anchor32 = metrics(small, f"{C2S}-anchor").mean["f1_micro"]
+    with FakeOpenAIServer(model="qwen2.5-72b-instruct", responder=respond) as server:
+        assert reproduce(server, big, "--tables", "1", "--model-runs", f"Qwen2.5-32B={small}").exit_code == 0
+        both = row(big)
+        assert reproduce(server, big, "--tables", "1", "--model-runs", f"Qwen2.5-32B={unlike}").exit_code == 0
+        mixed = row(big)
+        itself = reproduce(server, big, "--tables", "1", "--model-runs", f"Qwen2.5-72B={small}")
+        assert server.completions == 0  # every run finished: only the reports are written again
+    assert both[3] in ("held", "did not hold")
+    assert both[2].startswith(f"ANCHOR Average {anchor32:.3f} (Qwen2.5-32B's runs) against ")
+    assert f"Qwen2.5-32B's {small}/runs/{C2S}-anchor" in both[4]
+    assert mixed[3] == "not checked" and mixed[2] == (
+        f"Qwen2.5-32B's runs of {C2S} in {unlike} are not like ours (limit 1 there, 2 here)")
+    assert itself.exit_code == 2 and "this reproduction's own model stands for Qwen2.5-72B" in itself.stderr

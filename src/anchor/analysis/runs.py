@@ -96,7 +96,7 @@ class AnalysisRunner:
             limit=d.limit, runs=d.runs, seed=d.settings.seed, settings=d.settings, anchor_config=config,
             negation=d.negation, decision_threshold=d.decision_threshold, balance_outcomes=d.balance_outcomes,
             spaces="shared", spaces_from=spaces_from, command=d.command, max_factors=max_factors,
-            estimator=estimator)
+            estimator=estimator, spaces_relative_to=self.run_dir(cell) if spaces_from is not None else None)
 
         def relabel(event: ProgressEvent) -> None:
             self.report(dataclasses.replace(event, stage=f"{self.name}: {cell}"))
@@ -142,8 +142,8 @@ async def run_factor_analysis(runner: AnalysisRunner, *, points: int = FACTOR_PO
         else:
             reports[n] = await runner.evaluate(f"n{n}", spaces_from=runner.run_dir("full"), max_factors=n)
     result = factor_count_analysis(runner.data.dataset, reports, spaces, model=str(full.llm.get("model") or ""))
-    result.notes.append(f"Run directories: {runner.out_dir / RUNS_FOLDER}/full (the spaces as built, N = {largest}) "
-                        "and n<N> (the same spaces truncated).")
+    result.notes.append(f"Run directories, in the analysis's folder: {RUNS_FOLDER}/full (the spaces as built, N = "
+                        f"{largest}) and {RUNS_FOLDER}/n<N> (the same spaces truncated).")
     return result
 
 
@@ -174,12 +174,17 @@ async def run_retrieval_analysis(runner: AnalysisRunner, *, retrievers: Sequence
             first = first or runner.run_dir(cell)
     model = str(next(iter(reports.values())).llm.get("model") or "")
     result = retrieval_analysis(runner.data.dataset, reports, model=model)
-    result.notes.append(f"Run directories: {runner.out_dir / RUNS_FOLDER}/<retriever>-k<K1>-<K2>; the spaces were "
-                        f"built by {first.name if first else '-'} and reused by the others.")
+    result.notes.append(f"Run directories, in the analysis's folder: {RUNS_FOLDER}/<retriever>-k<K1>-<K2>; the "
+                        f"spaces were built by {first.name if first else '-'} and reused by the others.")
     return result
 
 
 # --------------------------------------------------------------------------- estimator
+
+
+class NothingToCompare(EvalError):
+    """The estimator analysis ran to its end, but no condition got a factor with a phi: a result of the slice
+    (another attempt would ask the same), not a failure."""
 
 
 def read_traces(run_dir: Path) -> dict[tuple[int, str, int], InferenceResult]:
@@ -204,10 +209,16 @@ async def run_estimator_analysis(runner: AnalysisRunner, estimator: LLMSettings)
     main_phis = collect_phis(main_traces.values())
     other_phis = collect_phis(other_traces.values())
     if not main_phis or not other_phis:
+        cell = "main" if not main_phis else "estimator"
         which = "main model" if not main_phis else "estimator"
-        raise EvalError(f"the {which} gave no factor a phi on this slice (every condition unknown or failed; see "
-                        f"{runner.run_dir('main' if not main_phis else 'estimator') / 'metrics.json'}): nothing to "
-                        "compare; try a larger --limit")
+        metrics = runner.run_dir(cell) / "metrics.json"
+        if main.n_failed or other.n_failed:  # another attempt asks the failed ones again
+            raise EvalError(f"the {which} gave no factor a phi on this slice (every condition unknown or failed; "
+                            f"see {metrics}): nothing to compare; run it again to retry the failed ones")
+        raise NothingToCompare(f"the {which} gave no factor a phi on this slice: every condition of its "
+                               f"{len(runner.load_instances())} instance(s) was unknown and none failed (see "
+                               f"{RUNS_FOLDER}/{cell}/metrics.json in the analysis's folder); a larger slice may "
+                               "have some")
     main_model = str(main.llm.get("model") or "")
     estimator_model = str((runner.configs["estimator"].estimator or {}).get("model") or estimator.model or "")
     comparison = estimator_comparison(runner.data.dataset, main, other, main_phis, other_phis,
@@ -221,6 +232,6 @@ async def run_estimator_analysis(runner: AnalysisRunner, estimator: LLMSettings)
     if estimator.base_url is None:
         result.notes.append("The estimator is the embedded 135M model (another seed): the comparison shows the "
                             "analysis runs, not how two real models differ.")
-    result.notes.append(f"Run directories: {runner.out_dir / RUNS_FOLDER}/main and estimator.")
+    result.notes.append(f"Run directories, in the analysis's folder: {RUNS_FOLDER}/main and {RUNS_FOLDER}/estimator.")
     return result
 

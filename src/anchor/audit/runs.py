@@ -356,8 +356,9 @@ def write_run_index(run_dir: Path | str, out_dir: Path | str | None = None, *,
     space_pages: dict[str, str] = {}
     for key in sorted({rec.space for sides in traces.values() for rec in sides.values() if rec.space}):
         path = run_dir / "spaces" / f"{key}.json"
-        if not path.exists() and config.spaces_from:
-            path = Path(config.spaces_from) / "spaces" / f"{key}.json"  # reused from an earlier run
+        source = config.spaces_source(run_dir)
+        if not path.exists() and source is not None:
+            path = source / "spaces" / f"{key}.json"  # reused from an earlier run
         try:
             space = load_space(path)
         except SpaceFileError as exc:

@@ -36,6 +36,13 @@ BUDGET_PANEL = "Cost: plan and budget"
 RESUME_PANEL = "Resuming"
 #: Exit status when --budget-requests / --budget-tokens stopped the reproduction before a run.
 STOPPED_BY_BUDGET = 3
+#: How far --plan's figures can be off, measured on the test server (docs/reproduce.md).
+ESTIMATES_NOTE = (
+    "How far off: an extrapolated figure scales up what the scenarios done so far cost, so a run whose cost varies "
+    "from scenario to scenario (BIRD's, with the factors it finds) can need twice its estimate or more; counted "
+    "figures are exact, and the total is closer than most runs, as their errors partly cancel (docs/reproduce.md).")
+#: Exit status after Ctrl-C (128 + SIGINT, as a shell reports it).
+INTERRUPTED = 130
 FLAGS = {**FLAG_NAMES, "runs": "--runs"}
 
 
@@ -45,14 +52,14 @@ def _paper_models() -> tuple[str, ...]:
 
 @expand_options
 def reproduce_command(
-    tables: Annotated[str | None, opt("--tables", panel=PANEL, metavar="LIST", help=(
+    tables: Annotated[list[str] | None, opt("--tables", panel=PANEL, metavar="LIST", help=(
         f"The paper's tables to reproduce, comma-separated: {', '.join(TABLES)}. Naming any of --tables, --figures "
         "and --appendix selects those parts only; naming none selects all tables and figures and the retrieval "
-        "and clustering analyses."))] = None,
-    figures: Annotated[str | None, opt("--figures", panel=PANEL, metavar="LIST", help=(
+        "and clustering analyses. Given twice, the lists add up."))] = None,
+    figures: Annotated[list[str] | None, opt("--figures", panel=PANEL, metavar="LIST", help=(
         "Figures: cost (ANCHOR against BIRD per scenario), factors (unknown rate and F1 against the number of "
         "factors)."))] = None,
-    appendix: Annotated[str | None, opt("--appendix", panel=PANEL, metavar="LIST", help=(
+    appendix: Annotated[list[str] | None, opt("--appendix", panel=PANEL, metavar="LIST", help=(
         f"Appendix analyses: {', '.join(APPENDIX)} (estimator needs --estimator-base-url, or --quick)."))] = None,
     runs: Annotated[int | None, opt("--runs", panel=PANEL, min=1, show_default=False, help=(
         "Runs of every method, seeds seed, seed+1, ... (default: 5, the paper's; 1 with --quick)."))] = None,
@@ -77,6 +84,10 @@ def reproduce_command(
     paper_model: Annotated[str | None, opt("--paper-model", panel=PANEL, help=(
         "The paper's model whose cells are shown beside ours: Qwen2.5-72B, Qwen2.5-32B, DeepSeek-V3-671B or GPT-4 "
         "(default: the one the served model's name points to, else Qwen2.5-72B)."))] = None,
+    model_runs: Annotated[list[str] | None, opt("--model-runs", panel=PANEL, metavar="PAPER_MODEL=DIR", help=(
+        "A finished reproduction of another model, standing for that paper model: the claims that compare two "
+        "of the paper's models (ANCHOR with 32B above the 72B baselines) read its runs, e.g. "
+        "Qwen2.5-32B=runs/reproduce-32b; its runs must be of the same slice as ours. Repeatable."))] = None,
     retry_failed: Annotated[bool, typer.Option("--retry-failed/--keep-failed", rich_help_panel=RESUME_PANEL, help=(
         "On a new attempt, ask again for the predictions that failed (no usable answer, server unreachable); "
         "--keep-failed counts a run whose only gaps are failures as finished."))] = True,
@@ -93,16 +104,17 @@ def reproduce_command(
     Run the same command again. Example: anchor reproduce --base-url URL --model M --tables 1,4 --figures
     cost --runs 1 --quick
     """
-    from anchor.reproduce.execute import Budget, Reproduction, resolve_model, write_state
+    from anchor.reproduce.execute import Budget, Reproduction, hold, write_state
     from anchor.reproduce.plan import make_plan
     from anchor.reproduce.report import build_report
-    from anchor.reproduce.selection import paper_model_for
+    from anchor.reproduce.selection import check_model_runs, paper_model_for
 
     with friendly_errors(FLAGS):
         settings = llm_settings(conn, None, seed)
-        selection = make_selection(tables=tables, figures=figures, appendix=appendix, runs=runs, quick=quick,
+        selection = make_selection(tables=_joined(tables), figures=_joined(figures), appendix=_joined(appendix),
+                                   runs=runs, quick=quick,
                                    data=data or (), paper_model=paper_model, known_models=_paper_models(),
-                                   embedded=not settings.uses_server)
+                                   embedded=not settings.uses_server, model_runs=model_runs or ())
         estimator = None
         if "estimator" in selection.appendix:
             if est.base_url is None and not quick:
@@ -115,29 +127,36 @@ def reproduce_command(
         plan = make_plan(selection)
         budget = Budget(requests=budget_requests, tokens=budget_tokens)
         command = shlex.join(redact_argv(invocation()))
-
-        async def main(report: Any) -> tuple[Any, Any]:
-            resolved = await resolve_model(settings)
-            est_resolved = await resolve_model(estimator) if estimator is not None else None
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with hold(out_dir):  # a second process on the same folder is refused here, before anything else
+            resolved, est_resolved = asyncio.run(_resolve(settings, estimator))
             chosen = selection if paper_model else selection.model_copy(
                 update={"paper_model": paper_model_for(resolved.model, _paper_models())})
+            check_model_runs(chosen)
             repro = Reproduction(plan.model_copy(update={"selection": chosen}), out_dir, settings=resolved,
-                                 estimator=est_resolved, report=report, command=command, retry_failed=retry_failed,
-                                 budget=budget)
+                                 estimator=est_resolved, command=command, retry_failed=retry_failed, budget=budget)
+            for note in repro.notes():
+                err.print(f"[bold]note:[/bold] {escape(note)}", highlight=False, soft_wrap=True)
             repro.check_resumable()  # before any request: a folder of another reproduction is refused
-            outcome = await (repro.pilot() if plan_only else repro.run_all())
-            return repro, outcome
-
-        with RichReporter(enabled=True) as report:
-            repro, outcome = asyncio.run(main(report))
-        write_state(out_dir, outcome)
-        if plan_only:
-            _show_plan(repro, outcome, json_out)
-        else:
-            files = build_report(repro.plan, out_dir, model=str(repro.settings.model),
-                                 small=not repro.settings.uses_server, states=outcome.states, errors=outcome.errors,
-                                 estimator=repro.estimator.model if repro.estimator is not None else None)
-            _show_outcome(outcome, files, json_out)
+            try:
+                with RichReporter(enabled=True) as report:
+                    repro.report = report
+                    outcome = asyncio.run(repro.pilot() if plan_only else repro.run_all())
+                write_state(out_dir, outcome)
+                if plan_only:
+                    _show_plan(repro, outcome, json_out)
+                else:
+                    files = build_report(repro.plan, out_dir, model=str(repro.settings.model),
+                                         small=not repro.settings.uses_server, states=outcome.states,
+                                         errors=outcome.errors,
+                                         estimator=repro.estimator.model if repro.estimator is not None else None)
+                    _show_outcome(outcome, files, json_out)
+            except KeyboardInterrupt:
+                # Every run keeps what it wrote (one prediction per line, files replaced whole): the same command
+                # goes on from there.
+                write_state(out_dir, repro.interrupted())
+                raise fail(f"interrupted: every prediction made so far is kept in {out_dir}; run the same command "
+                           f"again to resume it: {command}", code=INTERRUPTED) from None
         if outcome.stopped:
             err.print(f"[yellow]{escape(outcome.stopped)}[/yellow]; run again with a larger budget to go on",
                       highlight=False, soft_wrap=True)
@@ -149,6 +168,18 @@ def reproduce_command(
                        "again to retry them", code=1)
 
 
+def _joined(given: list[str] | None) -> str | None:
+    """A list option given several times, as one comma-separated list (None: not given)."""
+    return None if given is None else ",".join(given)
+
+
+async def _resolve(settings: Any, estimator: Any) -> tuple[Any, Any]:
+    """Both models named (the server's first listed model when none was given), before anything runs."""
+    from anchor.reproduce.execute import resolve_model
+
+    return await resolve_model(settings), (await resolve_model(estimator) if estimator is not None else None)
+
+
 def _show_plan(repro: Any, outcome: Any, json_out: bool) -> None:
     rows = outcome.estimates
     known = [e for e in rows if e.requests is not None]
@@ -157,7 +188,8 @@ def _show_plan(repro: Any, outcome: Any, json_out: bool) -> None:
     if json_out:
         emit_json({"runs": [{**e.model_dump(mode="json"), "state": outcome.states.get(e.name)} for e in rows],
                    "total": {"requests": total_requests, "tokens": total_tokens, "unknown": len(rows) - len(known)},
-                   "spent": outcome.spent.model_dump(), "stopped": outcome.stopped})
+                   "spent": outcome.spent.model_dump(), "stopped": outcome.stopped,
+                   "notes": [*repro.notes(), ESTIMATES_NOTE]})
         return
     planned = (*repro.plan.runs, *repro.plan.analyses)
     parts = {r.name: ", ".join(r.parts) for r in planned}
@@ -184,6 +216,7 @@ def _show_plan(repro: Any, outcome: Any, json_out: bool) -> None:
               + (f" (and {unknown} part(s) without an estimate)" if unknown else "")
               + f"; spent so far: {outcome.spent.requests:,} requests, {outcome.spent.tokens:,} tokens (the pilot "
               "is kept: the runs go on from it)", highlight=False, soft_wrap=True)
+    out.print(ESTIMATES_NOTE, highlight=False, soft_wrap=True)
 
 
 def _show_outcome(outcome: Any, files: Any, json_out: bool) -> None:
@@ -191,7 +224,11 @@ def _show_outcome(outcome: Any, files: Any, json_out: bool) -> None:
         emit_json({"complete": outcome.complete, "states": outcome.states, "errors": outcome.errors,
                    "spent": outcome.spent.model_dump(), "report": str(files.markdown), "html": str(files.html)})
         return
-    done = sum(1 for s in outcome.states.values() if s == "finished")
+    done = sum(1 for s in outcome.states.values() if s in ("finished", "empty"))
+    empty = [n for n, s in outcome.states.items() if s == "empty"]
     out.print(f"{done} of {len(outcome.states)} runs and analyses finished; {outcome.spent.requests:,} requests and "
               f"{outcome.spent.tokens:,} tokens in all", highlight=False, soft_wrap=True)
+    if empty:
+        out.print(f"{len(empty)} with nothing to compare ({', '.join(empty)}): the report says why",
+                  highlight=False, soft_wrap=True)
     err.print(f"[bold]wrote[/bold] {escape(str(files.markdown))} and {escape(files.html.name)}", highlight=False)

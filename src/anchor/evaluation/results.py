@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -60,6 +61,9 @@ class RunConfig(_Model):
     """Factor spaces (and other per-scenario artefacts) built for every run, or once for all runs."""
     spaces_from: str | None = None
     """Another run directory whose stored artefacts are reused instead of being built."""
+    spaces_from_base: Literal["cwd", "run"] = "cwd"
+    """What a relative ``spaces_from`` starts from: the working directory (``anchor eval --spaces-from`` as
+    given) or this run's own directory (``anchor reproduce`` and the analyses: their folders can move)."""
     llm: dict[str, Any] = Field(default_factory=dict, description="LLMSettings.describe(): no secrets")
     anchor_config: dict[str, Any] | None = None
     stage: str | None = Field(default=None, description="The variant of a method that has several (--stage).")
@@ -75,6 +79,14 @@ class RunConfig(_Model):
     calibrator: dict[str, Any] | None = Field(default=None, description=(
         "The calibrator applied to every P(O1) (anchor eval --calibrator): path, sha256, kind and what it was "
         "fitted on; None = the method's own probabilities."))
+
+
+    def spaces_source(self, run_dir: Path) -> Path | None:
+        """The run directory whose artefacts this run (in ``run_dir``) reuses; None when it builds its own."""
+        if self.spaces_from is None:
+            return None
+        path = Path(self.spaces_from)
+        return run_dir / path if self.spaces_from_base == "run" and not path.is_absolute() else path
 
 
 class SideRecord(_Model):

@@ -3,8 +3,12 @@ them (:mod:`anchor.analysis.runs`), in ``DIR/analyses/<name>``.
 
 Each writes ``<analysis>.json``, ``.md`` and ``.png`` there, and ``reproduce.json``: the planned
 analysis and its inputs, so that a finished one is recognised (and not run again) only when it was
-made for the same plan. Their cells read and write the reproduction's shared response cache, so a
-cell that asks what a planned run asked (the same slice, model and seed) finds the answer there.
+made for the same plan. An estimator analysis whose slice gave no factor a phi (every condition
+unknown, none failed) has no result to write: it ends with ``no-result.json``, which says why,
+since another attempt would only ask the same questions again.
+
+Their cells read and write the reproduction's shared response cache, so a cell that asks what a
+planned run asked (the same slice, model and seed) finds the answer there.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from anchor.analysis.retrieval import write_retrieval
 from anchor.analysis.runs import (
     AnalysisRunner,
     EvalSlice,
+    NothingToCompare,
     run_estimator_analysis,
     run_factor_analysis,
     run_retrieval_analysis,
@@ -32,6 +37,7 @@ from anchor.progress import Reporter
 from anchor.reproduce.plan import PlannedAnalysis
 
 MARKER = "reproduce.json"
+NO_RESULT = "no-result.json"
 
 
 def result_path(folder: Path, analysis: PlannedAnalysis) -> Path:
@@ -44,7 +50,26 @@ def analysis_done(folder: Path, analysis: PlannedAnalysis, marker: dict[str, Any
         found = json.loads((folder / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return result_path(folder, analysis).exists() and found == marker
+    return (result_path(folder, analysis).exists() or (folder / NO_RESULT).exists()) and found == marker
+
+
+def estimator_itself(folder: Path) -> str | None:
+    """The model of an estimator analysis made with the main model as its own estimator (None: another
+    model, or not made)."""
+    try:
+        llm = json.loads((folder / MARKER).read_text(encoding="utf-8"))["llm"]
+        model, estimator = llm["model"], llm["estimator"]["model"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return str(model) if model == estimator else None
+
+
+def no_result(folder: Path) -> str | None:
+    """Why a finished analysis has no result (None when it has one, or has not finished)."""
+    try:
+        return str(json.loads((folder / NO_RESULT).read_text(encoding="utf-8"))["reason"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 async def run_analysis(folder: Path, analysis: PlannedAnalysis, marker: dict[str, Any], *, data: EvalSlice | None,
@@ -54,6 +79,7 @@ async def run_analysis(folder: Path, analysis: PlannedAnalysis, marker: dict[str
     evaluate, ``inputs`` the run directories whose spaces the clustering reads, ``estimator`` the second
     LLM of the estimator analysis."""
     folder.mkdir(parents=True, exist_ok=True)
+    (folder / NO_RESULT).unlink(missing_ok=True)  # from an attempt made for another plan
     if analysis.analysis == "clustering":
         if not inputs:
             raise EvalError("no finished ANCHOR run has factor spaces to cluster")
@@ -70,5 +96,9 @@ async def run_analysis(folder: Path, analysis: PlannedAnalysis, marker: dict[str
         else:
             if estimator is None:
                 raise EvalError("the estimator analysis needs --estimator-base-url (or --quick)")
-            write_estimator(await run_estimator_analysis(runner, estimator), folder)
+            try:
+                write_estimator(await run_estimator_analysis(runner, estimator), folder)
+            except NothingToCompare as exc:
+                result_path(folder, analysis).unlink(missing_ok=True)
+                write_atomic(folder / NO_RESULT, json.dumps({"reason": str(exc)}, indent=2))
     write_atomic(folder / MARKER, json.dumps(marker, indent=2))

@@ -20,6 +20,7 @@ Where each number comes from:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,10 +34,17 @@ from anchor.analysis.factors import FactorCountAnalysis
 from anchor.evaluation.cost.compare import CostCompareError, compare
 from anchor.evaluation.report.loading import LoadedRun, ReportError, load_run
 from anchor.evaluation.report.transplant import TransplantRow, transplant_groups
+from anchor.reproduce.analyses import estimator_itself, no_result
+from anchor.reproduce.plan import ANALYSES_FOLDER as ANALYSES
+from anchor.reproduce.plan import RUNS_FOLDER as RUNS
 from anchor.reproduce.plan import Plan, run_name
 from anchor.reproduce.published import PublishedCell
 from anchor.reproduce.selection import PAIRWISE
 
+#: What makes two runs of one dataset comparable across models: the same instances, runs, seeds and data.
+SLICE_FIELDS = ("limit", "runs", "seed", "sample", "sample_seed", "data_sha256", "balance_outcomes", "spaces")
+#: ANCHOR's build sizes, which --quick changes.
+BUILD_FIELDS = ("n_target", "batch_size", "max_rounds")
 #: Metrics whose value is a measured time: they differ between any two executions of the same runs.
 TIMED_METRICS = ("mapping_seconds_ratio", "seconds_ratio")
 COST_TABLE = "fig:time_token_api_cost_left"
@@ -53,8 +61,10 @@ class Value:
     runs: int = 1
     per_run: tuple[float, ...] = ()
     source: str = ""
-    """The run or analysis it comes from."""
+    """The run directories or analysis it comes from, in the reproduction's folder."""
     note: str = ""
+    unfit: str = ""
+    """Why the value, though right, cannot stand for the paper's cell in a claim (empty when it can)."""
 
 
 def scale(cell: PublishedCell) -> float:
@@ -102,8 +112,10 @@ class Ours:
         for analysis in plan.analyses:
             path = ours.out_dir / "analyses" / analysis.name / f"{analysis.analysis}.json"
             load = (loaders or {}).get(analysis.analysis)
+            empty = no_result(path.parent)
             if analysis.name in reasons or load is None or not path.exists():
-                ours.missing[analysis.name] = reasons.get(analysis.name, "not finished")
+                ours.missing[analysis.name] = reasons.get(analysis.name, f"nothing to compare: {empty}" if empty
+                                                          else "not finished")
                 continue
             ours.analyses[analysis.name] = load(path)
         return ours
@@ -126,7 +138,7 @@ class Ours:
         loaded = self.runs.get(name) if name else None
         if loaded is None:
             return None
-        return self._metric(loaded, cell.metric, scale(cell), name or "")
+        return self._metric(loaded, cell.metric, scale(cell), f"{RUNS}/{name}")
 
     def run_for(self, cell: PublishedCell) -> str | None:
         """The planned run behind a cell of Tables 1-4 (None for the others)."""
@@ -183,8 +195,42 @@ class Ours:
         per_run = tuple(x - y for x, y in zip(a.per_run, b.per_run, strict=False))
         std = _std(per_run)
         return Value(value=a.value - b.value, std=std, runs=len(per_run), per_run=per_run,
-                     source=f"{self.run_for(cell)} − {run_name(cell.dataset, 'anchor')}",
+                     source=f"{RUNS}/{self.run_for(cell)} − {RUNS}/{run_name(cell.dataset, 'anchor')}",
                      note="run by run against the full model")
+
+    # ------------------------------------------------------------------ another model's reproduction
+
+    def slice_difference(self, other: Ours, dataset: str) -> str | None:
+        """How one of ``other``'s runs of ``dataset`` differs from ours in what it evaluates (None: every one is
+        alike, or there is nothing to compare)."""
+        mine = {name: lr.config for name, lr in self.runs.items() if lr.config.dataset == dataset}
+        if not mine:
+            return None
+        for name, lr in other.runs.items():
+            if lr.config.dataset != dataset:
+                continue
+            theirs, ours = lr.config, mine.get(name) or next(iter(mine.values()))
+            for field_name in SLICE_FIELDS:
+                if getattr(theirs, field_name) != getattr(ours, field_name):
+                    return f"{field_name} {getattr(theirs, field_name)!r} there, {getattr(ours, field_name)!r} here"
+            built = [((c.anchor_config or {}).get("build") or {}) for c in (theirs, ours)]
+            for size in BUILD_FIELDS if all(built) else ():  # a baseline builds nothing
+                if built[0].get(size) != built[1].get(size):
+                    return f"build {size} {built[0].get(size)!r} there, {built[1].get(size)!r} here"
+        return None
+
+    def lookup_in(self, other: Ours, model: str) -> Callable[[PublishedCell], Value | None]:
+        """``other``'s values (a reproduction standing for the paper's ``model``) for the claims: each named by
+        its folder, and unfit when its runs of the cell's dataset are not like ours."""
+        def lookup(cell: PublishedCell) -> Value | None:
+            found = other.value(cell)
+            if found is None:
+                return None
+            where = f"{other.out_dir}/{found.source}"
+            diff = self.slice_difference(other, cell.dataset)
+            unfit = f"{model}'s runs of {cell.dataset} in {other.out_dir} are not like ours ({diff})" if diff else ""
+            return dataclasses.replace(found, source=where, unfit=found.unfit or unfit)
+        return lookup
 
     # ------------------------------------------------------------------ Table 4, cost, estimator
 
@@ -203,11 +249,14 @@ class Ours:
             return None
         if cell.metric in ("f1_micro", "coverage"):
             loaded = self.runs[row.label]
-            return self._metric(loaded, cell.metric, scale(cell), row.label)
+            return self._metric(loaded, cell.metric, scale(cell), f"{RUNS}/{row.label}")
         ratio = row.tokens_ratio if cell.metric == "mapping_tokens_ratio" else row.seconds_ratio
         if ratio is None:
             return None
-        return Value(value=ratio, runs=row.metrics.n_runs, source=row.label, note=f"cost from {row.cost.source}")
+        base = self.transplant_rows().get("bird-relaxed")
+        over = f" over {RUNS}/{base.label}" if base is not None and base.label != row.label else ""
+        return Value(value=ratio, runs=row.metrics.n_runs, source=f"{RUNS}/{row.label}{over}",
+                     note=f"cost from {row.cost.source}")
 
     def cost_comparison(self) -> dict[str, Any] | None:
         """``anchor cost`` of the BIRD† and ANCHOR runs (A = BIRD, B = ANCHOR); None without both."""
@@ -228,7 +277,8 @@ class Ours:
             return None
         what = {"seconds_ratio": "seconds", "tokens_ratio": "tokens", "calls_ratio": "calls"}[cell.metric]
         ratio = doc["per_scenario"]["total"]["ratio"][what]
-        return None if ratio is None else Value(value=ratio, runs=doc["slice"]["runs"], source="anchor cost",
+        source = f"anchor cost of {RUNS}/{run_name(PAIRWISE, 'anchor')} over {RUNS}/{run_name(PAIRWISE, 'bird')}"
+        return None if ratio is None else Value(value=ratio, runs=doc["slice"]["runs"], source=source,
                                                 note="ANCHOR over BIRD†, per scenario")
 
     def estimator_result(self, dataset: str) -> EstimatorAnalysis | None:
@@ -241,20 +291,28 @@ class Ours:
 
     def _estimator_value(self, cell: PublishedCell) -> Value | None:
         result = self.estimator_result(cell.dataset)
+        source = f"{ANALYSES}/estimator-{cell.dataset}"
         if result is None or not result.comparisons:
-            return None
+            # No number, but the analysis may still say that it compared the model with itself.
+            itself = estimator_itself(self.out_dir / ANALYSES / f"estimator-{cell.dataset}")
+            return None if itself is None else Value(value=None, source=source, unfit=_itself(itself))
         c = result.comparisons[0]
-        source = f"estimator-{cell.dataset}"
-        if cell.table == "tab:llm-calib-distribution":
-            v = _num(getattr(c.phi, cell.metric, None))
-            return None if v is None else Value(value=v, source=source)
-        if cell.metric == "difference":
-            v = _num(c.difference)
-        else:
-            scores = c.estimator if cell.model.startswith("GPT") else c.main
-            v = _num(scores.score)
-        return None if v is None else Value(value=v * scale(cell), source=source,
-                                            note="estimator model" if cell.model.startswith("GPT") else "")
+        # Two estimators of one model differ only by their seed: the paper's comparison is of two models.
+        unfit = _itself(c.main_model) if c.estimator_model == c.main_model else ""
+        if cell.table == "tab:llm-calib-distribution" or cell.metric == "difference":
+            v = _num(c.difference) if cell.metric == "difference" else _num(getattr(c.phi, cell.metric, None))
+            return None if v is None else Value(value=v * scale(cell), source=source, unfit=unfit,
+                                                note="the main model against itself" if unfit else "")
+        scores = c.estimator if cell.model.startswith("GPT") else c.main
+        v = _num(scores.score)
+        note = ("estimator: the main model itself, another seed" if unfit else "estimator model") \
+            if cell.model.startswith("GPT") else ""
+        return None if v is None else Value(value=v * scale(cell), source=source, note=note)
+
+
+def _itself(model: str) -> str:
+    return (f"needs a second estimator: this one is the main model itself ({model}, another seed); give "
+            "--estimator-base-url")
 
 
 def _std(values: Sequence[float]) -> float | None:

@@ -106,6 +106,8 @@ class Rates(BaseModel):
     per_prediction: Spent
     per_prediction_inference: Spent
     spent: Spent
+    scenarios: int = 0
+    """Scenarios with a prediction so far: what the rates were measured on."""
 
 
 def rates(run_dir: Path, instances: Sequence[Any], per_run_builds: bool) -> Rates | None:
@@ -127,7 +129,9 @@ def rates(run_dir: Path, instances: Sequence[Any], per_run_builds: bool) -> Rate
 
     return Rates(per_build=per(build, len(builds)), per_prediction=per(rest, len(done)),
                  per_prediction_inference=per(inference, len(done)),
-                 spent=Spent(requests=len(records), tokens=sum(r.prompt_tokens + r.completion_tokens for r in records)))
+                 spent=Spent(requests=len(records),
+                             tokens=sum(r.prompt_tokens + r.completion_tokens for r in records)),
+                 scenarios=len({scenario_key(by_id[i].scenario) for _, i in done}))
 
 
 def extrapolate(rate: Rates, *, builds: int, predictions: int) -> Spent:
@@ -151,7 +155,8 @@ def estimate_run(name: str, run_dir: Path, instances: Sequence[Any], runs: int, 
     builds = len(scenarios) * (runs if per_run_builds else 1)
     total = extrapolate(rate, builds=builds, predictions=len(instances) * runs)
     return CostEstimate(name=name, requests=max(total.requests, rate.spent.requests),
-                    tokens=max(total.tokens, rate.spent.tokens), spent=rate.spent, source="extrapolated"), rate
+                        tokens=max(total.tokens, rate.spent.tokens), spent=rate.spent, source="extrapolated",
+                        note=f"from {rate.scenarios} of {len(scenarios)} scenario(s)"), rate
 
 
 def derived_estimate(name: str, cells: int, predictions: int, rate: Rates | None, *, inference_only: int = 0,

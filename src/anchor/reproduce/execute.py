@@ -20,7 +20,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,20 +33,21 @@ from anchor.evaluation.datasets.instances import scenario_key
 from anchor.evaluation.methods.registry import METHODS
 from anchor.evaluation.results import MetricsReport, RunConfig
 from anchor.evaluation.runner import (
+    DirectoryBusy,
+    DirectoryLock,
     EvalError,
     EvalRunner,
     check_resumable,
     default_build_params,
-    first_difference,
+    identity_difference,
     make_run_config,
-    run_identity,
 )
 from anchor.files import write_atomic
 from anchor.llm.errors import AnchorError
 from anchor.llm.settings import LLMSettings, make_client
 from anchor.progress import ProgressEvent, Reporter, silent
 from anchor.reproduce import estimate as est
-from anchor.reproduce.analyses import analysis_done, run_analysis
+from anchor.reproduce.analyses import analysis_done, no_result, run_analysis
 from anchor.reproduce.plan import (
     ANALYSES_FOLDER,
     CACHE_FOLDER,
@@ -58,7 +60,9 @@ from anchor.reproduce.plan import (
 from anchor.reproduce.selection import QUICK_BIRD_SAMPLES
 from anchor.secrets import scrub
 
-State = Literal["finished", "started", "new", "failed", "waiting", "stopped"]
+#: "empty": an analysis that ran to its end with nothing to compare (its folder says why); "stopped": not
+#: started when the budget stopped the reproduction; "paused": started (its pilot ran), then stopped so.
+State = Literal["finished", "empty", "started", "new", "failed", "waiting", "stopped", "paused"]
 
 
 class Budget(BaseModel):
@@ -75,6 +79,8 @@ class Budget(BaseModel):
             if cap is None:
                 continue
             now, more = getattr(spent, what), getattr(expected, what)
+            if now >= cap:
+                return f"the {now:,} {what} spent already reach the {cap:,} allowed by --budget-{what}"
             if now + more > cap:
                 return (f"it is expected to need about {more:,} {what}, and {now:,} of the {cap:,} allowed by "
                         f"--budget-{what} are spent ({max(0, cap - now):,} left)")
@@ -90,10 +96,13 @@ class Outcome:
     estimates: list[est.CostEstimate]
     spent: est.Spent
     stopped: str | None = None
+    interrupted: bool = False
+    """Ctrl-C ended the pass: the runs it left unfinished resume with the same command."""
 
     @property
     def complete(self) -> bool:
-        return self.stopped is None and all(s == "finished" for s in self.states.values())
+        return (self.stopped is None and not self.interrupted
+                and all(s in ("finished", "empty") for s in self.states.values()))
 
 
 async def resolve_model(settings: LLMSettings) -> LLMSettings:
@@ -107,6 +116,23 @@ async def resolve_model(settings: LLMSettings) -> LLMSettings:
         return settings.model_copy(update={"model": client.backend.model})
     finally:
         await client.aclose()
+
+
+@contextmanager
+def hold(out_dir: Path) -> Iterator[None]:
+    """The reproduction's folder for this process alone: a second ``anchor reproduce`` on it is refused
+    at once (the lock ends with the process, however it ends)."""
+    lock = DirectoryLock(Path(out_dir))
+    try:
+        lock.__enter__()
+    except DirectoryBusy as exc:
+        raise EvalError(f"--out {out_dir} is in use by another anchor reproduce"
+                        + (f" (pid {exc.pid})" if exc.pid else "") + "; wait for it to end, or use another --out") \
+            from None
+    try:
+        yield
+    finally:
+        lock.__exit__(None, None, None)
 
 
 class Reproduction:
@@ -132,6 +158,28 @@ class Reproduction:
         self._done_units = 0
         self._estimates: dict[str, est.CostEstimate] = {}
         self._configs: dict[str, tuple[RunConfig, AnchorConfig | None]] = {}
+
+    # ------------------------------------------------------------------ what to know first
+
+    @property
+    def second_estimator(self) -> bool:
+        """The estimator analysis has a second model to compare (not the main model at another seed)."""
+        return self.estimator is not None and self.estimator.model != self.settings.model
+
+    def notes(self) -> list[str]:
+        """What the user should know before anything runs."""
+        out = []
+        if self.plan.analyses and any(a.analysis == "estimator" for a in self.plan.analyses) \
+                and not self.second_estimator:
+            out.append(f"the estimator analysis compares {self.settings.model} with itself (seed {self.settings.seed} "
+                       f"against {self.settings.seed + 1}): Tables 8 and 9 show the analysis working, and their "
+                       "claims will be 'not checked'; give --estimator-base-url (and --estimator-model) for a "
+                       "second model")
+        return out
+
+    def interrupted(self) -> Outcome:
+        """Where an interrupted pass left the reproduction."""
+        return dataclasses.replace(self._outcome(None), interrupted=True)
 
     # ------------------------------------------------------------------ where things are
 
@@ -161,14 +209,15 @@ class Reproduction:
     def _make_config(self, run: PlannedRun) -> tuple[RunConfig, AnchorConfig | None]:
         spec = METHODS[run.method]
         anchor = self.anchor_config(run.dataset, run.ablations) if spec.uses_anchor_config else None
-        # Resolved, so that the same folder given another way (relative, absolute) resumes the same runs.
-        source = self.run_dir(run.spaces_from).resolve() if run.spaces_from else None
+        source = self.run_dir(run.spaces_from) if run.spaces_from else None
         if source is not None:
             source.mkdir(parents=True, exist_ok=True)  # checked to exist; filled by the run it belongs to
+        # Recorded from the run's own directory ("../<run>"): the reproduction's folder can be moved or copied.
         config = make_run_config(
             dataset=run.dataset, method=run.method, data_path=run.data_path, ablations=run.ablations,
             limit=run.limit, runs=run.runs, seed=self.settings.seed, settings=self.settings_for(run),
-            anchor_config=anchor, balance_outcomes=run.balance_outcomes, spaces_from=source, stage=run.stage,
+            anchor_config=anchor, balance_outcomes=run.balance_outcomes, spaces_from=source,
+            spaces_relative_to=self.run_dir(run.name) if source is not None else None, stage=run.stage,
             command=self.command)
         config.llm["model"] = self.settings.model
         if self.plan.selection.quick and config.method_config and "samples" in config.method_config:
@@ -197,8 +246,7 @@ class Reproduction:
         except (OSError, ValidationError, ValueError):
             return False
         planned, _ = self.run_config(run)
-        if first_difference(run_identity(stored.model_dump(mode="json")),
-                            run_identity(planned.model_dump(mode="json"))) is not None:
+        if identity_difference(stored.model_dump(mode="json"), planned.model_dump(mode="json"), folder) is not None:
             return False
         complete = metrics.n_instances == len(self.instances(run)) and metrics.n_runs == run.runs
         return complete and (metrics.n_failed == 0 or not self.retry_failed)
@@ -303,8 +351,9 @@ class Reproduction:
                 continue
             stop = self.budget.crossed_by(self._spent, largest)
             if stop:
-                return self._outcome(f"stopped before the pilot of {run.name}: the largest pilot so far spent "
-                                     f"{largest.requests:,} requests and {largest.tokens:,} tokens, and {stop}")
+                so_far = (f"the largest pilot so far spent {largest.requests:,} requests and {largest.tokens:,} "
+                          "tokens, and " if largest.requests else "")
+                return self._outcome(f"stopped before the pilot of {run.name}: {so_far}{stop}")
             before = self._spent
             await self._evaluate(run, self._first_scenario(run))
             self._spent = est.spent_in(self.out_dir)
@@ -416,19 +465,23 @@ class Reproduction:
     def _outcome(self, stopped: str | None) -> Outcome:
         states: dict[str, State] = {r.name: self.state(r) for r in self.plan.runs}
         for a in self.plan.analyses:
-            states[a.name] = "failed" if a.name in self.errors else "finished" if self.analysis_finished(a) else "new"
+            done = self.analysis_finished(a)
+            states[a.name] = ("failed" if a.name in self.errors else "new" if not done
+                              else "empty" if no_result(self.analysis_dir(a.name)) is not None else "finished")
         for name in self.errors:
             if name in states and states[name] != "finished" and "waits for" in self.errors[name]:
                 states[name] = "waiting"
         if stopped:
-            states = {k: ("stopped" if v in ("new", "started") else v) for k, v in states.items()}
+            moved = {"new": "stopped", "started": "paused"}
+            states = {k: moved.get(v, v) for k, v in states.items()}
         return Outcome(states=states, errors=dict(self.errors), estimates=self.estimates(),
                        spent=est.spent_in(self.out_dir), stopped=stopped)
 
 
 def write_state(out_dir: Path, outcome: Outcome) -> None:
     """``DIR/state.json``: where the reproduction stands (for scripts; the report says the same)."""
-    doc = {"complete": outcome.complete, "stopped": outcome.stopped, "states": outcome.states,
+    doc = {"complete": outcome.complete, "stopped": outcome.stopped, "interrupted": outcome.interrupted,
+           "states": outcome.states,
            "errors": outcome.errors, "spent": outcome.spent.model_dump(),
            "estimates": [e.model_dump(mode="json") for e in outcome.estimates]}
     write_atomic(out_dir / "state.json", json.dumps(doc, indent=2))

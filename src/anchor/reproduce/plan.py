@@ -35,6 +35,7 @@ from anchor.reproduce.selection import (
     PAIRWISE,
     QUICK_ANALYSIS_LIMIT,
     Selection,
+    SelectionError,
 )
 
 RUNS_FOLDER = "runs"
@@ -190,6 +191,12 @@ def make_plan(selection: Selection) -> Plan:
         b.bird("cost", PAIRWISE)
         b.anchor("cost", PAIRWISE)
     analyses = _analyses(selection, b)
+    read = {r.dataset for r in b.runs.values()} | {a.dataset for a in analyses if a.dataset}
+    unread = [name for name in selection.data if name not in read]
+    if unread:
+        raise SelectionError(f"--data {unread[0]}={selection.data[unread[0]]}: none of the selected parts reads "
+                             f"{unread[0]} (they read {', '.join(sorted(read))}); select a part that does, or leave "
+                             "it out")
     return Plan(selection=selection, runs=tuple(_ordered(b.runs)), analyses=tuple(analyses))
 
 

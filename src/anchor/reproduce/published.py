@@ -47,7 +47,7 @@ DERIVED_METRICS: dict[str, str] = {
     "calls_ratio": "ANCHOR's requests per scenario over BIRD's (anchor cost)",
     "difference": "the estimator model's headline score minus the main model's (anchor analyze estimator)",
 }
-Comparison = Literal["greater", "less", "above", "below", "within", "qualitative"]
+Comparison = Literal["greater", "less", "above", "below", "within", "about", "qualitative"]
 MatchField = Literal["dataset", "model", "metric"]
 
 DATA_PACKAGE = "anchor"
@@ -161,6 +161,8 @@ class Claim(_Frozen):
       with it on the ``match`` fields;
     * ``above`` / ``below``: every subject cell is above / below ``threshold``;
     * ``within``: every subject cell is within ``tolerance`` of ``threshold``;
+    * ``about``: a size, not only a direction: every subject cell is within ``tolerance`` (a fraction:
+      0.25 is 25 %) of the paper's own value of that cell, as "about 0.74x the time" states it;
     * ``qualitative``: a statement about a figure whose values are not published; nothing to compare.
     """
 
@@ -173,7 +175,8 @@ class Claim(_Frozen):
     reference: tuple[str, ...] = ()
     match: tuple[MatchField, ...] = ()
     threshold: float | None = None
-    tolerance: float | None = Field(default=None, ge=0)
+    tolerance: float | None = Field(default=None, ge=0, description=(
+        "within: in the cells' unit; about: a fraction of each cell's published value."))
     runs: int | None = Field(default=None, ge=1)
     stated: str = Field(default="", description="The number as the text states it, where it does.")
     source_lines: tuple[int, ...] = ()
@@ -192,8 +195,10 @@ class Claim(_Frozen):
             raise ValueError(f"claim {self.id}: '{c}' needs reference cells")
         if c in ("above", "below", "within") and self.threshold is None:
             raise ValueError(f"claim {self.id}: '{c}' needs a threshold")
-        if c == "within" and self.tolerance is None:
-            raise ValueError(f"claim {self.id}: 'within' needs a tolerance")
+        if c in ("within", "about") and self.tolerance is None:
+            raise ValueError(f"claim {self.id}: '{c}' needs a tolerance")
+        if c == "about" and self.threshold is not None:
+            raise ValueError(f"claim {self.id}: 'about' compares each cell with its published value, not a threshold")
         return self
 
 
@@ -311,6 +316,10 @@ class PublishedNumbers(_Frozen):
         if claim.comparison == "qualitative" or any(k not in values for k in needed):
             return None
         subject = [values[k] for k in claim.subject]
+        if claim.comparison == "about":
+            assert claim.tolerance is not None  # checked when the claim was built
+            cells = self.by_key
+            return all(near(values[k], cells[k].value, claim.tolerance) for k in claim.subject)
         if claim.comparison in ("greater", "less"):
             sign = 1 if claim.comparison == "greater" else -1
             return all(sign * (values[a] - values[b]) > 0 for a, b in self.pairs(claim))
@@ -321,6 +330,11 @@ class PublishedNumbers(_Frozen):
             return all(v < claim.threshold for v in subject)
         assert claim.tolerance is not None
         return all(abs(v - claim.threshold) <= claim.tolerance for v in subject)
+
+
+def near(value: float, published: float, tolerance: float) -> bool:
+    """``value`` is within ``tolerance`` (a fraction) of ``published``: an "about" claim's test."""
+    return abs(value - published) <= tolerance * abs(published)
 
 
 def _unique(items: Iterable[str], what: str) -> None:

@@ -30,8 +30,10 @@ from anchor.reproduce.claims import FACTOR_TREND, ClaimCheck, check_claim, check
 from anchor.reproduce.document import Document, to_html, to_markdown
 from anchor.reproduce.plan import ANALYSES_FOLDER, RUNS_FOLDER, Plan
 from anchor.reproduce.published import PublishedCell, PublishedNumbers, load_published
-from anchor.reproduce.sections import settings_notes, source_section
+from anchor.reproduce.sections import DASH, settings_notes, source_section
+from anchor.reproduce.selection import PAIRWISE
 
+FACTORS = f"factors-{PAIRWISE}"
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
 LOADERS: dict[str, Callable[[Path], BaseModel]] = {
@@ -40,8 +42,11 @@ LOADERS: dict[str, Callable[[Path], BaseModel]] = {
     "clustering": lambda p: ClusteringAnalysis.model_validate_json(p.read_text(encoding="utf-8")),
     "estimator": lambda p: EstimatorAnalysis.model_validate_json(p.read_text(encoding="utf-8")),
 }
-STATE_WORDS = {"finished": "finished", "started": "not finished (run the command again to go on)",
-               "new": "not run yet", "stopped": "not run: the budget stopped the reproduction before it",
+STATE_WORDS = {"finished": "finished", "empty": "finished, with nothing to compare (its cells say why)",
+               "started": "not finished (run the command again to go on)", "new": "not run yet",
+               "stopped": "not run: the budget stopped the reproduction before it",
+               "paused": "started (its pilot ran), then the budget stopped the reproduction; run again with a larger "
+                         "budget to finish it",
                "failed": "stopped with an error", "waiting": "not run: it reuses a run that stopped with an error"}
 
 
@@ -53,7 +58,7 @@ class ReportFiles(BaseModel):
 def _reasons(states: Mapping[str, str], errors: Mapping[str, str]) -> dict[str, str]:
     out = {}
     for name, state in states.items():
-        if state != "finished":
+        if state not in ("finished", "empty"):
             out[name] = STATE_WORDS.get(state, state) + (f": {errors[name]}" if name in errors else "")
     return out
 
@@ -62,17 +67,21 @@ def _chance(cell: PublishedCell) -> float | None:
     return cell.value if cell.method == "random" else None
 
 
-def check_claims(plan: Plan, published: PublishedNumbers, ours: Ours) -> list[ClaimCheck]:
-    """The claims of the selected tables and figures, checked on our numbers (headline claims first)."""
+def check_claims(plan: Plan, published: PublishedNumbers, ours: Ours,
+                 others: Mapping[str, Ours] | None = None) -> list[ClaimCheck]:
+    """The claims of the selected tables and figures, checked on our numbers (headline claims first), and on
+    ``others``: reproductions of other paper models (by model), for the claims that compare two."""
     sources = set(plan.selection.sources)
+    lookups = {model: ours.lookup_in(other, model) for model, other in (others or {}).items()}
     out = []
     for claim in sorted((c for c in published.claims if c.source in sources), key=lambda c: not c.headline):
         factors = ours.factor_result()
         if claim.id == FACTOR_TREND and factors is not None:
             out.append(check_factor_trend(claim, [(p.n_factors, p.scores.unknown_rate, p.scores.score)
-                                                  for p in factors.points]))
+                                                  for p in factors.points], f"{ANALYSES_FOLDER}/{FACTORS}"))
         else:
-            out.append(check_claim(claim, published, ours.value, plan.selection.runs, _chance))
+            out.append(check_claim(claim, published, ours.value, plan.selection.runs, _chance,
+                                   model=plan.selection.paper_model, others=lookups))
     return out
 
 
@@ -82,15 +91,18 @@ def _claims_section(doc: Document, checks: list[ClaimCheck]) -> None:
         doc.para("The selected tables and figures state no claim.")
         return
     doc.para("Each claim as the paper states it, checked on the means over our runs (and run by run where there "
-             "are several). 'Indicative' marks a claim whose table the paper based on more runs than ours.")
+             "are several). A comparison within one of the paper's models is made on our model; one across two "
+             "models needs runs standing for both, and is not checked without them. A size ('about 0.74x') is "
+             "checked against the paper's figure with the tolerance shown. 'Indicative' marks a claim whose table "
+             "the paper based on more runs than ours.")
     for headline in (True, False):
-        rows = [[c.claim.statement, c.paper, c.ours, c.verdict,
+        rows = [[c.claim.statement, c.paper, c.ours, c.verdict, c.compared or DASH,
                  "; ".join(x for x in (c.caveat, "uses a measured time (wall time)" if c.timed else "",
                                         c.claim.note) if x)]
                 for c in checks if c.claim.headline == headline]
         if rows:
             doc.heading(2, "Headline claims" if headline else "Other claims")
-            doc.table(["Claim", "Paper", "Ours", "Verdict", "Note"], rows, "lllll")
+            doc.table(["Claim", "Paper", "Ours", "Verdict", "Compared", "Note"], rows, "llllll")
 
 
 def _runs_section(doc: Document, plan: Plan, out_dir: Path, ours: Ours, states: Mapping[str, str],
@@ -148,10 +160,13 @@ def build_report(plan: Plan, out_dir: Path, *, model: str, small: bool, states: 
     picked = ", ".join(published.source(x).label for x in s.sources)
     doc.para(f"Reproduced: {picked}. Model: {model}. Runs: {s.runs} of every method. Slice: "
              + ("--quick (a few instances per dataset)." if s.quick else "the paper's (see each table's notes).")
-             + f" Paper cells: those of {s.paper_model} unless the cell names another model.")
+             + f" Paper cells: those of {s.paper_model} unless the cell names another model."
+             + "".join(f" Claims comparing two models also read {m}'s runs from {d}."
+                       for m, d in s.model_runs.items()))
     doc.bullets([f"{name}: {STATE_WORDS.get(state, state)}" for name, state in states.items()
                  if state != "finished"][:20])
-    checks = check_claims(plan, published, ours)
+    others = {model: Ours.read(plan, folder, loaders=LOADERS) for model, folder in s.model_runs.items()}
+    checks = check_claims(plan, published, ours, others)
     _claims_section(doc, checks)
     for source_id in s.sources:
         source = published.source(source_id)

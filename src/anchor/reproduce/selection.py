@@ -69,6 +69,9 @@ class Selection(BaseModel):
                                                                     "bundled copy.")
     paper_model: str = Field(default=PAPER_MAIN_MODEL, description="The paper's model whose cells are shown "
                                                                     "beside ours.")
+    model_runs: dict[str, Path] = Field(default_factory=dict, description=(
+        "Another of the paper's models -> a finished reproduction of it, whose runs the claims comparing two "
+        "models read (--model-runs)."))
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -125,10 +128,31 @@ def parse_data(items: Iterable[str]) -> dict[str, Path]:
     return out
 
 
+def parse_model_runs(items: Iterable[str], known_models: Iterable[str]) -> dict[str, Path]:
+    """``--model-runs PAPER_MODEL=DIR`` (repeatable) -> {paper model: folder}; the folder must hold a
+    reproduction (its ``runs`` folder)."""
+    models = tuple(known_models)
+    out: dict[str, Path] = {}
+    for item in items:
+        name, sep, folder = item.partition("=")
+        name, folder = name.strip(), folder.strip()
+        if not sep or not name or not folder:
+            raise SelectionError(f"--model-runs {item!r}: give PAPER_MODEL=DIR, e.g. Qwen2.5-32B=runs/reproduce-32b")
+        if models and name not in models:
+            raise SelectionError(f"--model-runs {item!r}: the paper has cells for {', '.join(models)}")
+        path = Path(folder).expanduser()
+        if not (path / "runs").is_dir():
+            raise SelectionError(f"--model-runs {item!r}: {str(path)!r} holds no reproduction (no runs folder)")
+        if name in out:
+            raise SelectionError(f"--model-runs: {name} given twice")
+        out[name] = path
+    return out
+
+
 def make_selection(*, tables: str | None = None, figures: str | None = None, appendix: str | None = None,
                    runs: int | None = None, quick: bool = False, data: Iterable[str] = (),
                    paper_model: str | None = None, known_models: Iterable[str] = (),
-                   embedded: bool = False) -> Selection:
+                   embedded: bool = False, model_runs: Iterable[str] = ()) -> Selection:
     """The checked selection from ``anchor reproduce``'s options (None: not given). Given none of
     --tables, --figures and --appendix, it is the default selection; given some, the parts named only.
     Without --runs a reproduction runs every method 5 times, as the paper's Tables 1 and 2 did; --quick
@@ -146,10 +170,21 @@ def make_selection(*, tables: str | None = None, figures: str | None = None, app
     named = any(v is not None for v in picked.values())
     fields = {k: (v or ()) for k, v in picked.items()} if named else {}
     selection = Selection(**fields, runs=chosen_runs, quick=quick, embedded=embedded, data=parse_data(data),
+                          model_runs=parse_model_runs(model_runs, models),
                           **({"paper_model": paper_model} if paper_model else {}))
+    if paper_model is not None:
+        check_model_runs(selection)
     if not selection.parts:
         raise SelectionError("--tables, --figures and --appendix select nothing; pick at least one part")
     return selection
+
+
+def check_model_runs(selection: Selection) -> None:
+    """Refuse runs given for the very model this reproduction's own runs stand for."""
+    if selection.paper_model in selection.model_runs:
+        raise SelectionError(f"--model-runs {selection.paper_model}={selection.model_runs[selection.paper_model]}: "
+                             f"this reproduction's own model stands for {selection.paper_model} (--paper-model, or "
+                             "the served model's name); give the runs of another of the paper's models")
 
 
 def paper_model_for(served: str | None, known: Iterable[str]) -> str:

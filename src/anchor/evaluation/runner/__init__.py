@@ -19,13 +19,19 @@ from anchor.evaluation.runner.config import (
     make_run_config,
 )
 from anchor.evaluation.runner.errors import EvalError
-from anchor.evaluation.runner.identity import check_resumable, first_difference, run_identity
+from anchor.evaluation.runner.identity import (
+    check_resumable,
+    first_difference,
+    identity_difference,
+    run_identity,
+)
 from anchor.evaluation.runner.loop import EvalRunner, Instance, instance_slots
 from anchor.evaluation.runner.scoring import RunScorer
-from anchor.evaluation.runner.store import DirectoryLock, JsonLines
+from anchor.evaluation.runner.store import DirectoryBusy, DirectoryLock, JsonLines
 
 __all__ = [
     "BUILD_SIZES",
+    "DirectoryBusy",
     "DirectoryLock",
     "EvalError",
     "EvalRunner",
@@ -37,6 +43,7 @@ __all__ = [
     "default_build_params",
     "file_sha256",
     "first_difference",
+    "identity_difference",
     "instance_slots",
     "make_run_config",
     "run_identity",

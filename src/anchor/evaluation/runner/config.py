@@ -4,6 +4,7 @@ which checks the options of ``anchor eval`` and records them (no secrets) as ``R
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -50,16 +51,27 @@ def file_sha256(dataset: str, path: Path | None) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _recorded(spaces_from: Path | None, relative_to: Path | None) -> str | None:
+    if spaces_from is None:
+        return None
+    if relative_to is None:
+        return str(spaces_from)
+    return os.path.relpath(Path(spaces_from).resolve(), Path(relative_to).resolve())
+
+
 def make_run_config(
     *, dataset: str, method: str, data_path: Path | None, ablations: Sequence[str], limit: int | None, runs: int,
     seed: int, settings: LLMSettings, anchor_config: AnchorConfig | None, negation: str = "template",
     decision_threshold: float = 0.9, balance_outcomes: bool = False, spaces: str = "per-run",
-    spaces_from: Path | None = None, command: str = "", stage: str | None = None,
+    spaces_from: Path | None = None, spaces_relative_to: Path | None = None, command: str = "",
+    stage: str | None = None,
     sample: str | int | None = None, sample_seed: int | None = None, max_factors: int | None = None,
     estimator: LLMSettings | None = None,
 ) -> RunConfig:
     """The run's configuration, checked. ``sample``/``sample_seed`` are the options as given (None: not
-    given); the dataset's default protocol fills them in (a seeded 100 for the fact-checking sets)."""
+    given); the dataset's default protocol fills them in (a seeded 100 for the fact-checking sets).
+    With ``spaces_relative_to`` (the run's own directory), ``spaces_from`` is recorded from there, so that
+    a folder holding both runs can be moved or copied; without it, as given."""
     if data_path is not None and not Path(data_path).is_file():
         raise EvalError(f"--data {data_path}: no such file")
     if dataset not in DATASET_NAMES:
@@ -87,7 +99,9 @@ def make_run_config(
         data_sha256=file_sha256(dataset, Path(data_path) if data_path else None), kind=dataset_kind(dataset),
         method=method, ablations=list(ablations), limit=limit, runs=runs, seed=seed, negation=negation,  # type: ignore[arg-type]
         decision_threshold=decision_threshold, balance_outcomes=balance_outcomes, spaces=spaces,  # type: ignore[arg-type]
-        spaces_from=str(spaces_from) if spaces_from else None, llm=llm, sample=sample_size, sample_seed=sample_seed,
+        spaces_from=_recorded(spaces_from, spaces_relative_to),
+        spaces_from_base="run" if spaces_from is not None and spaces_relative_to is not None else "cwd",
+        llm=llm, sample=sample_size, sample_seed=sample_seed,
         anchor_config=anchor_config.model_dump(mode="json") if anchor_config else None, command=command,
         stage=stage, method_config=spec.method_config(dataset) if spec.method_config else None,
         max_factors=max_factors, estimator=estimator_llm,

@@ -64,6 +64,26 @@ def first_difference(old: Any, new: Any, path: str = "") -> tuple[str, Any, Any]
     return None if old == new else (path, old, new)
 
 
+def identity_difference(old: dict[str, Any], new: dict[str, Any], run_dir: Path) -> tuple[str, Any, Any] | None:
+    """The first setting in which the stored configuration ``old`` of the run in ``run_dir`` differs from
+    ``new`` (None: the same run). The run whose artefacts it reuses counts as the same when both lead to the
+    same directory, however they write it: runs of a reproduction record it from their own directory now,
+    from the working directory before."""
+    a, b = run_identity(old), run_identity(new)
+    if _same_directory(old, new, run_dir):
+        for key in ("spaces_from", "spaces_from_base"):
+            a[key] = b.get(key)
+    return first_difference(a, b)
+
+
+def _same_directory(old: dict[str, Any], new: dict[str, Any], run_dir: Path) -> bool:
+    try:
+        found = [RunConfig.model_validate(c).spaces_source(run_dir) for c in (old, new)]
+    except ValidationError:
+        return False
+    return found[0] is not None and found[1] is not None and found[0].resolve() == found[1].resolve()
+
+
 def check_resumable(path: Path, new: dict[str, Any], out_dir: Path) -> None:
     """Raise :class:`EvalError` unless the run configuration at ``path`` (the ``config.json`` of
     ``out_dir``) has the identity of ``new``, so that the run there can go on."""
@@ -73,7 +93,7 @@ def check_resumable(path: Path, new: dict[str, Any], out_dir: Path) -> None:
             raise ValueError("not a JSON object")
     except (ValueError, UnicodeDecodeError) as exc:
         raise EvalError(f"{path} is not a run configuration ({exc}); move it away to start afresh") from exc
-    diff = first_difference(run_identity(old), run_identity(new))
+    diff = identity_difference(old, new, out_dir)
     if diff is not None:
         field, was, now = diff
         raise EvalError(f"{out_dir} holds a run with other settings: {field} was {was!r}, now {now!r}; "

@@ -135,7 +135,8 @@ class EvalRunner:
                uses: Callable[[Any], dict[str, str]] | None = None) -> ArtefactStore[Any]:
         store = self._stores.get(kind)
         if store is None:
-            reuse = Path(self.config.spaces_from) / kind if self.config.spaces_from else None
+            source = self.config.spaces_source(self.out_dir)
+            reuse = source / kind if source is not None else None
             store = self._stores[kind] = ArtefactStore(self.out_dir / kind, load=load, save=save, reuse_from=reuse,
                                                        uses=uses)
         return store
