@@ -161,6 +161,11 @@ class OpenAICompatibleBackend:
             self._recalled.update(news)
             self._memory.remember(self.url, self.model, **news)
 
+    @property
+    def learning(self) -> bool:
+        """Is a request finding out what the server accepts (others may be waiting for its verdict)?"""
+        return any(lock.locked() for gates in self._gates.values() for lock in gates.values())
+
     def _gate(self, what: str) -> asyncio.Lock:
         """The lock held by the one request that finds out ``what`` (per event loop, as asyncio wants)."""
         gates = self._gates.setdefault(id(asyncio.get_running_loop()), {})
