@@ -185,6 +185,8 @@ class FakeOpenAIServer:
         self.context_tokens = context_tokens
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        # The query string of every request received (any route), in order.
+        self.queries: list[str] = []
         # Tokens reported in the usage block of every answer sent (what a hosted API would bill).
         self.prompt_tokens_served = 0
         self.completion_tokens_served = 0
@@ -318,14 +320,17 @@ class FakeOpenAIServer:
                 self.wfile.write(payload)
 
             def do_GET(self) -> None:  # noqa: N802
-                if self.path.split("?")[0].rstrip("/") == "/_stats":
+                route, _, query = self.path.partition("?")
+                with server.lock:
+                    server.queries.append(query)
+                if route.rstrip("/") == "/_stats":
                     stats = server.stats()
                     if "spans" in self.path:
                         with server.lock:
                             stats["spans"] = [list(span) for span in server.spans]
                     self._send(200, json.dumps(stats).encode())
                     return
-                if self.path.rstrip("/") == "/v1/models":
+                if route.rstrip("/") == "/v1/models":
                     data = {"object": "list", "data": [{"id": server.model, "object": "model", "owned_by": "test"}]}
                     self._send(200, json.dumps(data).encode())
                 else:
@@ -334,14 +339,18 @@ class FakeOpenAIServer:
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length", "0"))
                 raw = self.rfile.read(length)
-                if self.path.rstrip("/") == "/_reset":
+                route, _, query = self.path.partition("?")
+                route = route.rstrip("/")
+                with server.lock:
+                    server.queries.append(query)
+                if route == "/_reset":
                     server.reset_stats()
                     self._send(200, b"{}")
                     return
-                if self.path.rstrip("/") == "/v1/embeddings":
+                if route == "/v1/embeddings":
                     self._embeddings(json.loads(raw or b"{}"))
                     return
-                if self.path.rstrip("/") != "/v1/chat/completions":
+                if route != "/v1/chat/completions":
                     self._send(404, b'{"error": {"message": "not found"}}')
                     return
                 body = json.loads(raw or b"{}")
