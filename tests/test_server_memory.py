@@ -121,3 +121,12 @@ def test_an_unreadable_memory_is_learnt_again(tmp_path):
         ask_many(client_for(server, tmp_path), ["a", "b", "c"])
         assert json_schema_requests(server) == 1
     assert ServerMemory(tmp_path / SERVERS_FILE).recall(server.base_url, "fake-model").format_mode == "json_object"
+
+
+def test_a_folder_that_cannot_be_written_costs_only_the_memory(tmp_path, caplog):
+    (tmp_path / "ro").mkdir()
+    memory = ServerMemory(tmp_path / "ro" / "sub" / SERVERS_FILE)
+    (tmp_path / "ro" / "sub").write_text("a file where the folder should be")
+    memory.remember("http://h/v1", "m", format_mode="prompt")
+    assert "could not remember what http://h/v1 accepts" in caplog.text
+    assert memory.recall("http://h/v1", "m").format_mode is None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import tempfile
 import threading
@@ -26,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 SERVERS_FILE = "servers.json"
+log = logging.getLogger("anchor.llm")
 
 
 class ServerFacts(BaseModel):
@@ -63,13 +65,17 @@ class ServerMemory:
             return ServerFacts()
 
     def remember(self, server: str, model: str, **facts: object) -> None:
-        """Store ``facts`` (fields of :class:`ServerFacts`) for ``server`` and ``model``, keeping the rest."""
-        with self._exclusive():
-            data = self._read()
-            key = self._key(server, model)
-            entry = data.get(key) if isinstance(data.get(key), dict) else {}
-            data[key] = ServerFacts.model_validate({**entry, **facts}).model_dump(exclude_none=True)
-            self._write(data)
+        """Store ``facts`` (fields of :class:`ServerFacts`) for ``server`` and ``model``, keeping the rest.
+        A folder that cannot be written only costs the next process the requests it takes to learn again."""
+        try:
+            with self._exclusive():
+                data = self._read()
+                key = self._key(server, model)
+                entry = data.get(key) if isinstance(data.get(key), dict) else {}
+                data[key] = ServerFacts.model_validate({**entry, **facts}).model_dump(exclude_none=True)
+                self._write(data)
+        except OSError as exc:
+            log.warning("could not remember what %s accepts in %s: %s", server, self.path, exc)
 
     def describe(self) -> list[str]:
         """One line per server and model: what it accepts."""

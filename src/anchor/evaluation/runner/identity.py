@@ -59,7 +59,8 @@ def _embedder(config: dict[str, Any]) -> dict[str, Any] | None:
     described = (config.get("llm") or {}).get("embeddings")
     if isinstance(described, dict):
         model = described.get("model") or DEFAULT_SERVER_MODEL
-        return {"model": model, "dimension": KNOWN_DIMENSIONS.get(model), "where": described.get("base_url")}
+        where = str(described.get("base_url") or "").rstrip("/")
+        return {"model": model, "dimension": KNOWN_DIMENSIONS.get(model), "where": where}
     return {"model": MiniLMEmbedder.model_id, "dimension": MiniLMEmbedder.dimension, "where": MiniLMEmbedder.where}
 
 
