@@ -33,8 +33,14 @@ times are kept, so ``stats()`` can say how many requests were in flight on avera
 
 ``embed`` (a function from texts to vectors) adds an OpenAI ``/v1/embeddings`` route, as vLLM, Text
 Embeddings Inference and Ollama serve; :func:`minilm_embed` is all-MiniLM-L6-v2 run by
-sentence-transformers, the real model (``--embed-minilm`` on the command line). Embedding requests
-draw from the same faults (``500``, ``429``, ``drop``, ``echo_auth``) and are kept in ``embedding_requests``.
+sentence-transformers, the real model (``--embed-minilm`` on the command line); :func:`made_up_embed`
+gives made-up vectors of any width (``--embed-width N``), as a server serving another model would.
+Embedding requests draw from the same faults (``500``, ``429``, ``drop``, ``echo_auth``) and are kept in
+``embedding_requests``.
+
+``formats`` are the ``response_format`` types it accepts; any other gets HTTP 500, as llama.cpp's
+server answers ``json_schema`` (``--formats json_object`` on the command line; with ``--ignore-n``
+and ``--slots`` that is a llama.cpp-like server).
 
 Run it by hand: ``python tests/fakeserver.py --port 8011 --latency 0.2 --rate 500=0.2 --rate 429=0.1``,
 or as a rough model of a GPU server:
@@ -182,6 +188,8 @@ class FakeOpenAIServer:
         self.context_tokens = context_tokens
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        # The query string of every request received (any route), in order.
+        self.queries: list[str] = []
         # Tokens reported in the usage block of every answer sent (what a hosted API would bill).
         self.prompt_tokens_served = 0
         self.completion_tokens_served = 0
@@ -317,14 +325,17 @@ class FakeOpenAIServer:
                 self.wfile.write(payload)
 
             def do_GET(self) -> None:  # noqa: N802
-                if self.path.split("?")[0].rstrip("/") == "/_stats":
+                route, _, query = self.path.partition("?")
+                with server.lock:
+                    server.queries.append(query)
+                if route.rstrip("/") == "/_stats":
                     stats = server.stats()
                     if "spans" in self.path:
                         with server.lock:
                             stats["spans"] = [list(span) for span in server.spans]
                     self._send(200, json.dumps(stats).encode())
                     return
-                if self.path.rstrip("/") == "/v1/models":
+                if route.rstrip("/") == "/v1/models":
                     data = {"object": "list", "data": [{"id": server.model, "object": "model", "owned_by": "test"}]}
                     self._send(200, json.dumps(data).encode())
                 else:
@@ -333,14 +344,18 @@ class FakeOpenAIServer:
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length", "0"))
                 raw = self.rfile.read(length)
-                if self.path.rstrip("/") == "/_reset":
+                route, _, query = self.path.partition("?")
+                route = route.rstrip("/")
+                with server.lock:
+                    server.queries.append(query)
+                if route == "/_reset":
                     server.reset_stats()
                     self._send(200, b"{}")
                     return
-                if self.path.rstrip("/") == "/v1/embeddings":
+                if route == "/v1/embeddings":
                     self._embeddings(json.loads(raw or b"{}"))
                     return
-                if self.path.rstrip("/") != "/v1/chat/completions":
+                if route != "/v1/chat/completions":
                     self._send(404, b'{"error": {"message": "not found"}}')
                     return
                 body = json.loads(raw or b"{}")
@@ -525,6 +540,20 @@ def minilm_embed() -> Callable[[list[str]], Any]:
     return embed
 
 
+def made_up_embed(width: int) -> Callable[[list[str]], Any]:
+    """Unit vectors of ``width`` dimensions, each a fixed function of its text (not a real model's)."""
+    def embed(texts: list[str]) -> Any:
+        out = []
+        for text in texts:
+            rng = random.Random(text)
+            row = [rng.gauss(0.0, 1.0) for _ in range(width)]
+            norm = sum(x * x for x in row) ** 0.5 or 1.0
+            out.append([x / norm for x in row])
+        return out
+
+    return embed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--port", type=int, default=8011)
@@ -538,24 +567,38 @@ def main() -> None:
                         help="extra seconds per token of the longest answer")
     parser.add_argument("--slots", type=int, default=None, help="requests served at once (the rest queue)")
     parser.add_argument("--ignore-n", action="store_true", help="answer one choice whatever n asks (llama.cpp)")
-    parser.add_argument("--embed-minilm", action="store_true",
-                        help="serve /v1/embeddings with all-MiniLM-L6-v2 (sentence-transformers)")
     parser.add_argument("--record-bodies", metavar="PATH", default=None,
                         help="append every chat-completion request body to PATH, one JSON line each")
+    parser.add_argument("--refuse-n", action="store_true", help="answer n > 1 with HTTP 400 (some hosted APIs)")
+    parser.add_argument("--formats", default="json_schema,json_object",
+                        help="response_format types accepted, comma-separated; others get HTTP 500 (llama.cpp's "
+                             "server refuses json_schema: --formats json_object)")
+    embed = parser.add_mutually_exclusive_group()
+    embed.add_argument("--embed-minilm", action="store_true",
+                       help="serve /v1/embeddings with all-MiniLM-L6-v2 (sentence-transformers)")
+    embed.add_argument("--embed-width", type=int, default=None,
+                       help="serve /v1/embeddings with made-up vectors of this many dimensions")
     args = parser.parse_args()
     rates = {k: float(v) for k, v in (item.split("=", 1) for item in args.rate)}
     with FakeOpenAIServer(port=args.port, seed=args.seed, model=args.model, fault_rates=rates,
                           deterministic=args.deterministic, latency=args.latency,
                           per_prompt_token=args.per_prompt_token, per_completion_token=args.per_completion_token,
-                          slots=args.slots, honour_n=not args.ignore_n,
-                          embed=minilm_embed() if args.embed_minilm else None,
+                          slots=args.slots, honour_n=not args.ignore_n, refuse_n=args.refuse_n,
+                          formats=tuple(f.strip() for f in args.formats.split(",") if f.strip()),
+                          embed=minilm_embed() if args.embed_minilm else
+                          made_up_embed(args.embed_width) if args.embed_width else None,
                           record_bodies=args.record_bodies) as server:
         timing = f"latency {args.latency}s"
         if args.per_prompt_token or args.per_completion_token:
             timing += f" + {args.per_prompt_token}s/prompt token + {args.per_completion_token}s/completion token"
         if args.slots:
             timing += f", {args.slots} slots"
-        embeddings = ", embeddings from all-MiniLM-L6-v2" if args.embed_minilm else ""
+        embeddings = (", embeddings from all-MiniLM-L6-v2" if args.embed_minilm else
+                      f", made-up {args.embed_width}-dimensional embeddings" if args.embed_width else "")
+        if server.formats != ("json_schema", "json_object"):
+            timing += f", accepts response_format {'/'.join(server.formats) or 'none'}"
+        if args.ignore_n or args.refuse_n:
+            timing += ", ignores n" if args.ignore_n else ", refuses n"
         print(f"serving {server.base_url} ({timing}, faults {rates or 'none'}{embeddings}); Ctrl-C to stop", flush=True)
         try:
             while True:

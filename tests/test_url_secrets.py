@@ -13,7 +13,7 @@ from anchor.cli import app
 from anchor.llm.openai_backend import OpenAICompatibleBackend
 from anchor.llm.settings import LLMSettings
 from anchor.secrets import display_url, register_url, scrub
-from tests.fakeserver import FakeOpenAIServer
+from tests.fakeserver import FakeOpenAIServer, made_up_embed
 
 runner = CliRunner()
 PASSWORD = "pw-SECRET-4711"
@@ -109,4 +109,37 @@ def test_debug_traceback_hides_a_key_the_server_quotes_back():
         assert server.served["reject_auth"] == 1
     assert result.exit_code == 1
     assert "openai.AuthenticationError: Error code: 401 - invalid key in Bearer ***" in result.stderr
+    assert_no_secret(result.stdout, result.stderr)
+
+
+def test_a_query_in_the_base_url_goes_with_every_request_as_parameters(tmp_path):
+    """``?key=...&api-version=...`` (Azure-style) is sent as query parameters on every route (models,
+    chat, embeddings), not glued into the path, and shows nowhere."""
+    with FakeOpenAIServer(deterministic=True, embed=made_up_embed(384)) as server:
+        url = f"{server.base_url}?key=qk-SECRET-5&api-version=2024-06-01"
+        result = runner.invoke(app, ["infer", "--scenario", "Will the noodles be ready?", "--outcome1", "yes",
+                                     "--outcome2", "no", "-c", "The water boils.", "--base-url", url,
+                                     "--embed-base-url", url, "--cache-dir", str(tmp_path / "c"), *TINY])
+        assert result.exit_code == 0, (result.stderr, result.exception)
+        assert server.completions > 0 and server.embedding_requests
+        assert set(server.queries) == {"key=qk-SECRET-5&api-version=2024-06-01"}
+    assert_no_secret(result.stdout, result.stderr)
+
+
+@pytest.mark.parametrize(("url_flag", "key_flag"), [("--base-url", "--api-key"),
+                                                   ("--embed-base-url", "--embed-api-key")])
+def test_credentials_in_the_url_and_an_api_key_are_refused_in_one_line(url_flag, key_flag):
+    """httpx would replace the key's Authorization header by the URL's Basic auth: the key would never be sent."""
+    with FakeOpenAIServer(deterministic=True) as server:
+        # ping does not embed, build does
+        command = ["llm", "ping"] if url_flag == "--base-url" else ["build", "--scenario", "Will it rain?",
+                                                                    "--outcome1", "yes", "--outcome2", "no",
+                                                                    "--no-cache", *TINY]
+        result = runner.invoke(app, [*command, "--base-url", server.base_url, url_flag,
+                                     with_password(server.base_url), key_flag, KEY])
+        assert server.completions == 0
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: {url_flag} http://***@{server.base_url[7:]} carries credentials (user:password@) and {key_flag} "
+        "is set too; a request has one Authorization header, so one of them would never be sent: give only one")
     assert_no_secret(result.stdout, result.stderr)

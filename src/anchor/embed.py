@@ -15,6 +15,11 @@ boundaries and preferably after a sentence end, each chunk is embedded, and the 
 the mean of the chunk vectors weighted by their word pieces, re-normalised to unit length. A text
 that fits gets exactly the vector ``encode`` gives it. :func:`embed_condition` uses it for
 retrieval and says what it did (:class:`anchor.types.ConditionEmbedding`).
+
+An embedder's identity (:class:`EmbedderIdentity`: model name, vector width, where it runs) is what
+a run records and compares: vectors of two embedders are not comparable. A cached vector is read
+back only if it is finite and as wide as the embedder's vectors (:func:`decode_vector`), so a
+damaged or foreign entry is embedded again instead of being mixed with the rest.
 """
 
 from __future__ import annotations
@@ -31,12 +36,19 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 from anchor import minilm
 from anchor.llm.errors import ConfigurationError
 from anchor.types import ConditionEmbedding
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
+MINILM_DIMENSION = 384
+#: Vector widths of models known by name: a server that answers another width under one of these
+#: names is refused (it serves another model than the name says).
+KNOWN_DIMENSIONS = {MINILM_ID: MINILM_DIMENSION}
+#: Where the bundled model runs, in an embedder's identity.
+BUNDLED = "bundled"
 
 _EMBED_THREAD_NAME = "anchor-embed"
 _EXECUTOR: ThreadPoolExecutor | None = None
@@ -63,6 +75,43 @@ class Embedder(Protocol):
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-length float32 vectors, one row per text."""
         ...
+
+
+class EmbedderIdentity(BaseModel):
+    """Which embedder made a set of vectors: only vectors of one identity are comparable."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    dimension: int | None = None
+    """Width of its vectors (None: not known without asking the embedder)."""
+    where: str
+    """``bundled`` (MiniLM in this package), the server's base URL as shown (no credentials), or the
+    Python class of a custom embedder."""
+
+
+def embedder_identity(embedder: Embedder, *, learn: bool = True) -> EmbedderIdentity:
+    """The identity of ``embedder``: its model name, where it runs (its ``where``, else its class) and
+    the width of its vectors (its ``known_dimension``; with ``learn``, its ``dimension``, which may cost
+    a server one request)."""
+    kind = type(embedder)
+    dimension = getattr(embedder, "known_dimension", None)
+    if dimension is None and learn:
+        dimension = getattr(embedder, "dimension", None)
+    return EmbedderIdentity(model=getattr(embedder, "model_id", kind.__name__),
+                            where=getattr(embedder, "where", f"{kind.__module__}.{kind.__qualname__}"),
+                            dimension=dimension)
+
+
+def decode_vector(blob: bytes, dimension: int | None) -> np.ndarray | None:
+    """A cached vector, or None when it cannot be one of this embedder's: not float32, not
+    ``dimension`` wide (when known), empty, or not finite."""
+    if not blob or len(blob) % 4:
+        return None
+    vec = np.frombuffer(blob, dtype="<f4").copy()
+    if (dimension is not None and vec.shape[0] != dimension) or not np.isfinite(vec).all():
+        return None
+    return vec
 
 
 @dataclass(frozen=True)
@@ -111,6 +160,7 @@ class VectorStore:
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(path, timeout=60.0, check_same_thread=False, isolation_level=None)
         self._conn.execute("PRAGMA busy_timeout=60000")
@@ -136,11 +186,28 @@ class VectorStore:
             self._conn.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", items)
             self._conn.execute("COMMIT")
 
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT count(*) FROM vectors").fetchone()[0])
+
+    def clear(self) -> int:
+        """Delete every vector; how many there were."""
+        with self._lock:
+            n = int(self._conn.execute("SELECT count(*) FROM vectors").fetchone()[0])
+            self._conn.execute("DELETE FROM vectors")
+        return n
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
 
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (numpy, :mod:`anchor.minilm`), batched, with a text-keyed vector cache."""
 
     model_id = MINILM_ID
+    dimension = known_dimension = MINILM_DIMENSION
+    where = BUNDLED
 
     def __init__(
         self,
@@ -171,14 +238,16 @@ class MiniLMEmbedder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
         if not texts:
-            return np.zeros((0, 384), dtype=np.float32)
+            return np.zeros((0, MINILM_DIMENSION), dtype=np.float32)
         if not on_embedding_thread():
             return _on_thread(self.encode, texts)
         missing = [t for t in dict.fromkeys(texts) if t not in self._memory]
         if missing and self._store is not None:
             keys = {self._key(t): t for t in missing}
             for key, blob in self._store.get_many(list(keys)).items():
-                self._memory[keys[key]] = np.frombuffer(blob, dtype="<f4").copy()
+                vec = decode_vector(blob, MINILM_DIMENSION)
+                if vec is not None:  # else a damaged entry: encoded again and replaced
+                    self._memory[keys[key]] = vec
             missing = [t for t in missing if t not in self._memory]
         if missing:
             vectors = self.model.encode(missing, self.batch_size)
@@ -257,7 +326,7 @@ class MiniLMEmbedder:
         texts = list(texts)
         limit = self.chunk_tokens
         if not texts:
-            return LongTextVectors(np.zeros((0, 384), dtype=np.float32), [], [], limit)
+            return LongTextVectors(np.zeros((0, MINILM_DIMENSION), dtype=np.float32), [], [], limit)
         split = [self._split(t) for t in texts]
         vectors = self.encode([piece for pieces, _, _ in split for piece in pieces])
         out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)

@@ -17,8 +17,16 @@ another embedder.
 Requests follow the chat backend's conventions: the SDK's own retries are off and failures are
 retried here with an exponential back-off that honours ``Retry-After`` (HTTP 429/408/409/5xx,
 time-outs, dropped connections); a refused key, a wrong URL or a rejected request fails at once.
-The API key is only ever held in memory and scrubbed from every message. Vectors are re-normalised
-to unit length (not every server does) and cached by text like MiniLM's.
+The API key is only ever held in memory and scrubbed from every message. A query in the base URL
+(``?key=...``) is sent as parameters of every request (``anchor.llm.endpoint``).
+
+Vectors are checked before they are used or cached: finite, all as wide as each other and as the
+model's known width (``anchor.embed.KNOWN_DIMENSIONS``: 384 for all-MiniLM-L6-v2), or, for a model
+not known by name, as wide as the server's first answer or the vectors cached for it. A server
+that answers another width under a known name is refused with an error naming the server and the
+cache, and nothing of that answer is stored. Vectors are re-normalised to unit length (not every
+server does) and cached by model, server address and text: another server under the same model
+name has vectors of its own, and a cached vector of the wrong width is embedded again.
 """
 
 from __future__ import annotations
@@ -28,11 +36,20 @@ import random
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from anchor.embed import Embedder, MiniLMEmbedder, VectorStore
+from anchor.embed import (
+    KNOWN_DIMENSIONS,
+    Embedder,
+    EmbedderIdentity,
+    MiniLMEmbedder,
+    VectorStore,
+    decode_vector,
+)
+from anchor.llm.endpoint import sdk_endpoint
 from anchor.llm.errors import (
     ConfigurationError,
     FatalBackendError,
@@ -44,14 +61,14 @@ from anchor.llm.errors import (
 from anchor.secrets import display_url, register, register_url, scrub
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     import openai
 
     from anchor.llm.settings import LLMSettings
 
 #: The bundled model's name, which vLLM and TEI also serve it under: the default --embed-model.
 DEFAULT_SERVER_MODEL = MiniLMEmbedder.model_id
+#: Embedded to learn the width of a server's vectors when nothing else tells it (then cached like any text).
+PROBE_TEXT = "anchor: the width of this server's vectors"
 
 
 class ServerEmbedder:
@@ -72,24 +89,42 @@ class ServerEmbedder:
         self.batch_size = batch_size
         self.retries = retries
         self.backoff_base, self.backoff_max, self.retry_after_max = backoff_base, backoff_max, retry_after_max
-        self._api_key = api_key
         register(api_key)
         register_url(base_url)
+        self._endpoint = sdk_endpoint(self.base_url, api_key, url_flag="--embed-base-url", key_flag="--embed-api-key")
+        self.where = display_url(self.base_url)
         self._timeout = timeout
         self._client: openai.OpenAI | None = None
         self._client_lock = threading.Lock()
         self._memory: dict[str, np.ndarray] = {}
-        self._store = VectorStore(cache_path) if cache_path is not None else None  # type: ignore[arg-type]
+        self._store = VectorStore(Path(cache_path)) if cache_path is not None else None
         self.requests = 0  # requests sent (attempts included)
+        # The width of this model's vectors, and what says so (for the error when an answer differs).
+        self._dimension: int | None = KNOWN_DIMENSIONS.get(self.model_id)
+        self._dimension_from = "the width this model's vectors have"
 
     @property
     def name(self) -> str:
         return f"embeddings server {display_url(self.base_url)}"
 
+    @property
+    def dimension(self) -> int:
+        """The width of this server's vectors for the model: known by name, read from the cache, or
+        learnt from one request (a probe text, cached like any other)."""
+        if self._dimension is None:
+            self.encode([PROBE_TEXT])
+        assert self._dimension is not None
+        return self._dimension
+
+    @property
+    def known_dimension(self) -> int | None:
+        """The width of its vectors if known without a request (by the model's name, or learnt already)."""
+        return self._dimension
+
     def _key(self, text: str) -> str:
-        # Not shared with the bundled model's entries; like LLM answers, keyed by the model and not by
-        # where the server listens, so a new port or host name finds the vectors again.
-        return hashlib.sha256(f"{self.model_id}\nserver\n{text}".encode()).hexdigest()
+        # Apart from the bundled model's entries, and from another server's that serves the same name
+        # (which may be another model): keyed by the model, the server (as shown: no credentials) and the text.
+        return hashlib.sha256(f"{self.model_id}\nserver\n{self.where}\n{text}".encode()).hexdigest()
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
@@ -97,7 +132,13 @@ class ServerEmbedder:
         if missing and self._store is not None:
             keys = {self._key(t): t for t in missing}
             for key, blob in self._store.get_many(list(keys)).items():
-                self._memory[keys[key]] = np.frombuffer(blob, dtype="<f4").copy()
+                vec = decode_vector(blob, self._dimension)
+                if vec is None:
+                    continue  # damaged, or of another width: embedded again and replaced
+                if self._dimension is None:
+                    self._dimension = vec.shape[0]
+                    self._dimension_from = f"as wide as the vectors cached for it in {self._store.path}"
+                self._memory[keys[key]] = vec
             missing = [t for t in missing if t not in self._memory]
         for start in range(0, len(missing), self.batch_size):
             batch = missing[start:start + self.batch_size]
@@ -107,7 +148,7 @@ class ServerEmbedder:
                 self._store.put_many([(self._key(t), v.astype("<f4").tobytes()) for t, v in zip(batch, vectors,
                                                                                                 strict=True)])
         if not texts:
-            return np.zeros((0, 0), dtype=np.float32)
+            return np.zeros((0, self._dimension or 0), dtype=np.float32)
         return np.stack([self._memory[t] for t in texts]).astype(np.float32)
 
     # ------------------------------------------------------------------ the wire
@@ -119,8 +160,9 @@ class ServerEmbedder:
         with self._client_lock:
             if self._client is None:
                 # Local servers ignore the key, but the SDK insists on having one.
-                self._client = openai.OpenAI(base_url=self.base_url, api_key=self._api_key or "not-needed",
-                                             timeout=self._timeout, max_retries=0)
+                end = self._endpoint
+                self._client = openai.OpenAI(base_url=end.base_url, api_key=end.api_key or "not-needed",
+                                             default_query=end.query or None, timeout=self._timeout, max_retries=0)
             return self._client
 
     def _embed(self, texts: list[str]) -> np.ndarray:
@@ -132,8 +174,20 @@ class ServerEmbedder:
             vectors = np.asarray([d.embedding for d in data], dtype=np.float64)
         except (TypeError, ValueError) as exc:
             raise FatalBackendError(f"{self.name} sent embeddings that are not lists of numbers") from exc
-        if vectors.ndim != 2 or not np.isfinite(vectors).all():
-            raise FatalBackendError(f"{self.name} sent embeddings of uneven length or with NaN/inf values")
+        if vectors.ndim != 2 or vectors.shape[1] == 0 or not np.isfinite(vectors).all():
+            raise FatalBackendError(f"{self.name} sent embeddings of uneven or no length, or with NaN/inf values; "
+                                    f"nothing of its answer was cached")
+        width = vectors.shape[1]
+        if self._dimension is None:
+            self._dimension = width
+            self._dimension_from = "as wide as its first answer"
+        elif width != self._dimension:
+            cache = f"in {self._store.path}" if self._store is not None else "(caching is off)"
+            raise FatalBackendError(
+                f"{self.name} answered {width}-dimensional vectors for model {self.model_id!r}, which should be "
+                f"{self._dimension}-dimensional ({self._dimension_from}); nothing of this answer was cached {cache}. "
+                "Check --embed-base-url and --embed-model; if the server's model really changed, "
+                "`anchor cache clear` forgets the old vectors")
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return (vectors / np.where(norms == 0, 1.0, norms)).astype(np.float32)
 
@@ -182,6 +236,17 @@ class ServerEmbedder:
 
     def __repr__(self) -> str:
         return f"ServerEmbedder({display_url(self.base_url)!r}, {self.model_id!r})"
+
+
+def settings_identity(settings: LLMSettings) -> EmbedderIdentity:
+    """The identity of the embedder :func:`make_embedder` would make, as far as it is known without
+    asking a server (the width of a server's vectors only when its model is known by name)."""
+    if settings.embed_base_url:
+        model = (settings.embed_model or DEFAULT_SERVER_MODEL).strip()
+        return EmbedderIdentity(model=model, dimension=KNOWN_DIMENSIONS.get(model),
+                                where=display_url(settings.embed_base_url.rstrip("/")))
+    return EmbedderIdentity(model=MiniLMEmbedder.model_id, dimension=MiniLMEmbedder.dimension,
+                            where=MiniLMEmbedder.where)
 
 
 def make_embedder(settings: LLMSettings) -> Embedder:

@@ -153,6 +153,9 @@ class _Batcher:
                     for _, future in batch:
                         if not future.done():
                             future.set_exception(exc)
+                            # Marked as seen: a waiter cancelled before it woke (a build stopping on
+                            # this very error) would otherwise have asyncio print it again at exit.
+                            future.exception()
                     if not isinstance(exc, Exception):
                         raise
                     continue

@@ -145,7 +145,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 llm_app = typer.Typer(help="Check the configured LLM backend.", no_args_is_help=True)
-cache_app = typer.Typer(help="Inspect or clear the response cache.", no_args_is_help=True)
+cache_app = typer.Typer(help="Inspect or clear the caches (answers, vectors, what servers accept).",
+                        no_args_is_help=True)
 app.add_typer(llm_app, name="llm")
 app.add_typer(cache_app, name="cache")
 app.add_typer(analyze.app, name="analyze")

@@ -10,8 +10,9 @@ import typer
 from anchor.cli.build import JsonOut
 from anchor.cli.console import emit_json, friendly_errors, out
 from anchor.cli.options import FLAG_NAMES, CacheDirOption, ConnectionOptions, expand_options, llm_settings
-from anchor.embed import MiniLMEmbedder
-from anchor.llm.cache import ResponseCache
+from anchor.embed import MiniLMEmbedder, VectorStore
+from anchor.llm.cache import RESPONSES_FILE, VECTORS_FILE, ResponseCache
+from anchor.llm.memory import SERVERS_FILE, ServerMemory
 from anchor.llm.prompt import PromptSpec
 from anchor.llm.settings import LLMSettings, make_client
 from anchor.llm.sync import run_sync
@@ -51,30 +52,41 @@ def llm_ping(conn: ConnectionOptions, json_out: JsonOut = False) -> None:
             out.print(f"    answer: {answer.model_dump_json()}")
 
 
-def _cache_path(cache: CacheDirOption):  # noqa: ANN202 - a Path
-    return LLMSettings.from_env(cache_dir=cache.cache_dir).response_cache_path
+def _cache_settings(cache: CacheDirOption) -> LLMSettings:
+    return LLMSettings.from_env(cache_dir=cache.cache_dir)
 
 
 @expand_options
 def cache_info(cache: CacheDirOption) -> None:
-    """Where the cache lives and how many answers it holds per stage."""
+    """Where the cache lives, how many answers it holds per stage, and how many vectors."""
     with friendly_errors(FLAG_NAMES):
-        store = ResponseCache(_cache_path(cache))
+        settings = _cache_settings(cache)
+        store = ResponseCache(settings.response_cache_path)
         out.print(f"{store.path}: {len(store)} cached answers")
         for stage, n in sorted(store.stats().items()):
             out.print(f"  {stage:<32} {n}")
+        vectors = settings.resolved_cache_dir() / VECTORS_FILE
+        if vectors.exists():
+            out.print(f"{vectors}: {len(VectorStore(vectors))} cached vectors")
+        servers = ServerMemory(settings.resolved_cache_dir() / SERVERS_FILE)
+        for line in servers.describe():
+            out.print(f"server: {line}")
 
 
 @expand_options
 def cache_clear(cache: CacheDirOption,
                 yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False) -> None:
-    """Delete every cached answer."""
+    """Delete every cached answer and vector, and what was learnt about servers."""
     with friendly_errors(FLAG_NAMES):
-        path = _cache_path(cache)
-        if not yes and not typer.confirm(f"Delete all cached answers in {path}?"):
+        folder = _cache_settings(cache).resolved_cache_dir()
+        if not yes and not typer.confirm(f"Delete all cached answers and vectors in {folder}?"):
             raise typer.Exit(1)
-        n = ResponseCache(path).clear()
-        out.print(f"removed {n} cached answers")
+        n = ResponseCache(folder / RESPONSES_FILE).clear()
+        vectors = folder / VECTORS_FILE
+        m = VectorStore(vectors).clear() if vectors.exists() else 0
+        forgotten = ServerMemory(folder / SERVERS_FILE).clear()
+        out.print(f"removed {n} cached answers and {m} cached vectors"
+                  + (f"; forgot what {forgotten} server(s) accept" if forgotten else ""))
 
 
 def warm_up(json_out: JsonOut = False) -> None:

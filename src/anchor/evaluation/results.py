@@ -79,6 +79,9 @@ class RunConfig(_Model):
     calibrator: dict[str, Any] | None = Field(default=None, description=(
         "The calibrator applied to every P(O1) (anchor eval --calibrator): path, sha256, kind and what it was "
         "fitted on; None = the method's own probabilities."))
+    embedder: dict[str, Any] | None = Field(default=None, description=(
+        "Methods that embed (ANCHOR's): the embedder's identity (anchor.embed.EmbedderIdentity: model, vector "
+        "width, where it runs), part of the run's identity; None = the method embeds nothing."))
 
 
     def spaces_source(self, run_dir: Path) -> Path | None:

@@ -30,6 +30,10 @@ from pydantic import BaseModel
 from anchor.llm.base import TokenLogprob
 from anchor.llm.ledger import RecordedCost
 
+#: The files of the cache directory: LLM answers, and embedding vectors (``anchor.embed.VectorStore``).
+RESPONSES_FILE = "responses.sqlite"
+VECTORS_FILE = "vectors.sqlite"
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
     key TEXT PRIMARY KEY,
@@ -119,7 +123,7 @@ class ResponseCache:
 
     def __init__(self, path: Path | str | None = None) -> None:
         if path is None:
-            path = default_cache_dir() / "responses.sqlite"
+            path = default_cache_dir() / RESPONSES_FILE
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()

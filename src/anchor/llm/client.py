@@ -121,7 +121,7 @@ class LLMClient(Transport):
             sleep=self._sleep,
         )
         clone._limit = self._limit
-        clone._semaphores = self._semaphores
+        clone.parallel, clone._slots = self.parallel, self._slots
         clone._ready = self._ready
         return clone
 

@@ -2,6 +2,13 @@
 
 It uses the official ``openai`` SDK with the SDK's own retries switched off: the client in
 ``anchor.llm.client`` retries, so every attempt is visible in the cost ledger.
+
+What a server accepts is learnt once: the structured-output format (``FORMAT_MODES``, best first,
+moving down when the server refuses one) and whether it honours ``n``. Until a format has been
+accepted, only one request at a time tries it and the others wait for its verdict, so a server
+that refuses ``json_schema`` refuses one request, not one per request in flight; the same holds
+for the first request for several answers. The verdicts are remembered per server and model in
+the cache directory (``anchor.llm.memory``), so the next process starts where this one ended.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import openai
 
 from anchor.llm.base import Message, MultiCompletion, RawCompletion, TokenLogprob
 from anchor.llm.context import DEFAULT_SERVER_CONTEXT_TOKENS
+from anchor.llm.endpoint import sdk_endpoint
 from anchor.llm.errors import (
     BackendError,
     ConfigurationError,
@@ -23,6 +31,7 @@ from anchor.llm.errors import (
     TransientBackendError,
     retry_after_seconds,
 )
+from anchor.llm.memory import ServerMemory
 from anchor.secrets import display_url, register, register_url, scrub
 
 log = logging.getLogger("anchor.llm")
@@ -46,14 +55,17 @@ class OpenAICompatibleBackend:
         max_parallel: int = 8,
         strict_schema: bool = False,
         context_tokens: int = DEFAULT_SERVER_CONTEXT_TOKENS,
+        memory: ServerMemory | None = None,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ConfigurationError(f"base URL must start with http:// or https://, got {base_url!r}")
-        # The URL as given goes to the SDK only; everything shown or stored uses ``url``, which
-        # carries no credentials (user:password@, ?key=...).
+        # The URL as given goes to the SDK only (its query as parameters: see ``anchor.llm.endpoint``);
+        # everything shown or stored uses ``url``, which carries no credentials (user:password@, ?key=...).
         self._base_url = base_url.rstrip("/")
         register_url(self._base_url)
+        register(api_key)
         self.url = display_url(self._base_url)
+        self._endpoint = sdk_endpoint(self._base_url, api_key, url_flag="--base-url", key_flag="--api-key")
         self._model = model
         self.max_parallel = max_parallel
         self.strict_schema = strict_schema
@@ -61,13 +73,16 @@ class OpenAICompatibleBackend:
             raise ConfigurationError(f"context size must be at least 256 tokens, got {context_tokens}")
         # The server's context window as configured here: prompts are fitted to it by estimate.
         self.context_tokens = context_tokens
-        self._api_key = api_key
-        register(api_key)
         self._timeout = timeout
         self.format_mode = FORMAT_MODES[0]
+        # Has a request in ``format_mode`` been accepted (here or by an earlier process)?
+        self.format_settled = False
         # Does the server answer n > 1 with n choices? Learnt from the first such request.
         self.honours_n: bool | None = None
+        self._memory = memory
+        self._recalled: dict[str, object] | None = None  # what the memory holds for this server and model
         self._clients: dict[int, openai.AsyncOpenAI] = {}
+        self._gates: dict[int, dict[str, asyncio.Lock]] = {}
 
     @property
     def name(self) -> str:
@@ -92,8 +107,9 @@ class OpenAICompatibleBackend:
         client = self._clients.get(loop_id)
         if client is None:
             # Local servers ignore the key, but the SDK insists on having one.
-            client = openai.AsyncOpenAI(base_url=self._base_url, api_key=self._api_key or "not-needed",
-                                        timeout=self._timeout, max_retries=0)
+            end = self._endpoint
+            client = openai.AsyncOpenAI(base_url=end.base_url, api_key=end.api_key or "not-needed",
+                                        default_query=end.query or None, timeout=self._timeout, max_retries=0)
             self._clients[loop_id] = client
         return client
 
@@ -127,6 +143,34 @@ class OpenAICompatibleBackend:
         self._model = ids[0]
         return self._model
 
+    def _recall(self) -> None:
+        """Start from what the server accepted before (once; the model is known by now)."""
+        if self._recalled is not None:
+            return
+        facts = self._memory.recall(self.url, self.model) if self._memory is not None else None
+        self._recalled = facts.model_dump() if facts is not None else {}
+        if facts is not None and facts.format_mode in FORMAT_MODES:
+            self.format_mode, self.format_settled = facts.format_mode, True
+        if facts is not None and facts.honours_n is not None and self.honours_n is None:
+            self.honours_n = facts.honours_n
+
+    def _remember(self, **facts: object) -> None:
+        assert self._recalled is not None
+        news = {k: v for k, v in facts.items() if self._recalled.get(k) != v}
+        if news and self._memory is not None:
+            self._recalled.update(news)
+            self._memory.remember(self.url, self.model, **news)
+
+    @property
+    def learning(self) -> bool:
+        """Is a request finding out what the server accepts (others may be waiting for its verdict)?"""
+        return any(lock.locked() for gates in self._gates.values() for lock in gates.values())
+
+    def _gate(self, what: str) -> asyncio.Lock:
+        """The lock held by the one request that finds out ``what`` (per event loop, as asyncio wants)."""
+        gates = self._gates.setdefault(id(asyncio.get_running_loop()), {})
+        return gates.setdefault(what, asyncio.Lock())
+
     async def complete(
         self,
         messages: list[Message],
@@ -157,11 +201,23 @@ class OpenAICompatibleBackend:
         """Ask for ``n`` answers in one request; fewer come back from a server that ignores ``n``."""
         if n < 1:
             raise ValueError("n must be >= 1")
+        self._recall()
+        if n > 1 and self.honours_n is None:
+            async with self._gate("n"):  # one request finds out; the others wait for its verdict
+                if self.honours_n is None:
+                    return await self._choices_of_one_request(messages, n, json_schema, schema_name, temperature,
+                                                              max_tokens, seed)
         if n == 1 or self.honours_n is False:
             one = await self.complete(messages, json_schema=json_schema, schema_name=schema_name,
                                       temperature=temperature, max_tokens=max_tokens, seed=seed, top_logprobs=None)
             return MultiCompletion(choices=[one], prompt_tokens=one.prompt_tokens,
                                    completion_tokens=one.completion_tokens, format_fallbacks=one.format_fallbacks)
+        return await self._choices_of_one_request(messages, n, json_schema, schema_name, temperature, max_tokens,
+                                                  seed)
+
+    async def _choices_of_one_request(self, messages: list[Message], n: int, json_schema: dict[str, Any] | None,
+                                      schema_name: str, temperature: float, max_tokens: int,
+                                      seed: int | None) -> MultiCompletion:
         try:
             response, fallbacks = await self._create(messages, json_schema, schema_name, temperature, max_tokens,
                                                      seed, None, n=n)
@@ -187,11 +243,25 @@ class OpenAICompatibleBackend:
                         self.url, how)
         if self.honours_n is None or not honoured:
             self.honours_n = honoured
+        self._remember(honours_n=self.honours_n)
 
     async def _create(self, messages: list[Message], json_schema: dict[str, Any] | None, schema_name: str,
                       temperature: float, max_tokens: int, seed: int | None, top_logprobs: int | None,
                       n: int = 1) -> tuple[Any, int]:
         """The SDK response, and how many requests were refused for their response format first."""
+        self._recall()
+        if json_schema is not None and not self.format_settled:
+            async with self._gate("format"):  # one request finds the format; the others wait for its verdict
+                if not self.format_settled:
+                    return await self._send_structured(messages, json_schema, schema_name, temperature, max_tokens,
+                                                       seed, top_logprobs, n)
+        return await self._send_structured(messages, json_schema, schema_name, temperature, max_tokens, seed,
+                                           top_logprobs, n)
+
+    async def _send_structured(self, messages: list[Message], json_schema: dict[str, Any] | None, schema_name: str,
+                               temperature: float, max_tokens: int, seed: int | None, top_logprobs: int | None,
+                               n: int) -> tuple[Any, int]:
+        """One request, sent again in a simpler format each time the server refuses the format."""
         fallbacks = 0
         while True:
             mode = self.format_mode
@@ -203,7 +273,7 @@ class OpenAICompatibleBackend:
                 # to "transform" it into what it already is (2-3 ms of event-loop time each).
                 kwargs["extra_body"] = {"response_format": kwargs.pop("response_format")}
             try:
-                return await self._client.chat.completions.create(**kwargs), fallbacks
+                response = await self._client.chat.completions.create(**kwargs)
             except openai.APIStatusError as exc:
                 if json_schema is not None and self._rejects_format(exc) and self._downgrade_format(mode):
                     fallbacks += 1
@@ -223,6 +293,10 @@ class OpenAICompatibleBackend:
                 # The SDK could not decode the body (e.g. broken JSON in an HTTP 200).
                 raise TransientBackendError(f"server sent an undecodable response: {exc}",
                                             kind="bad_response") from exc
+            if json_schema is not None:
+                self.format_settled = True
+                self._remember(format_mode=mode)  # written once: when it differs from what was remembered
+            return response, fallbacks
 
     @staticmethod
     def _choices(response: Any, messages: list[Message], top_logprobs: int | None) -> MultiCompletion:

@@ -8,12 +8,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError
 
-from anchor.llm.cache import ResponseCache, default_cache_dir
+from anchor.llm.cache import RESPONSES_FILE, VECTORS_FILE, ResponseCache, default_cache_dir
 from anchor.llm.client import LLMClient
 from anchor.llm.context import DEFAULT_SERVER_CONTEXT_TOKENS
 from anchor.llm.errors import ConfigurationError
 from anchor.llm.ledger import CostLedger
 from anchor.llm.local_backend import LocalLlamaBackend
+from anchor.llm.memory import SERVERS_FILE, ServerMemory
 from anchor.secrets import display_url
 
 ENV_BASE_URL = "ANCHOR_LLM_BASE_URL"
@@ -116,12 +117,12 @@ class LLMSettings(BaseModel):
 
     @property
     def response_cache_path(self) -> Path:
-        return self.resolved_cache_dir() / "responses.sqlite"
+        return self.resolved_cache_dir() / RESPONSES_FILE
 
     @property
     def vector_cache_path(self) -> Path | None:
-        """Where MiniLM vectors are cached; None when caching is off."""
-        return self.resolved_cache_dir() / "vectors.sqlite" if self.use_cache else None
+        """Where embedding vectors are cached; None when caching is off."""
+        return self.resolved_cache_dir() / VECTORS_FILE if self.use_cache else None
 
     def describe(self) -> dict[str, object]:
         """Safe to print or store: no secrets."""
@@ -153,6 +154,7 @@ def make_backend(settings: LLMSettings):  # noqa: ANN201 - returns a Backend
             timeout=settings.timeout,
             max_parallel=settings.max_concurrency,
             context_tokens=settings.effective_context_tokens,
+            memory=ServerMemory(settings.resolved_cache_dir() / SERVERS_FILE) if settings.use_cache else None,
         )
     return LocalLlamaBackend(settings.local_model_path, n_ctx=settings.effective_context_tokens)
 

@@ -1,7 +1,7 @@
 """Sending requests: the base of ``LLMClient`` that talks to the backend.
 
-One request at a time goes out under the client's concurrency limit (one semaphore per event
-loop), is retried with exponential back-off and jitter on transient failures (honouring
+One request at a time goes out under the client's concurrency limit (``anchor.llm.parallel``: at
+most ``--concurrency``, fewer against a server that shows it queues them), is retried with exponential back-off and jitter on transient failures (honouring
 ``Retry-After``), and leaves one ledger record per attempt, announced before it is sent. Every
 attempt lengthens the caller's chain of dependent requests (``llm.chain``) by its time.
 Caching, validation and re-asking live in ``anchor.llm.client``.
@@ -22,6 +22,7 @@ from anchor.llm.base import Backend, Message, MultiCompletion, RawCompletion, Sa
 from anchor.llm.context import estimate_prompt_tokens
 from anchor.llm.errors import FatalBackendError, RetryBudgetExhausted, TransientBackendError
 from anchor.llm.ledger import CallRecord, CostLedger
+from anchor.llm.parallel import ParallelLimit, RequestSlots
 from anchor.secrets import scrub
 
 
@@ -48,21 +49,23 @@ class Transport:
         self.retry_after_max = retry_after_max
         limit = backend.max_parallel if max_concurrency is None else min(max_concurrency, backend.max_parallel)
         self._limit = max(1, limit)
-        self._semaphores: dict[int, asyncio.Semaphore] = {}
+        self.parallel = ParallelLimit(self._limit, name=scrub(getattr(backend, "name", "the server")))
+        self._slots: dict[int, RequestSlots] = {}
         self._sleep = sleep
 
     @property
     def concurrency(self) -> int:
-        """Most requests this client has in flight at once."""
+        """Most requests this client has in flight at once (``--concurrency``; ``parallel.limit`` is
+        what it allows now)."""
         return self._limit
 
-    def _semaphore(self) -> asyncio.Semaphore:
-        # One semaphore per event loop: asyncio primitives are bound to the loop that uses them.
+    def _request_slots(self) -> RequestSlots:
+        # One per event loop: what waits in it belongs to the loop that runs it.
         loop_id = id(asyncio.get_running_loop())
-        sem = self._semaphores.get(loop_id)
-        if sem is None:
-            sem = self._semaphores[loop_id] = asyncio.Semaphore(self._limit)
-        return sem
+        slots = self._slots.get(loop_id)
+        if slots is None:
+            slots = self._slots[loop_id] = RequestSlots(self.parallel)
+        return slots
 
     def _record(self, stage: str, outcome: str, raw: Timed, detail: str) -> None:
         self.ledger.record(CallRecord(
@@ -98,13 +101,13 @@ class Transport:
             wall = 0.0
             request_id = uuid.uuid4().hex[:16]
             try:
-                async with self._semaphore():
+                async with self._request_slots() as slots:
                     started, wall = time.perf_counter(), time.time()
                     # Announced before it is sent: a process killed while waiting leaves this record
                     # alone, an interrupted request (see ledger.collapse_sent).
                     self.ledger.announce(CallRecord(stage=stage, outcome="sent", started=wall, request_id=request_id,
                                                     estimated_prompt_tokens=prompt_tokens))
-                    completion = await call()
+                    completion = await self._timed(slots, stage, call)
                 fallbacks = getattr(completion, "format_fallbacks", 0)
                 refused = getattr(completion, "n_refused", 0)
                 elapsed = time.perf_counter() - started
@@ -136,6 +139,21 @@ class Transport:
             f"stage '{stage}': {self.transport_retries + 1} attempts to reach {scrub(self.backend.name)} failed; "
             f"last error: {last_error}"
         )
+
+    async def _timed(self, slots: RequestSlots, stage: str, call: Callable[[], Awaitable[Any]]) -> Any:
+        """``call()``, its latency shown to the concurrency limit (a time-out's too). Not while the backend
+        was finding out what the server accepts: requests then wait for that, not for the server."""
+        learning = getattr(self.backend, "learning", False)
+        started = time.perf_counter()
+        try:
+            completion = await call()
+        except TransientBackendError as exc:
+            if exc.kind == "timeout" and not learning:
+                slots.observe(stage, time.perf_counter() - started)
+            raise
+        if not learning:
+            slots.observe(stage, time.perf_counter() - started)
+        return completion
 
     def _record_fallbacks(self, stage: str, n: int, wall: float, ended: chain.Chain,
                           detail: str = "the server refused the response_format; asked again in a simpler format",

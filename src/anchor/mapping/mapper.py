@@ -26,13 +26,21 @@ from anchor.types import FactorSpace, MappingTrace
 
 def check_embedder(space: FactorSpace, embedder: Embedder) -> None:
     """Refuse to search ``space`` with vectors of another embedder than the one that made its vectors
-    and clusters (embedders are told apart by model name: see ``anchor.embed_server``)."""
+    and clusters (embedders are told apart by model name: see ``anchor.embed_server``), or of another
+    width than its stored vectors (known without a request: a server serving another model under the name)."""
     mine = getattr(embedder, "model_id", type(embedder).__name__)
     if space.embedding_model != mine:
         raise ConfigurationError(
             f"the factor space was embedded with {space.embedding_model!r} but this run embeds with {mine!r}; "
             "vectors of two embedders are not comparable: use the space's embedder (--embed-base-url, "
             "--embed-model) or rebuild the space")
+    width = getattr(embedder, "known_dimension", None)
+    stored = space.embeddings.factors.dim if space.embeddings is not None else None
+    if width is not None and stored is not None and width != stored:
+        raise ConfigurationError(
+            f"the factor space holds {stored}-dimensional vectors of {space.embedding_model!r} but this run's "
+            f"embedder ({getattr(embedder, 'where', type(embedder).__name__)}) makes {width}-dimensional ones under "
+            "that name; vectors of two embedders are not comparable: use the space's embedder or rebuild the space")
 
 
 def space_vectors(space: FactorSpace, embedder: Embedder) -> tuple[dict[str, np.ndarray], dict[int, np.ndarray]]:
@@ -92,6 +100,7 @@ class ConditionMapper:
         t0 = time.perf_counter()
         # A long condition is embedded whole (chunk mean), not cut at the model's input limit.
         vector, embedding = await offload.encode_condition(self.embedder, condition)
+        check_embedder(self.space, self.embedder)  # again: a server's width may only be known now that it answered
         t1 = time.perf_counter()
         clusters, candidates = self.index.query(vector, text=condition)
         t2 = time.perf_counter()

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from anchor import __version__
+from anchor.embed_server import settings_identity
 from anchor.evaluation.datasets.bundled import DATASET_NAMES, bundled_file, is_factcheck_dataset
 from anchor.evaluation.datasets.selection import resolve_sample
 from anchor.evaluation.methods.registry import METHODS
@@ -105,4 +106,5 @@ def make_run_config(
         anchor_config=anchor_config.model_dump(mode="json") if anchor_config else None, command=command,
         stage=stage, method_config=spec.method_config(dataset) if spec.method_config else None,
         max_factors=max_factors, estimator=estimator_llm,
+        embedder=settings_identity(settings).model_dump(mode="json") if spec.uses_anchor_config else None,
     )

@@ -8,6 +8,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from anchor.embed import KNOWN_DIMENSIONS, MiniLMEmbedder
+from anchor.embed_server import DEFAULT_SERVER_MODEL
+from anchor.evaluation.methods.registry import METHODS
 from anchor.evaluation.results import RunConfig
 from anchor.evaluation.runner.errors import EvalError
 from anchor.pipeline import AnchorConfig
@@ -19,6 +22,8 @@ NOT_IDENTITY = {"command", "data_path", "anchor_version"}
 LLM_IDENTITY = ("backend", "model", "seed", "context_tokens")
 #: Of the calibrator applied (anchor eval --calibrator), these define a run.
 CALIBRATOR_IDENTITY = ("kind", "sha256")
+#: Of the embedder (methods that embed), all of it: vectors of two embedders are not comparable.
+EMBEDDER_IDENTITY = ("model", "dimension", "where")
 
 
 def run_identity(config: dict[str, Any]) -> dict[str, Any]:
@@ -28,9 +33,11 @@ def run_identity(config: dict[str, Any]) -> dict[str, Any]:
     added after a run was written counts as its default there (an older run directory stays
     resumable as long as the new setting is left at its default). The abduction window is the
     exception: a run written before it existed built its spaces one round at a time, and reads so.
+    The embedder of a run written before it was recorded is read from the LLM description.
     """
     config = _with_defaults(config)
     out = {k: v for k, v in config.items() if k not in NOT_IDENTITY}
+    out["embedder"] = _embedder(config)
     llm = out.get("llm") or {}
     out["llm"] = {k: llm.get(k) for k in LLM_IDENTITY}
     if out.get("estimator"):
@@ -39,6 +46,29 @@ def run_identity(config: dict[str, Any]) -> dict[str, Any]:
         # The calibrator's content defines the run, not where its file lies.
         out["calibrator"] = {k: out["calibrator"].get(k) for k in CALIBRATOR_IDENTITY}
     return out
+
+
+def _embedder(config: dict[str, Any]) -> dict[str, Any] | None:
+    """The embedder's identity (``RunConfig.embedder``), or, for a run written before it was recorded,
+    what ``llm.embeddings`` says of it (the width of a server's vectors then unknown)."""
+    if isinstance(config.get("embedder"), dict):
+        return {k: config["embedder"].get(k) for k in EMBEDDER_IDENTITY}
+    spec = METHODS.get(str(config.get("method")))
+    if spec is None or not spec.uses_anchor_config:
+        return None
+    described = (config.get("llm") or {}).get("embeddings")
+    if isinstance(described, dict):
+        model = described.get("model") or DEFAULT_SERVER_MODEL
+        where = str(described.get("base_url") or "").rstrip("/")
+        return {"model": model, "dimension": KNOWN_DIMENSIONS.get(model), "where": where}
+    return {"model": MiniLMEmbedder.model_id, "dimension": MiniLMEmbedder.dimension, "where": MiniLMEmbedder.where}
+
+
+def _unknown_widths_alike(old: dict[str, Any], new: dict[str, Any]) -> None:
+    """A width not known on one side (an older run's server embedder, or one not asked yet) is not a difference."""
+    a, b = old.get("embedder"), new.get("embedder")
+    if isinstance(a, dict) and isinstance(b, dict) and (a.get("dimension") is None or b.get("dimension") is None):
+        a["dimension"] = b["dimension"] = None
 
 
 def _with_defaults(config: dict[str, Any]) -> dict[str, Any]:
@@ -70,6 +100,7 @@ def identity_difference(old: dict[str, Any], new: dict[str, Any], run_dir: Path)
     same directory, however they write it: runs of a reproduction record it from their own directory now,
     from the working directory before."""
     a, b = run_identity(old), run_identity(new)
+    _unknown_widths_alike(a, b)
     if _same_directory(old, new, run_dir):
         for key in ("spaces_from", "spaces_from_base"):
             a[key] = b.get(key)

@@ -28,7 +28,7 @@ from typing import Any
 from anchor import offload, prompts
 from anchor.calibration.contract import CalibratorMismatchWarning, method_label
 from anchor.calibration.registry import FileCalibrator
-from anchor.embed import Embedder
+from anchor.embed import Embedder, embedder_identity
 from anchor.embed_server import make_embedder
 from anchor.evaluation.datasets.factcheck import FactcheckData
 from anchor.evaluation.datasets.instances import DecisionInstance, PairwiseInstance, scenario_key
@@ -122,14 +122,30 @@ class EvalRunner:
         instances, self.data, self.sample_record = select_instances(self.config)
         return instances
 
-    def prepare_dir(self) -> None:
-        """Create the run directory and its config.json, or check that it holds this same run."""
+    def check_dir(self) -> None:
+        """Refuse a run directory that holds a run with other settings (it is left as it is)."""
         path = self.out_dir / "config.json"
         if path.exists():
             check_resumable(path, self.config.model_dump(mode="json"), self.out_dir)
+
+    def prepare_dir(self) -> None:
+        """Create the run directory and its config.json, or check that it holds this same run."""
+        self.check_dir()
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        # Rewritten on every start so the recorded command and connection details are the latest.
-        write_atomic(path, self.config.model_dump_json(indent=2))
+        # Rewritten on every start (of this same run) so the recorded command and connection details are the latest.
+        write_atomic(self.out_dir / "config.json", self.config.model_dump_json(indent=2))
+
+    async def _identify_embedder(self) -> None:
+        """Record the embedder's identity in the run's configuration, the width of its vectors included.
+
+        A server's width may cost one request (then cached), so a directory holding a run by another
+        embedder is refused before that, on what is known without asking.
+        """
+        self.config.embedder = embedder_identity(self._embedder, learn=False).model_dump(mode="json")
+        self.check_dir()
+        if self.config.embedder["dimension"] is None:
+            identity = await asyncio.to_thread(embedder_identity, self._embedder)
+            self.config.embedder = identity.model_dump(mode="json")
 
     def _store(self, kind: str, load: Callable[[Path], Any], save: Callable[[Any, Path], Any],
                uses: Callable[[Any], dict[str, str]] | None = None) -> ArtefactStore[Any]:
@@ -172,8 +188,12 @@ class EvalRunner:
                 self.estimator = make_client(self.estimator_settings, ledger=self.client.ledger)
                 await self.estimator.ensure_ready()
                 self.config.estimator = {**(self.config.estimator or {}), "model": self.estimator.backend.model}
-            self.prepare_dir()
+            if self.spec.uses_anchor_config:
+                await self._identify_embedder()
+            self.out_dir.mkdir(parents=True, exist_ok=True)
             with DirectoryLock(self.out_dir):
+                # Under the lock: a start refused because another process runs here leaves config.json as it is.
+                self.prepare_dir()
                 if self.sample_record is not None:
                     record_sample(self.out_dir, self.sample_record)
                 return await self._run_locked(instances)
