@@ -64,12 +64,13 @@ def runs_section(runs: Sequence[ReportedRun]) -> list[str]:
         spaces = str(r.loaded.config.spaces) if spec is not None and spec.per_scenario_artefact else DASH
         rows.append([r.tag, r.kind, r.dataset_label, r.name, r.model_cell, str(r.m.n_instances), str(r.m.n_runs), spaces,
                      str(r.m.n_abstained), str(r.m.n_failed)])
-    lines += md_table(["Directory", "Kind", "Dataset", "Method", "Model", "Instances", "Runs", "Spaces", "Unknown",
+    lines += md_table(["Directory", "Kind", "Dataset", "Method", "Model", "Instances", "Runs", "Spaces", "Abstained",
                      "Failed"], rows, ["l", "l", "l", "l", "l", "r", "r", "l", "r", "r"])
-    if any(r.m.n_failed for r in runs):
-        lines += ["", "Unknown counts predictions where the method abstained; Failed counts predictions the run "
-                      "could not make (no usable answer from the LLM, or the server unreachable). Both count as "
-                      "unknown in the metrics; failed ones are retried when `anchor eval` is run again."]
+    if any(r.m.n_failed or r.m.n_abstained for r in runs):
+        lines += ["", "Abstained counts predictions where the method said 'unknown'; Failed counts predictions the "
+                      "run could not make (no usable answer from the LLM, or the server unreachable). Both are "
+                      "unknown in the metrics (metrics.json's runs[].unknown counts them together); failed ones "
+                      "are retried when `anchor eval` is run again."]
     fallback = [r for r in runs if r.m.fallback]
     if fallback:
         lines += ["", "Fallbacks (the method said 'unknown' and another answered, as the paper does for BIRD on "

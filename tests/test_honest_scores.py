@@ -1,0 +1,60 @@
+"""Every score honest, tried from outside against tests/fakeserver.py: unknown counts that agree
+between the terminal and metrics.json, notes that are true of the file read, and runs scored side by
+side only on the instances they share."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from anchor.cli import app
+from anchor.evaluation.datasets import load_dataset
+from tests.fakeserver import FakeOpenAIServer
+from tests.run_helpers import eval_args, metrics_of, predictions_of
+
+runner = CliRunner()
+
+#: The tests pass every setting as a flag: variables of the user's shell must not leak in.
+pytestmark = pytest.mark.usefixtures("clean_anchor_env")
+
+
+def _today_conditions(n: int) -> list[str]:
+    return [inst.condition for inst in load_dataset("today")[:n]]
+
+
+# --------------------------------------------------------------------------- unknown counts
+
+
+def test_unknown_counts_agree_between_the_terminal_and_metrics_json(tmp_path):
+    """Four Today instances, one request each, one at a time: the first request gets HTTP 500 with no
+    retry (failed), the second neither '1' nor '2' among its first tokens (abstained), the third
+    '1' and '2' equally likely (P = 0.5, a tie: no decision), the fourth a clear '1'. metrics.json's
+    runs[].unknown counts all three without a decision; the terminal says the same, and which of
+    them failed."""
+    first, second, third, _ = _today_conditions(4)
+
+    def logprobs(body: dict) -> dict[str, float]:
+        text = body["messages"][-1]["content"]
+        if first[:40] in text:
+            raise AssertionError("the first request is answered with HTTP 500 before its tokens are drawn")
+        if second[:40] in text:
+            return {"x": -0.1, "y": -2.0}
+        if third[:40] in text:
+            return {"1": -0.7, "2": -0.7}
+        return {"1": -0.1, "2": -3.0}
+
+    with FakeOpenAIServer(faults=["500"], first_token_logprobs=logprobs) as server:
+        out = tmp_path / "run"
+        args = eval_args(server, tmp_path / "cache", out, "--dataset", "today", "--method", "logits", "--limit", "4",
+                         "--retries", "0", "--concurrency", "1")
+        args.remove("--json")
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    metrics = metrics_of(out)
+    run = metrics.runs[0]
+    assert (run["unknown"], run["abstained"], run["failed"]) == (3, 1, 1)
+    assert (metrics.n_unknown, metrics.n_abstained, metrics.n_failed) == (3, 1, 1)
+    assert {p.status for p in predictions_of(out)} == {"failed", "abstained", "ok"}
+    terminal = " ".join(result.stdout.split())
+    assert ("unknown: 3 of 4 prediction(s) without a decision, as metrics.json's runs[].unknown counts them: "
+            "1 abstained, 1 failed, 1 a tie at exactly 0.5") in terminal
