@@ -4,6 +4,9 @@ side only on the instances they share."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -58,3 +61,35 @@ def test_unknown_counts_agree_between_the_terminal_and_metrics_json(tmp_path):
     terminal = " ".join(result.stdout.split())
     assert ("unknown: 3 of 4 prediction(s) without a decision, as metrics.json's runs[].unknown counts them: "
             "1 abstained, 1 failed, 1 a tie at exactly 0.5") in terminal
+
+
+# --------------------------------------------------------------------------- notes true of the file read
+
+
+def _today_file(path: Path, labels: list[str]) -> Path:
+    """A Today-format file whose i-th scenario's one condition carries ``labels[i]``."""
+    entries = []
+    for i, label in enumerate(labels):
+        condition = f"Condition number {i} happened first."
+        entries.append({"scenario": f"Story {i}: a person did two things.", "statement": f"Thing A came first ({i}).",
+                        "opposite_statement": f"Thing B came first ({i}).", "additional_sentences": [condition],
+                        "additional_sentence_label": {condition: label}})
+    path.write_text(json.dumps(entries), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(("labels", "noted"), [(["Statement 1", "Statement 2", "Statement 1"], False),
+                                                (["Statement 1", "Statement 1"], True)])
+def test_the_one_gold_outcome_note_is_given_only_when_true_of_the_file(tmp_path, labels, noted):
+    """A custom Today-format file gets the bundled file's "every condition supports outcome 1" note only
+    when every one of its conditions does."""
+    data = _today_file(tmp_path / "mine.json", labels)
+    with FakeOpenAIServer(deterministic=True) as server:
+        out = tmp_path / "run"
+        result = runner.invoke(app, eval_args(server, tmp_path / "cache", out, "--dataset", "today", "--data",
+                                              str(data), "--method", "vanilla"))
+        assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    notes = [n for n in metrics_of(out).notes if "100%" in n]
+    expected = [f"Every one of the {len(labels)} instance(s) scored has outcome 1 as its gold outcome, so always "
+                "answering outcome 1 scores 100%; consider --balance-outcomes."]
+    assert notes == (expected if noted else [])

@@ -83,7 +83,7 @@ class RunScorer:
             failures=[{"run": p.run, "id": p.id, "reason": p.error} for p in failed[:MAX_LISTED_FAILURES]],
             calibration=scores.calibration, cost=cost, cost_scope=cost_scope, cost_reused=reused,
             cost_per_instance=per_inst, critical_path=run_critical_path(calls, instances, c.runs),
-            notes=self._notes(failed, small) + self._fallback_notes(fallbacks, len(final))
+            notes=self._notes(failed, small) + self._label_notes(instances) + self._fallback_notes(fallbacks, len(final))
             + self._data_notes(final, len(ids)),
             stage=c.stage, n_fallback=len(fallbacks), fallback=self._fallback_name(),
             data=data_summary(self.data), sample=sample_summary(self.sample_record, len(ids)),
@@ -129,9 +129,6 @@ class RunScorer:
                          f"(fitted on {fitted.get('method')} with model {fitted.get('model')!r}, n={fitted.get('n')}); "
                          "these metrics score the calibrated probabilities, the method's own are p_outcome1_raw in "
                          "predictions.jsonl.")
-        if c.kind == "decision" and c.dataset in ("plasma", "today") and not c.balance_outcomes:
-            notes.append("In the bundled Plasma/Today files every condition supports outcome 1, so always "
-                         "answering outcome 1 scores 100%; consider --balance-outcomes.")
         if self.spec.uses_anchor_config and self.anchor_config is not None:
             b = self.anchor_config.build
             paper = default_build_params(c.dataset)
@@ -155,6 +152,18 @@ class RunScorer:
                          f"be reached); they count as unknown in these metrics and are retried when this command is "
                          f"run again. Most common reason ({n_top}x): {top}")
         return notes
+
+    def _label_notes(self, instances: Sequence[Instance]) -> list[str]:
+        """Said when it is true of the instances read (as of the bundled Plasma and Today files, not
+        of every file in their format): one gold outcome for all, which always answering it scores
+        100% on."""
+        labels = {inst.label for inst in instances if isinstance(inst, DecisionInstance)}
+        if self.config.kind != "decision" or len(labels) != 1:
+            return []
+        gold = labels.pop()
+        hint = "" if self.config.balance_outcomes else "; consider --balance-outcomes"
+        return [f"Every one of the {len(instances)} instance(s) scored has outcome {gold} as its gold outcome, so "
+                f"always answering outcome {gold} scores 100%{hint}."]
 
     def _data_notes(self, final: Sequence[Prediction], used: int) -> list[str]:
         """What the data, the sample and long conditions did to the instances scored."""
