@@ -163,7 +163,7 @@ class EvalRunner:
             if self.calibrator is not None:
                 c = self.config
                 mismatch = self.calibrator.mismatch(model=c.llm["model"],
-                                                    method=method_label(c.method, c.stage, c.ablations))
+                                                    method=method_label(c.method, c.stage, c.ablations), kind=c.kind)
                 if mismatch:
                     warnings.warn(CalibratorMismatchWarning(mismatch), stacklevel=2)
             if self.estimator_settings is not None:
