@@ -236,6 +236,41 @@ def test_a_calibrator_fitted_on_decisions_warns_on_pairwise_data(tmp_path):
                         "probabilities may be off for these answers"], result.stderr
 
 
+def test_small_cut_and_broken_runs_are_named(tmp_path):
+    """`calibrate report` on three instances notes how little that is, as `fit` does; a predictions.jsonl
+    cut in half, or holding a probability that is not one, is one error naming the file (and the line),
+    never a calibrator fitted on what is left."""
+    with FakeOpenAIServer(responder=respond) as server:
+        small = tmp_path / "small"
+        result = runner.invoke(app, eval_args(server, tmp_path / "cache", small, "--dataset", "today", "--method",
+                                              "vanilla", "--balance-outcomes", "--limit", "3"))
+        assert result.exit_code == 0, (result.stderr, result.exception)
+    fit = runner.invoke(app, ["calibrate", "fit", str(small), "--out", str(tmp_path / "c.json"), "--json"])
+    assert fit.exit_code == 0, fit.stderr
+    assert any("Fitted on 3 labelled instances only" in n for n in json.loads(fit.stdout)["notes"])
+    report = runner.invoke(app, ["calibrate", "report", str(small), "--out", str(tmp_path / "rep"), "--json",
+                                 "--no-html"])
+    assert report.exit_code == 0, (report.stderr, report.exception)
+    (group,) = json.loads(report.stdout)["groups"]
+    assert any(n.startswith("Only 3 answered instance(s)") for n in group["notes"]), group["notes"]
+
+    preds = small / "predictions.jsonl"
+    whole = preds.read_bytes()
+    lines = whole.splitlines(keepends=True)
+    preds.write_bytes(whole[: len(whole) // 2])  # a copy or a disk that stopped half-way
+    kept = len([line for line in whole[: len(whole) // 2].splitlines(keepends=True) if line.endswith(b"\n")])
+    one_error(runner.invoke(app, ["calibrate", "fit", str(small), "--out", str(tmp_path / "c2.json")]),
+              str(preds), f"predictions for {kept} of the 3 (run, instance) pairs", "cut short")
+    assert not (tmp_path / "c2.json").exists()
+
+    second = json.loads(lines[1])
+    second["p_outcome1"] = 5.0
+    preds.write_bytes(lines[0] + (json.dumps(second) + "\n").encode() + b"".join(lines[2:]))
+    for command in (["calibrate", "fit", str(small), "--out", str(tmp_path / "c3.json")],
+                    ["calibrate", "report", str(small), "--no-html"]):
+        one_error(runner.invoke(app, command), f"{preds}, line 2", "p_outcome1 is 5.0", "not a probability")
+
+
 def test_infer_prints_and_records_both_probabilities(tmp_path, make_space):
     space_file = save_space(make_space([("Water Temperature", ["water temperature", "boiling point"])],
                                        labels={"water temperature": "outcome1"}), tmp_path / "space.json")
