@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -176,6 +177,66 @@ def test_a_bad_file_is_one_clear_error(tmp_path, text, needle):
     path.write_text(_file(params={"slope": "x"}).model_dump_json())
     with pytest.raises(CalibratorError, match="unusable"):
         read_calibrator(path)
+
+
+def _written(tmp_path: Path, kind: str = "platt", params: dict | None = None, **top) -> Path:
+    """A calibrator file as `anchor calibrate fit` writes it, with ``params`` and top-level fields
+    replaced; written with json.dumps, which writes NaN and Infinity as Python's json reads them."""
+    data = json.loads(_file(kind).model_dump_json())
+    data.update(top)
+    if params is not None:
+        data["parameters"] = params
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("kind, params, top, field", [
+    ("platt", {"slope": NAN, "intercept": 0.0}, {}, "parameters.slope"),
+    ("platt", {"slope": 1.0, "intercept": -INF}, {}, "parameters.intercept"),
+    ("platt", {"slope": "1.5", "intercept": 0.0}, {}, "parameters.slope"),
+    ("platt", {"slope": True, "intercept": 0.0}, {}, "parameters.slope"),
+    ("platt", {"slope": 1.0}, {}, "parameters.intercept"),
+    ("temperature", {"inverse_temperature": -0.5}, {}, "parameters.inverse_temperature"),
+    ("beta", {"a": 1.0, "b": -1.0, "c": 0.0}, {}, "parameters.b"),
+    ("isotonic", {"x": [0.0, 0.5, 1.0], "y": [0.1, 5.0, 0.9]}, {}, "parameters.y.1"),
+    ("isotonic", {"x": [0.0, 0.5, 1.5], "y": [0.1, 0.5, 0.9]}, {}, "parameters.x.2"),
+    ("isotonic", {"x": [0.0, 0.7, 0.5], "y": [0.1, 0.5, 0.9]}, {}, "x must increase"),
+    ("isotonic", {"x": [0.0, 0.5, 1.0], "y": [0.1, 0.6, 0.5]}, {}, "y must not decrease"),
+    ("isotonic", {"x": [0.0, 0.5], "y": [0.1, 0.5, 0.9]}, {}, "same length"),
+    ("isotonic", {"x": [], "y": []}, {}, "parameters.x"),
+    ("platt", None, {"schema_version": 2}, "schema_version"),
+    ("platt", None, {"schema_version": "1"}, "schema_version"),
+])
+def test_a_calibrator_file_is_validated_when_read(tmp_path, kind, params, top, field):
+    """NaN, infinite, out-of-range and non-numeric parameters, isotonic breakpoints that are not a
+    monotone map of [0, 1], and an unknown schema_version: one error naming the file and the field."""
+    path = _written(tmp_path, kind, params, **top)
+    with pytest.raises(CalibratorError) as info:
+        read_calibrator(path)
+    message = str(info.value)
+    assert message.startswith(f"--calibrator {path}: ") and field in message and "\n" not in message
+
+
+def test_the_counts_of_a_calibrator_file_are_numbers(tmp_path):
+    data = json.loads(_file().model_dump_json())
+    data["fitted_on"]["n"] = "10"
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(CalibratorError, match="fitted_on.n: "):
+        read_calibrator(path)
+
+
+def test_fitted_kinds_are_recorded_and_another_kind_is_named():
+    f = _file(kinds=["decision"])
+    assert f.mismatch(model="model-a", method="anchor", kind="decision") is None
+    assert f.mismatch(model="model-a", method="anchor", kind="pairwise") == (
+        "the platt calibrator was fitted on decision data, applied to pairwise data: its probabilities may be off "
+        "for these answers")
+    assert _file().mismatch(model="model-a", method="anchor", kind="pairwise") is None  # older file: kind unknown
 
 
 # --------------------------------------------------------------------------- scores, folds, risk-coverage

@@ -98,8 +98,8 @@ def test_fit_report_apply_and_warn(tmp_path):
         assert p.tolist() == pytest.approx([VANILLA[i.condition] for i in sorted(INSTANCES, key=lambda i: i.id)])
         file = CalibratorFile.model_validate_json(cal_path.read_text())
         on = file.fitted_on
-        assert (file.kind, on.method, on.model, on.datasets, on.n, on.n_outcome1) == (
-            "platt", "vanilla", "model-a", ["today"], N, int(y.sum()))
+        assert (file.kind, on.method, on.model, on.datasets, on.kinds, on.n, on.n_outcome1) == (
+            "platt", "vanilla", "model-a", ["today"], ["decision"], N, int(y.sum()))
         assert 0 < y.sum() < N  # the balanced sample has both gold outcomes
         model = soft_platt(p, y)
         assert [file.parameters["slope"], file.parameters["intercept"]] == pytest.approx(
@@ -198,6 +198,77 @@ def test_refusals_are_one_line_before_any_request(tmp_path):
     one_error(runner.invoke(app, ["calibrate", "fit", str(pairs), "--kind", "magic"]), "--kind", "magic")
     one_error(runner.invoke(app, ["calibrate", "fit", str(tmp_path / "nowhere")]), "no such run directory")
     one_error(runner.invoke(app, ["calibrate", "report", str(pairs), "--folds", "1"]), "--folds")
+
+
+def test_a_calibrator_with_a_nan_slope_is_refused_before_any_request(tmp_path):
+    """The file is read and checked before the run starts: one error naming the file and the field, and
+    not one request reaches the server (neither a completion nor the model lookup)."""
+    fitted = FittedOn(runs=["r"], datasets=["today"], method="vanilla", model="fake-model", n=40, n_outcome1=20,
+                      date="2025-01-01T00:00:00+00:00")
+    data = json.loads(CalibratorFile(kind="platt", parameters={"slope": 1.0, "intercept": 0.0},
+                                     fitted_on=fitted).model_dump_json())
+    data["parameters"]["slope"] = float("nan")
+    cal_path = tmp_path / "cal.json"
+    cal_path.write_text(json.dumps(data))  # json writes the NaN as NaN, which json (and so anchor) reads back
+    assert "NaN" in cal_path.read_text()
+    with FakeOpenAIServer(responder=respond) as server:
+        out = tmp_path / "run"
+        result = runner.invoke(app, eval_args(server, tmp_path / "cache", out, "--dataset", "today", "--method",
+                                              "vanilla", "--limit", "2", "--calibrator", str(cal_path)))
+        one_error(result, f"--calibrator {cal_path}", "parameters.slope", "finite")
+        assert server.completions == 0 and server.requests == []
+    assert not out.exists()
+
+
+def test_a_calibrator_fitted_on_decisions_warns_on_pairwise_data(tmp_path):
+    fitted = FittedOn(runs=["r"], datasets=["today"], method="vanilla", model="fake-model", n=40, n_outcome1=20,
+                      kinds=["decision"], date="2025-01-01T00:00:00+00:00")
+    cal_path = tmp_path / "cal.json"
+    cal_path.write_text(CalibratorFile(kind="platt", parameters={"slope": 1.0, "intercept": 0.0},
+                                       fitted_on=fitted).model_dump_json())
+    with FakeOpenAIServer(deterministic=True) as server:
+        result = runner.invoke(app, eval_args(server, tmp_path / "cache", tmp_path / "pairs", "--dataset",
+                                              "common2sense-pairwise", "--method", "vanilla", "--limit", "1",
+                                              "--calibrator", str(cal_path)))
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == ["warning: the platt calibrator was fitted on decision data, applied to pairwise data: its "
+                        "probabilities may be off for these answers"], result.stderr
+
+
+def test_small_cut_and_broken_runs_are_named(tmp_path):
+    """`calibrate report` on three instances notes how little that is, as `fit` does; a predictions.jsonl
+    cut in half, or holding a probability that is not one, is one error naming the file (and the line),
+    never a calibrator fitted on what is left."""
+    with FakeOpenAIServer(responder=respond) as server:
+        small = tmp_path / "small"
+        result = runner.invoke(app, eval_args(server, tmp_path / "cache", small, "--dataset", "today", "--method",
+                                              "vanilla", "--balance-outcomes", "--limit", "3"))
+        assert result.exit_code == 0, (result.stderr, result.exception)
+    fit = runner.invoke(app, ["calibrate", "fit", str(small), "--out", str(tmp_path / "c.json"), "--json"])
+    assert fit.exit_code == 0, fit.stderr
+    assert any("Fitted on 3 labelled instances only" in n for n in json.loads(fit.stdout)["notes"])
+    report = runner.invoke(app, ["calibrate", "report", str(small), "--out", str(tmp_path / "rep"), "--json",
+                                 "--no-html"])
+    assert report.exit_code == 0, (report.stderr, report.exception)
+    (group,) = json.loads(report.stdout)["groups"]
+    assert any(n.startswith("Only 3 answered instance(s)") for n in group["notes"]), group["notes"]
+
+    preds = small / "predictions.jsonl"
+    whole = preds.read_bytes()
+    lines = whole.splitlines(keepends=True)
+    preds.write_bytes(whole[: len(whole) // 2])  # a copy or a disk that stopped half-way
+    kept = len([line for line in whole[: len(whole) // 2].splitlines(keepends=True) if line.endswith(b"\n")])
+    one_error(runner.invoke(app, ["calibrate", "fit", str(small), "--out", str(tmp_path / "c2.json")]),
+              str(preds), f"predictions for {kept} of the 3 (run, instance) pairs", "cut short")
+    assert not (tmp_path / "c2.json").exists()
+
+    second = json.loads(lines[1])
+    second["p_outcome1"] = 5.0
+    preds.write_bytes(lines[0] + (json.dumps(second) + "\n").encode() + b"".join(lines[2:]))
+    for command in (["calibrate", "fit", str(small), "--out", str(tmp_path / "c3.json")],
+                    ["calibrate", "report", str(small), "--no-html"]):
+        one_error(runner.invoke(app, command), f"{preds}, line 2", "p_outcome1 is 5.0", "not a probability")
 
 
 def test_infer_prints_and_records_both_probabilities(tmp_path, make_space):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import random
+from decimal import Decimal
 
 import pytest
 from hypothesis import given
@@ -11,6 +13,7 @@ from hypothesis import strategies as st
 from anchor.evaluation.metrics import (
     brier_score,
     decision_accuracy,
+    equal_mass_calibration_error,
     expected_calibration_error,
     factcheck_metrics,
     mean_std,
@@ -240,6 +243,48 @@ def test_reliability_bins_edges() -> None:
     assert [b["observed_frequency"] for b in bins] == [0.0, 1.0, 0.0, 1.0]
     # ECE = 1/4 * (|0 - 0| + |0.25 - 1| + |0.5 - 0| + |1 - 1|) = 1/4 * 1.25 = 0.3125.
     assert expected_calibration_error([2, 1, 2, 1], [0.0, 0.25, 0.5, 1.0], n_bins=4)["ece"] == approx(0.3125)
+
+
+def test_round_answers_on_an_edge_go_to_the_bin_above_every_edge_alike() -> None:
+    # An LLM answers round decimals. With ten bins, 0.0, 0.1, ..., 0.9 each open bin k and 1.0 joins
+    # the last bin; np.linspace's edges (0.30000000000000004, 0.6000000000000001, 0.7000000000000001)
+    # put 0.3, 0.6 and 0.7 in the bin below.
+    values = [float(f"0.{k}") for k in range(10)] + [1.0]
+    bins = reliability_bins([1] * 11, values)
+    assert [b["count"] for b in bins] == [1] * 9 + [2]
+    assert [b["mean_confidence"] for b in bins[:9]] == values[:9]
+    assert [b["lo"] for b in bins] == values[:10]
+    # Labels: O1 gold for odd k. Gaps |mean - observed| per bin: 0, 0.9, 0.2, 0.7, 0.4, 0.5, 0.6, 0.3, 0.8
+    # (one value each) and the last bin {0.9 (O1), 1.0 (O2)}: |0.95 - 0.5| = 0.45 over two values.
+    # ECE = (4.4 + 2 * 0.45) / 11 = 5.3 / 11. (linspace's edges gave 3.9 / 11.)
+    labels = [1 if k % 2 else 2 for k in range(11)]
+    assert expected_calibration_error(labels, values)["ece"] == approx(5.3 / 11)
+    # The same rule with other bin counts: the decimal j/n opens bin j.
+    for n in (4, 5, 8, 20, 100):
+        on_edges = [float(str(Decimal(j) / Decimal(n))) for j in range(n)]
+        idx = [next(i for i, b in enumerate(reliability_bins([1], [v], n_bins=n)) if b["count"]) for v in on_edges]
+        assert idx == list(range(n)), n
+
+
+def test_equal_mass_bins_keep_equal_values_together_whatever_the_order() -> None:
+    # A calibrator that answers 0.5 for all 46 instances, 22 with O1 gold: one bin, |0.5 - 22/46|,
+    # whichever order the instances come in (cut in id order it gave 0.174).
+    labels = [1] * 22 + [2] * 24
+    m = equal_mass_calibration_error(labels, [0.5] * 46)
+    assert m["ece"] == approx(abs(0.5 - 22 / 46))
+    assert (m["n_bins"], [b["count"] for b in m["bins"]]) == (1, [46])
+    shuffled = labels[:]
+    random.Random(3).shuffle(shuffled)
+    assert equal_mass_calibration_error(shuffled, [0.5] * 46)["ece"] == m["ece"]
+    # Six values, four bins asked: array_split would cut 2 | 2 | 1 | 1, inside both runs of equal values;
+    # each cut moves to the end of its run -> {0.2 x 3} and {0.8 x 3}.
+    # Gaps: |0.2 - 1/3| and |0.8 - 2/3|, half the weight each.
+    m = equal_mass_calibration_error([1, 2, 2, 1, 1, 2], [0.2, 0.2, 0.2, 0.8, 0.8, 0.8], n_bins=4)
+    assert [b["count"] for b in m["bins"]] == [3, 3]
+    assert m["ece"] == approx(0.5 * abs(0.2 - 1 / 3) + 0.5 * abs(0.8 - 2 / 3))
+    # Distinct values still make bins of nearly equal size: 5 values, 2 bins -> 3 and 2.
+    assert [b["count"] for b in equal_mass_calibration_error([1] * 5, [0.1, 0.2, 0.3, 0.4, 0.5],
+                                                             n_bins=2)["bins"]] == [3, 2]
 
 
 def test_reliability_bins_empty_bins_and_skips() -> None:

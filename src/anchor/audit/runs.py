@@ -152,16 +152,21 @@ def read_traces(path: Path | str) -> dict[tuple[int, str], dict[int, TraceRecord
 
 def read_predictions(path: Path | str) -> list[Prediction]:
     """The predictions in file order, the later of two lines for the same (run, id) winning."""
+    return [pred for _, pred in read_numbered_predictions(path)]
+
+
+def read_numbered_predictions(path: Path | str) -> list[tuple[int, Prediction]]:
+    """:func:`read_predictions` with the line each prediction was read from (to name it in an error)."""
     path = Path(path)
     if not path.exists():
         return []
-    done: dict[tuple[int, str], Prediction] = {}
+    done: dict[tuple[int, str], tuple[int, Prediction]] = {}
     for n, line in _complete_lines(path):
         try:
             pred = Prediction.model_validate_json(line)
         except ValidationError as exc:
             raise RunIndexError(f"{path}, line {n}: not a prediction record ({_problem(exc)})") from exc
-        done[(pred.run, pred.id)] = pred
+        done[(pred.run, pred.id)] = (n, pred)
     return list(done.values())
 
 

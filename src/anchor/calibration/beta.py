@@ -14,7 +14,22 @@ from typing import Any, ClassVar, Self
 import numpy as np
 from numpy.typing import ArrayLike
 
-from anchor.calibration.contract import EPS, as_outcomes, as_probabilities, fit_soft_logistic, sigmoid
+from anchor.calibration.contract import (
+    EPS,
+    FiniteNumber,
+    NonNegativeNumber,
+    Parameters,
+    as_outcomes,
+    as_probabilities,
+    fit_soft_logistic,
+    sigmoid,
+)
+
+
+class BetaParameters(Parameters):
+    a: NonNegativeNumber
+    b: NonNegativeNumber
+    c: FiniteNumber
 
 
 def _features(p: np.ndarray) -> np.ndarray:
@@ -50,7 +65,8 @@ class BetaCalibrator:
 
     @classmethod
     def from_parameters(cls, params: dict[str, Any]) -> Self:
-        return cls(float(params["a"]), float(params["b"]), float(params["c"]))
+        p = BetaParameters.model_validate(params)
+        return cls(p.a, p.b, p.c)
 
     def describe(self) -> str:
         return f"sigmoid({self.a:.3f} ln p - {self.b:.3f} ln(1-p) {self.c:+.3f})"

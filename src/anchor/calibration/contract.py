@@ -28,16 +28,26 @@ applying it to another model or method can be warned about (:meth:`CalibratorFil
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, Protocol, Self, runtime_checkable
+from typing import Annotated, Any, ClassVar, Literal, Protocol, Self, runtime_checkable
 
 import numpy as np
 from numpy.typing import ArrayLike
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from anchor.llm.errors import AnchorError
 
 CALIBRATOR_SCHEMA_VERSION = 1
 KindName = Literal["platt", "isotonic", "beta", "temperature"]
+#: The data kinds a calibrator can be fitted on (pairwise runs have no per-instance event).
+DataKind = Literal["pairwise", "decision", "factcheck"]
+#: Below this many labelled instances, fit and report say that the figures rest on very little.
+FEW_LABELS = 30
+
+# The numbers of a calibrator file: JSON numbers (not strings, not true/false), finite (a NaN or an
+# infinity read from the file would turn every probability into NaN or a value outside [0, 1]).
+FiniteNumber = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+NonNegativeNumber = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0.0)]
+UnitNumber = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0.0, le=1.0)]
 #: Probabilities are kept this far from 0 and 1 before a log-odds is taken.
 EPS = 1e-6
 #: Inverse strength of the L2 penalty on the slopes of the logistic calibrators (scikit-learn's C).
@@ -152,7 +162,14 @@ def fit_soft_logistic(x: np.ndarray, y: np.ndarray, *, fit_intercept: bool = Tru
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Strict: a count or a version written as "40" or true is not a number; the file is JSON and
+    # `anchor calibrate fit` writes every field with its own type.
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Parameters(_Model):
+    """The parameters of one calibrator kind, as its file holds them: each kind declares its own
+    fields and bounds (:meth:`Calibrator.from_parameters` validates with it)."""
 
 
 class FittedOn(_Model):
@@ -166,6 +183,8 @@ class FittedOn(_Model):
     n: int = Field(ge=1, description="Labelled instances with a probability (over all runs given).")
     n_outcome1: int = Field(ge=0, description="Of those, how many have outcome 1 as the gold outcome.")
     n_unanswered: int = Field(default=0, ge=0, description="Instances left out: unknown (abstained) or failed.")
+    kinds: list[DataKind] = Field(default_factory=list, description=(
+        "The data kinds of the runs (decision, factcheck); empty in files written before it was recorded."))
     small_model: bool = Field(default=False, description="True when the runs used the embedded 135M model.")
     date: str = Field(description="When it was fitted (UTC, ISO 8601).")
     anchor_version: str = ""
@@ -185,15 +204,25 @@ class CalibratorFile(_Model):
     targets: str = Field(default="platt-smoothed", description="The fitting targets (see anchor.calibration).")
     notes: list[str] = Field(default_factory=list)
 
-    def mismatch(self, *, model: str | None, method: str | None) -> str | None:
-        """One line naming both sides when ``model`` or ``method`` differs from the fitted ones; None
-        when both match (or are unknown)."""
+    @field_validator("schema_version")
+    @classmethod
+    def _known_version(cls, value: int) -> int:
+        if value != CALIBRATOR_SCHEMA_VERSION:
+            raise ValueError(f"version {value} is not one this anchor reads (it reads {CALIBRATOR_SCHEMA_VERSION}); "
+                             "fit the calibrator again with this version")
+        return value
+
+    def mismatch(self, *, model: str | None, method: str | None, kind: str | None = None) -> str | None:
+        """One line naming both sides when ``model``, ``method`` or the data ``kind`` (decision,
+        factcheck, pairwise) differs from the fitted ones; None when all match (or are unknown)."""
         f = self.fitted_on
         odd = []
         if model is not None and model != f.model:
             odd.append(f"model {f.model!r}, applied to model {model!r}")
         if method is not None and method != f.method:
             odd.append(f"method {f.method!r}, applied to method {method!r}")
+        if kind is not None and f.kinds and kind not in f.kinds:
+            odd.append(f"{' and '.join(f.kinds)} data, applied to {kind} data")
         if not odd:
             return None
         return f"the {self.kind} calibrator was fitted on " + "; and on ".join(odd) + (

@@ -22,7 +22,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from anchor.audit.runs import natural_key, read_predictions
+from anchor.audit.runs import natural_key, read_numbered_predictions
 from anchor.calibration.contract import CalibratorError, method_label
 from anchor.evaluation.datasets.bundled import bundled_file
 from anchor.evaluation.datasets.factcheck import DatasetWarning
@@ -102,16 +102,31 @@ def load_labelled_run(path: Path | str) -> LabelledRun:
             "fact-checking runs")
     scenarios = _scenarios(path, config)
     use_raw = config.calibrator is not None
+    field = "p_outcome1_raw" if use_raw else "p_outcome1"
+    preds_path = path / "predictions.jsonl"
     instances = []
-    for pred in read_predictions(path / "predictions.jsonl"):
-        if pred.label not in (1, 2) or pred.id not in scenarios or pred.run >= config.runs:
+    for line, pred in read_numbered_predictions(preds_path):
+        if pred.id not in scenarios or pred.run >= config.runs:
             continue
+        where = f"{preds_path}, line {line} ({pred.id}, run {pred.run})"
+        if pred.label not in (1, 2):
+            raise CalibratorError(f"{where}: label {pred.label!r}, where a gold outcome 1 or 2 is needed")
         p = pred.p_outcome1_raw if use_raw else pred.p_outcome1
+        if p is not None and not 0.0 <= p <= 1.0:  # NaN fails both comparisons
+            raise CalibratorError(f"{where}: {field} is {p!r}, not a probability in [0, 1]")
         instances.append(LabelledInstance(run=pred.run, id=pred.id, scenario=scenarios[pred.id], label=pred.label,
                                           p_raw=p, status=pred.status))
     instances.sort(key=lambda i: natural_key(i.run, i.id))
     if not instances:
-        raise CalibratorError(f"{path}: no labelled predictions in predictions.jsonl")
+        raise CalibratorError(f"{preds_path}: no labelled predictions")
+    expected = len(scenarios) * config.runs
+    if len(instances) < expected:
+        # A finished run has a line for every (run, instance), failed ones included: fewer means the file
+        # was cut (or copied half-way), and a calibrator fitted on what is left would not say so.
+        raise CalibratorError(f"{preds_path}: predictions for {len(instances)} of the {expected} (run, instance) "
+                              f"pairs the run scored ({len(scenarios)} instance(s) x {config.runs} run(s)); the file "
+                              "was cut short or is not this run's (rerun `anchor eval` with the same arguments to "
+                              "complete it)")
     return LabelledRun(path=path, config=config, small_model=loaded.metrics.small_model, instances=instances)
 
 

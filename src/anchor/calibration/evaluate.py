@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from anchor.calibration.contract import CalibratorError
+from anchor.calibration.contract import FEW_LABELS, CalibratorError
 from anchor.calibration.data import LabelledInstance, LabelledRun
 from anchor.calibration.folds import DEFAULT_FOLDS, fold_count, scenario_folds
 from anchor.calibration.registry import KINDS, make_calibrator
@@ -130,6 +130,10 @@ def evaluate_group(runs: Sequence[LabelledRun], folds: dict[str, int], tags: dic
     if not answered:
         result.notes.append("No instance was answered: there is nothing to calibrate.")
         return result
+    if len(answered) < FEW_LABELS:
+        result.notes.append(f"Only {len(answered)} answered instance(s): every calibrator here is fitted on fewer "
+                            "still (the other folds), so these held-out figures rest on very little and swing "
+                            "from fold to fold.")
     outcomes = {m.item.outcome1 for m in answered}
     if len(outcomes) == 1:
         which = "outcome 1" if outcomes == {1} else "outcome 2"

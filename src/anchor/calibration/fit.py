@@ -14,12 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from anchor import __version__
-from anchor.calibration.contract import CalibratorError, CalibratorFile, FittedOn
+from anchor.calibration.contract import FEW_LABELS, CalibratorError, CalibratorFile, FittedOn
 from anchor.calibration.data import LabelledRun, load_labelled_run
 from anchor.calibration.registry import make_calibrator
-
-#: Below this many labelled instances the file carries a note that the fit rests on very little.
-FEW_LABELS = 30
 
 
 def load_runs(run_dirs: Sequence[Path | str]) -> list[LabelledRun]:
@@ -72,6 +69,6 @@ def fit_calibrator(run_dirs: Sequence[Path | str], kind: str) -> CalibratorFile:
     fitted_on = FittedOn(
         runs=[str(r.path) for r in runs], datasets=list(dict.fromkeys(r.dataset for r in runs)), method=first.method,
         model=first.model, backend=first.config.llm.get("backend"), n=len(y), n_outcome1=n1,
-        n_unanswered=unanswered, small_model=small, date=datetime.now(UTC).isoformat(timespec="seconds"),
+        n_unanswered=unanswered, kinds=sorted({r.config.kind for r in runs}), small_model=small, date=datetime.now(UTC).isoformat(timespec="seconds"),
         anchor_version=__version__)
     return CalibratorFile(kind=kind, parameters=calibrator.parameters(), fitted_on=fitted_on, notes=notes)

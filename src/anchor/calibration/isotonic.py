@@ -13,8 +13,34 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
+from pydantic import Field, model_validator
 
-from anchor.calibration.contract import CalibratorError, as_outcomes, as_probabilities, smoothed_targets
+from anchor.calibration.contract import (
+    CalibratorError,
+    Parameters,
+    UnitNumber,
+    as_outcomes,
+    as_probabilities,
+    smoothed_targets,
+)
+
+
+class IsotonicParameters(Parameters):
+    """Breakpoints (x, y) of a non-decreasing map of [0, 1] into [0, 1]: x increasing, y never decreasing."""
+
+    x: list[UnitNumber] = Field(min_length=1)
+    y: list[UnitNumber] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _a_monotone_map(self) -> IsotonicParameters:
+        if len(self.x) != len(self.y):
+            raise ValueError(f"x and y must be of the same length (got {len(self.x)} and {len(self.y)})")
+        for i in range(1, len(self.x)):
+            if not self.x[i] > self.x[i - 1]:
+                raise ValueError(f"x must increase: x[{i}] = {self.x[i]!r} after x[{i - 1}] = {self.x[i - 1]!r}")
+            if self.y[i] < self.y[i - 1]:
+                raise ValueError(f"y must not decrease: y[{i}] = {self.y[i]!r} after y[{i - 1}] = {self.y[i - 1]!r}")
+        return self
 
 
 class IsotonicCalibrator:
@@ -46,7 +72,8 @@ class IsotonicCalibrator:
 
     @classmethod
     def from_parameters(cls, params: dict[str, Any]) -> Self:
-        return cls(list(params["x"]), list(params["y"]))
+        p = IsotonicParameters.model_validate(params)
+        return cls(p.x, p.y)
 
     def describe(self) -> str:
         return f"step function with {len(self.x)} breakpoints"

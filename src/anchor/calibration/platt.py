@@ -11,7 +11,20 @@ from typing import Any, ClassVar, Self
 import numpy as np
 from numpy.typing import ArrayLike
 
-from anchor.calibration.contract import as_outcomes, as_probabilities, fit_soft_logistic, logit, sigmoid
+from anchor.calibration.contract import (
+    FiniteNumber,
+    Parameters,
+    as_outcomes,
+    as_probabilities,
+    fit_soft_logistic,
+    logit,
+    sigmoid,
+)
+
+
+class PlattParameters(Parameters):
+    slope: FiniteNumber
+    intercept: FiniteNumber
 
 
 class PlattCalibrator:
@@ -35,7 +48,8 @@ class PlattCalibrator:
 
     @classmethod
     def from_parameters(cls, params: dict[str, Any]) -> Self:
-        return cls(float(params["slope"]), float(params["intercept"]))
+        p = PlattParameters.model_validate(params)
+        return cls(p.slope, p.intercept)
 
     def describe(self) -> str:
         return f"sigmoid({self.slope:.3f} * logit(p) {self.intercept:+.3f})"

@@ -43,10 +43,13 @@ class FileCalibrator:
         self.file = file
         self.path = path
         self.sha256 = sha256
+        where = f"{path}: " if path else ""
         try:
             self.calibrator = KINDS[file.kind].from_parameters(file.parameters)
+        except ValidationError as exc:
+            raise CalibratorError(f"{where}{_problem(exc, 'parameters')} (the {file.kind} calibrator's parameters "
+                                  "are unusable)") from None
         except (KeyError, TypeError, ValueError) as exc:
-            where = f"{path}: " if path else ""
             raise CalibratorError(f"{where}parameters of the {file.kind} calibrator are unusable ({exc})") from None
 
     @property
@@ -54,10 +57,14 @@ class FileCalibrator:
         return self.file.kind
 
     def calibrate(self, p: float) -> float:
-        return float(self.calibrator.predict([p])[0])
+        q = float(self.calibrator.predict([p])[0])
+        if not 0.0 <= q <= 1.0:  # NaN included; validated parameters never get here
+            raise CalibratorError(f"{self.path or 'the calibrator'}: the {self.kind} calibrator mapped P(O1) = {p!r} "
+                                  f"to {q!r}, not a probability")
+        return q
 
-    def mismatch(self, *, model: str | None, method: str | None) -> str | None:
-        return self.file.mismatch(model=model, method=method)
+    def mismatch(self, *, model: str | None, method: str | None, kind: str | None = None) -> str | None:
+        return self.file.mismatch(model=model, method=method, kind=kind)
 
     def describe(self) -> dict[str, object]:
         """What a run records about the calibrator it applied (config.json)."""
@@ -79,11 +86,20 @@ def read_calibrator(path: Path | str, what: str = "--calibrator") -> FileCalibra
     try:
         file = CalibratorFile.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err.get("loc", ())) or "(top level)"
         raise CalibratorError(f"{what} {path}: not a calibrator file written by `anchor calibrate fit` "
-                              f"({field}: {err.get('msg')})") from None
-    return FileCalibrator(file, path, hashlib.sha256(raw).hexdigest())
+                              f"({_problem(exc)})") from None
+    try:
+        return FileCalibrator(file, path, hashlib.sha256(raw).hexdigest())
+    except CalibratorError as exc:
+        raise CalibratorError(f"{what} {exc}") from None
+
+
+def _problem(exc: ValidationError, prefix: str = "") -> str:
+    """The first problem of ``exc`` as ``field.path: message (got value)``."""
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in (prefix, *err.get("loc", ())) if p != "") or "(top level)"
+    got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict | list) else ""
+    return f"{field}: {err.get('msg')}{got}"
 
 
 def write_calibrator(file: CalibratorFile, path: Path | str) -> Path:

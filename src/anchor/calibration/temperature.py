@@ -14,7 +14,19 @@ from typing import Any, ClassVar, Self
 import numpy as np
 from numpy.typing import ArrayLike
 
-from anchor.calibration.contract import as_outcomes, as_probabilities, fit_soft_logistic, logit, sigmoid
+from anchor.calibration.contract import (
+    NonNegativeNumber,
+    Parameters,
+    as_outcomes,
+    as_probabilities,
+    fit_soft_logistic,
+    logit,
+    sigmoid,
+)
+
+
+class TemperatureParameters(Parameters):
+    inverse_temperature: NonNegativeNumber
 
 
 class TemperatureCalibrator:
@@ -41,7 +53,7 @@ class TemperatureCalibrator:
 
     @classmethod
     def from_parameters(cls, params: dict[str, Any]) -> Self:
-        return cls(float(params["inverse_temperature"]))
+        return cls(TemperatureParameters.model_validate(params).inverse_temperature)
 
     def describe(self) -> str:
         return f"sigmoid(logit(p) / {self.temperature:.3f})"

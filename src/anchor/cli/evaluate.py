@@ -43,7 +43,7 @@ from anchor.config import ABLATIONS, AnchorConfig
 from anchor.evaluation.datasets import DATASET_NAMES
 from anchor.evaluation.datasets.sampling import SampleError, parse_sample_size
 from anchor.evaluation.methods import METHODS
-from anchor.evaluation.results import RunConfig
+from anchor.evaluation.results import MetricsReport, RunConfig
 from anchor.files import check_directory
 from anchor.secrets import redact_argv
 
@@ -205,16 +205,25 @@ def eval_command(
                       f"{t.wall_seconds:.1f} s ({t.request_seconds:.1f} s summed over requests)"
                       + (f"; {t.interrupted} more interrupted by a kill (outcome unknown)" if t.interrupted else ""))
         n_pred = metrics.n_instances * metrics.n_runs
-        if metrics.n_abstained or metrics.fallback:
-            out.print(f"unknown: {metrics.n_abstained} of {n_pred} prediction(s)" + (
-                f"; {metrics.method} said unknown for {metrics.n_fallback} more, which {metrics.fallback} answered"
-                if metrics.fallback else ""))
+        unknown = metrics.n_unknown if metrics.n_unknown is not None else metrics.n_abstained + metrics.n_failed
+        if unknown or metrics.fallback:
+            out.print(f"unknown: {unknown} of {n_pred} prediction(s) without a decision, as metrics.json's "
+                      f"runs[].unknown counts them: {unknown_parts(metrics, unknown)}" + (
+                          f"; {metrics.method} said unknown for {metrics.n_fallback} more, which {metrics.fallback} "
+                          "answered" if metrics.fallback else ""))
         if metrics.n_failed:
             out.print(f"[yellow]{metrics.n_failed} prediction(s) failed; run the same command again to retry "
                       "them[/yellow]")
         for note in metrics.notes:
             out.print(f"[bright_black]note: {escape(note)}[/bright_black]", highlight=False)
         out.print(f"[bold]wrote[/bold] {out_dir}/metrics.json  (render with: anchor report {out_dir})")
+
+
+def unknown_parts(metrics: MetricsReport, unknown: int) -> str:
+    """What the unknown predictions are: abstained, failed and (decision data) ties at exactly 0.5."""
+    ties = unknown - metrics.n_abstained - metrics.n_failed
+    return f"{metrics.n_abstained} abstained, {metrics.n_failed} failed" + (
+        f", {ties} a tie at exactly 0.5" if ties > 0 else "")
 
 
 def report_command(

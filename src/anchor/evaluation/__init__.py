@@ -11,7 +11,8 @@ One folder per job, each with its contract beside its implementations:
 * :mod:`.report`: ``report.md``'s tables, and each of its figures in a module of its own;
 * :mod:`.cost`: which scenario each request served, and ``anchor cost``'s comparison of two runs.
 
-Beside them: :mod:`.results` (the typed files of a run directory, which every folder reads) and
-:mod:`.metrics` (F1, accuracy, balanced accuracy, calibration). Imports run one way: datasets and
+Beside them: :mod:`.results` (the typed files of a run directory, which every folder reads),
+:mod:`.metrics` (F1, accuracy, balanced accuracy, calibration) and :mod:`.scores` (a run's scores
+from its predictions, for ``metrics.json`` and for the report). Imports run one way: datasets and
 results at the bottom, then methods, then runner; report and cost read what a run wrote.
 """

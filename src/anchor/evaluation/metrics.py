@@ -12,6 +12,10 @@ Conventions shared by every function here:
 * Empty inputs and sequences of different lengths raise ``ValueError``.
 * Comparisons are exact unless a tolerance is passed: a difference of one ulp decides a
   pairwise comparison, and only exactly 0.5 is a tie in a decision.
+* Calibration bins do not depend on float accidents or on row order. Equal-width bin ``b`` of
+  ``n`` is [b/n, (b+1)/n) with each edge the correctly rounded ``b / n``: a value on an edge (an
+  answer of exactly 0.3 with ten bins) goes to the bin above it, and 1.0 to the last bin.
+  Equal-mass bins never split equal values.
 
 scikit-learn computes the F1 scores, balanced accuracy and Brier score; it is always called with
 ``zero_division=0`` (or with its warnings silenced where it has no such switch) so that degenerate
@@ -35,6 +39,7 @@ import numpy as np
 __all__ = [
     "brier_score",
     "decision_accuracy",
+    "equal_mass_bins",
     "equal_mass_calibration_error",
     "expected_calibration_error",
     "factcheck_metrics",
@@ -267,10 +272,40 @@ def _check_bins(n_bins: int) -> int:
 
 
 def _bin_of(values: np.ndarray, n_bins: int) -> tuple[np.ndarray, np.ndarray]:
-    """Equal-width bins on [0, 1]: [lo, hi) each, the last one closed at 1."""
-    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    """Equal-width bins on [0, 1]: bin ``b`` is [b/n, (b+1)/n), the last one closed at 1.
+
+    The edges are ``b / n`` each computed by one correctly rounded division, which is the float a
+    decimal such as ``0.3`` is read as, so a value on an edge is compared with that edge exactly and
+    goes to the bin above it, for every edge alike. (``np.linspace`` builds its edges by repeated
+    addition instead: its 0.30000000000000004 put an answer of exactly 0.3 in the bin below while
+    0.2 and 0.4 went above.)
+    """
+    edges = np.arange(n_bins + 1, dtype=float) / n_bins
     idx = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, n_bins - 1)
     return idx, edges
+
+
+def equal_mass_bins(values: np.ndarray, n_bins: int) -> list[np.ndarray]:
+    """Indices of ``values`` in bins of (nearly) equal counts that never split equal values.
+
+    The values are sorted and cut where ``numpy.array_split`` would cut ``min(n_bins, n)`` groups
+    whose sizes differ by at most one; a cut that falls inside a run of equal values moves to the
+    end of that run, so equal values always share one bin (and there may be fewer bins, some
+    larger). The bins depend on the values only, never on the order they came in.
+    """
+    order = np.argsort(values, kind="stable")
+    ranked = values[order]
+    n = int(values.size)
+    k = min(n_bins, n)
+    size, extra = divmod(n, k)
+    cuts: list[int] = []
+    for i in range(1, k):
+        cut = i * size + min(i, extra)
+        if ranked[cut] == ranked[cut - 1]:
+            cut = int(np.searchsorted(ranked, ranked[cut - 1], side="right"))
+        if cut < n and (not cuts or cut > cuts[-1]):
+            cuts.append(cut)
+    return np.split(order, cuts)
 
 
 def brier_score(labels: Sequence[int], p: Sequence[float | None]) -> dict[str, Any]:
@@ -310,7 +345,8 @@ def reliability_bins(
 ) -> list[dict[str, Any]]:
     """Reliability diagram data: one dict per equal-width bin of P(outcome1), empty bins included.
 
-    Each dict has ``bin`` (index), ``lo``, ``hi`` (edges; a bin is [lo, hi), the last one [lo, 1]),
+    Each dict has ``bin`` (index), ``lo``, ``hi`` (edges; a bin is [lo, hi), the last one [lo, 1];
+    a value equal to an edge, as the float that edge's decimal is read as, is in the bin above it),
     ``count``, ``mean_confidence`` (mean P(outcome1) in the bin) and ``observed_frequency`` (share
     of label 1 in the bin); both are None for an empty bin. Unknowns are skipped; how many is
     ``len(p) - sum(count)`` (also reported by :func:`expected_calibration_error`).
@@ -359,9 +395,9 @@ def equal_mass_calibration_error(
 ) -> dict[str, Any]:
     """ECE of P(outcome1) over bins of (nearly) equal counts instead of equal width.
 
-    The known probabilities are sorted (stably, so ties keep their input order) and cut into
-    ``min(n_bins, n)`` consecutive groups whose sizes differ by at most one (``numpy.array_split``);
-    tied values may fall on both sides of a cut. ECE is then the count-weighted mean of
+    The known probabilities are binned by :func:`equal_mass_bins`: up to ``n_bins`` consecutive groups
+    of the sorted values whose sizes differ by at most one, except that equal values are never split
+    (a method that answers 0.5 everywhere gets one bin). ECE is then the count-weighted mean of
     |mean confidence - observed frequency| over the groups, as in :func:`expected_calibration_error`.
     Unknowns are skipped. Returns ``ece`` (None when every instance is unknown), ``n``, ``n_skipped``,
     ``n_bins`` (the bins used) and ``bins`` (count, mean_confidence, observed_frequency of each).
@@ -370,10 +406,9 @@ def equal_mass_calibration_error(
     events, values, skipped = _calibration_inputs(labels, p)
     if events.size == 0:
         return {"ece": None, "n": 0, "n_skipped": skipped, "n_bins": 0, "bins": []}
-    order = np.argsort(values, kind="stable")
     bins = []
     ece = 0.0
-    for chunk in np.array_split(order, min(k, events.size)):
+    for chunk in equal_mass_bins(values, k):
         conf, freq = float(values[chunk].mean()), float(events[chunk].mean())
         bins.append({"count": int(chunk.size), "mean_confidence": conf, "observed_frequency": freq})
         ece += chunk.size / events.size * abs(conf - freq)

@@ -201,7 +201,12 @@ class MetricsReport(_Model):
     n_failed: int = Field(default=0, description="Predictions the run could not make (over all runs); they count "
                                                  "as unknown in the metrics and are retried when the command is "
                                                  "run again.")
-    n_abstained: int = Field(default=0, description="Predictions where the method answered 'unknown'.")
+    n_abstained: int = Field(default=0, description="Predictions where the method answered 'unknown' (failed "
+                                                    "ones not included: they are n_failed).")
+    n_unknown: int | None = Field(default=None, description=(
+        "Predictions (over all runs) without a decision, as the headline metrics count them: the abstained, the "
+        "failed and, on decision data, a tie at exactly 0.5; the sum of runs[].unknown, each run also saying how "
+        "many of them abstained and failed. None in reports written before it was recorded."))
     stage: str | None = None
     n_fallback: int = Field(default=0, description="Predictions where the method said 'unknown' and its fallback "
                                                    "method (MethodSpec.fallback) answered instead.")

@@ -18,7 +18,8 @@ bold at the top, because their numbers only show that the pipeline runs; the Fac
 oracle (†) and is flagged as an unfair comparison; direct-decision baselines carry ⋆ as in the paper; the
 bundled ExpertQA set, an approximation of the paper's, carries ‡ and its caveat wherever its numbers appear.
 
-One module per part: :mod:`.loading` reads a run directory; :mod:`.runs` names the runs;
+One module per part: :mod:`.loading` reads a run directory; :mod:`.shared` scores the runs of one dataset on the
+instances they all scored, when they scored different ones; :mod:`.runs` names the runs;
 :mod:`.names` and :mod:`.markdown` hold the paper's names, the marks and the cell formats;
 :mod:`.tables` the header, runs, Tables 1-3 and calibration; :mod:`.transplant` Table 4;
 :mod:`.cost_table` the cost section; :mod:`.cost_plot` and :mod:`.reliability_plot` one figure each;

@@ -12,6 +12,7 @@ from anchor.evaluation.report.loading import ReportError, load_run
 from anchor.evaluation.report.names import display_name
 from anchor.evaluation.report.reliability_plot import plot_reliability
 from anchor.evaluation.report.runs import ReportedRun, global_labels, unique_tags
+from anchor.evaluation.report.shared import on_shared_instances
 from anchor.evaluation.report.tables import (
     ablation_section,
     calibration_section,
@@ -42,7 +43,9 @@ def build_report(dirs: Sequence[Path], out_dir: Path) -> ReportResult:
     """Load every run directory, write ``out_dir/report.md`` and the PNG plots, and return what was written.
 
     Directories may mix kinds (pairwise, decision, factcheck), datasets and models; the same directory given
-    twice is reported once. Raises :class:`ReportError` when no directory is given or one cannot be loaded.
+    twice is reported once. Runs of one kind and dataset that scored different instances are scored on the
+    instances they share (:mod:`.shared`). Raises :class:`ReportError` when no directory is given, one cannot
+    be loaded, or runs of one dataset cannot stand side by side (other data, no instance in common).
     """
     if not dirs:
         raise ReportError("no run directories given; pass one or more directories written by `anchor eval`")
@@ -53,14 +56,16 @@ def build_report(dirs: Sequence[Path], out_dir: Path) -> ReportResult:
         if key not in seen:
             seen.add(key)
             unique.append(Path(d))
-    loaded = [load_run(d) for d in unique]
+    loaded, shared = on_shared_instances([load_run(d) for d in unique])
+    shared_by_group = {(s.kind, s.dataset): s for s in shared}
     tags = unique_tags([lr.path.resolve() for lr in loaded])
     runs: list[ReportedRun] = []
     for lr, tag in zip(loaded, tags, strict=True):
         name = display_name(lr.metrics.method, lr.metrics.ablations or lr.config.ablations, lr.metrics.oracle)
         if lr.metrics.stage or lr.config.stage:
             name += f" [{lr.metrics.stage or lr.config.stage}]"
-        runs.append(ReportedRun(loaded=lr, tag=tag, name=name))
+        runs.append(ReportedRun(loaded=lr, tag=tag, name=name,
+                                shared=shared_by_group.get((lr.config.kind, lr.config.dataset))))
     glabels = global_labels(runs)
 
     out = Path(out_dir)

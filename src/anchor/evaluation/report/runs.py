@@ -19,6 +19,7 @@ from anchor.evaluation.report.names import (
     METHOD_ORDER,
     SMALL_MARK,
 )
+from anchor.evaluation.report.shared import SharedInstances
 from anchor.evaluation.results import MetricsReport
 
 
@@ -29,6 +30,9 @@ class ReportedRun:
     loaded: LoadedRun
     tag: str  # unique short name of the directory
     name: str  # paper-style method name with ⋆ / † marks and the ablation variant
+    shared: SharedInstances | None = None
+    """Set when the runs of this run's (kind, dataset) scored different instances: its scores in the report are
+    then over the instances they share (metrics.json's cost figures stay its own)."""
 
     @property
     def m(self) -> MetricsReport:
@@ -102,6 +106,19 @@ class ReportedRun:
         variant = tuple(ABLATION_ORDER.index(a) if a in ABLATION_ORDER else len(ABLATION_ORDER)
                         for a in self.ablations)
         return (order, 0 if self.ablations else 1, variant, self.model, self.tag)
+
+
+def shared_line(runs: Sequence[ReportedRun]) -> str | None:
+    """One sentence saying on which instances the scores of ``runs`` (one kind and dataset, or a part
+    of one) are given, when their runs scored different instances; None when each scored the same."""
+    shared = next((r.shared for r in runs if r.shared is not None), None)
+    if shared is None:
+        return None
+    tags = {r.loaded.path.resolve(): r.tag for r in runs}
+    own = {p: n for p, n in shared.own.items() if p in tags}
+    return (f"Scored on the {shared.n_shared} instance(s) of {shared.dataset} that every run of it in this report "
+            f"scored, not on each run's own ({', '.join(f'`{tags[p]}` {n}' for p, n in own.items())}): runs of "
+            "different instances do not stand side by side. metrics.json holds each run's scores on its own.")
 
 
 def unique_tags(paths: Sequence[Path]) -> list[str]:

@@ -22,7 +22,7 @@ from anchor.evaluation.report.names import (
     SMALL_MARK,
     SMALL_WARNING,
 )
-from anchor.evaluation.report.runs import ReportedRun, row_labels
+from anchor.evaluation.report.runs import ReportedRun, row_labels, shared_line
 
 
 def header_section(runs: Sequence[ReportedRun]) -> list[str]:
@@ -48,6 +48,9 @@ def header_section(runs: Sequence[ReportedRun]) -> list[str]:
     for dataset in sorted({r.dataset for r in runs if r.dataset in APPROXIMATE_DATASETS}):
         lines.append(f"**{APPROX_MARK} {APPROXIMATE_DATASETS[dataset]}**")
         lines.append("")
+    for kind, dataset in dict.fromkeys((r.kind, r.dataset) for r in runs if r.shared is not None):
+        line = shared_line([r for r in runs if (r.kind, r.dataset) == (kind, dataset)])
+        lines += [f"**{dataset} ({kind}): {line}**", ""]
     if any(r.oracle for r in runs):
         lines.append(f"**{ORACLE_MARK} Factor-based is an oracle baseline: it is handed the gold-aligned "
                      "factor, information no real method has. Its numbers are an unfair upper reference, "
@@ -64,12 +67,13 @@ def runs_section(runs: Sequence[ReportedRun]) -> list[str]:
         spaces = str(r.loaded.config.spaces) if spec is not None and spec.per_scenario_artefact else DASH
         rows.append([r.tag, r.kind, r.dataset_label, r.name, r.model_cell, str(r.m.n_instances), str(r.m.n_runs), spaces,
                      str(r.m.n_abstained), str(r.m.n_failed)])
-    lines += md_table(["Directory", "Kind", "Dataset", "Method", "Model", "Instances", "Runs", "Spaces", "Unknown",
+    lines += md_table(["Directory", "Kind", "Dataset", "Method", "Model", "Instances", "Runs", "Spaces", "Abstained",
                      "Failed"], rows, ["l", "l", "l", "l", "l", "r", "r", "l", "r", "r"])
-    if any(r.m.n_failed for r in runs):
-        lines += ["", "Unknown counts predictions where the method abstained; Failed counts predictions the run "
-                      "could not make (no usable answer from the LLM, or the server unreachable). Both count as "
-                      "unknown in the metrics; failed ones are retried when `anchor eval` is run again."]
+    if any(r.m.n_failed or r.m.n_abstained for r in runs):
+        lines += ["", "Abstained counts predictions where the method said 'unknown'; Failed counts predictions the "
+                      "run could not make (no usable answer from the LLM, or the server unreachable). Both are "
+                      "unknown in the metrics (metrics.json's runs[].unknown counts them together); failed ones "
+                      "are retried when `anchor eval` is run again."]
     fallback = [r for r in runs if r.m.fallback]
     if fallback:
         lines += ["", "Fallbacks (the method said 'unknown' and another answered, as the paper does for BIRD on "
@@ -108,6 +112,8 @@ def pairwise_section(runs: Sequence[ReportedRun]) -> list[str]:
         group = sorted((r for r in pair if r.dataset == dataset), key=ReportedRun.sort_key)
         labels = row_labels(group, lambda r: (r.name, r.model))
         lines += [f"### {dataset}", ""]
+        if (line := shared_line(group)) is not None:
+            lines += [line, ""]
         header = ["Method", "Model", *(title for _, title in PAIRWISE_F1), "Coverage", "Runs"]
         rows = [[labels[id(r)], r.model_cell, *(r.cell(k) for k, _ in PAIRWISE_F1),
                  r.cell("coverage", percent=True), str(r.m.n_runs)] for r in group]
@@ -144,8 +150,10 @@ def decision_section(runs: Sequence[ReportedRun]) -> list[str]:
         key = (labels[id(r)], r.model_cell)
         rows_by_key.setdefault(key, {})[(r.kind, r.dataset)] = r
         order.setdefault(key, r.sort_key())
+    shared = {col: next((r.shared for r in dec if (r.kind, r.dataset) == col and r.shared), None) for col in columns}
     header = ["Method", "Model"] + [
-        f"{ds}{APPROX_MARK if ds in APPROXIMATE_DATASETS else ''} ({'bal. acc.' if kind == 'factcheck' else 'acc.'})"
+        f"{ds}{APPROX_MARK if ds in APPROXIMATE_DATASETS else ''} ({'bal. acc.' if kind == 'factcheck' else 'acc.'}"
+        + (f", {s.n_shared} shared instances" if (s := shared[(kind, ds)]) else "") + ")"
         for kind, ds in columns
     ]
     rows = []
@@ -180,6 +188,8 @@ def decision_section(runs: Sequence[ReportedRun]) -> list[str]:
     notes.append("Cells are mean ± sample std over the runs (no ± with a single run); an empty cell means "
                  f"the method was not run on that dataset, {DASH} that it has no value; 'cov.' is shown when "
                  "some instances got no probability.")
+    notes += [line for col in columns if shared[col]
+              and (line := shared_line([r for r in dec if (r.kind, r.dataset) == col])) is not None]
     notes += _marks_footnotes(dec)
     lines += [f"- {n}" for n in notes]
     lines.append("")
@@ -229,6 +239,8 @@ def ablation_section(runs: Sequence[ReportedRun]) -> list[str]:
         small = f" {SMALL_MARK}" if any(r.small for r in group) else ""
         approx = APPROX_MARK if dataset in APPROXIMATE_DATASETS else ""
         lines += [f"### {dataset}{approx} — {model}{small}", ""]
+        if (line := shared_line(group)) is not None:
+            lines += [line, ""]
         lines += md_table(header, rows)
         lines.append("")
         lines.append(f"- Δ = variant mean minus the full model's mean ({METRIC_WORDS[metric]}), from "
@@ -267,6 +279,8 @@ def calibration_section(runs: Sequence[ReportedRun], glabels: dict[int, str]) ->
             extra += f", {skipped} unknown skipped"
         if c.get("event"):
             extra += f"; event: {c['event']}"
+        if r.shared is not None:
+            extra += f"; on the {r.shared.n_shared} instance(s) of {r.dataset} every run of it scored"
         lines.append(f"- {glabels[id(r)]}: {', '.join(parts)} ({extra})")
     lines += ["", "Lower is better for both. Unknowns are left out, so a method that abstains often is "
               "scored on fewer, possibly easier, instances. With few instances per bin (and pairwise data, "

@@ -180,7 +180,7 @@ class EvalRunner:
             if self.calibrator is not None:
                 c = self.config
                 mismatch = self.calibrator.mismatch(model=c.llm["model"],
-                                                    method=method_label(c.method, c.stage, c.ablations))
+                                                    method=method_label(c.method, c.stage, c.ablations), kind=c.kind)
                 if mismatch:
                     warnings.warn(CalibratorMismatchWarning(mismatch), stacklevel=2)
             if self.estimator_settings is not None:
@@ -285,7 +285,8 @@ class EvalRunner:
             return
         self._last_tick = now
         total = self.client.ledger.tally() if self.client else StageCost(stage="total")
-        info: dict[str, object] = {"unknown": self._counts["unknown"], "failed": self._counts["failed"],
+        # The failed predictions are among the unknown ones (as in metrics.json's runs[].unknown).
+        info: dict[str, object] = {"unknown": f"{self._counts['unknown']} ({self._counts['failed']} failed)",
                                    "calls": total.llm_calls, "cached": total.cache_hits,
                                    "tokens": total.prompt_tokens + total.completion_tokens}
         if self._retry:

@@ -20,18 +20,9 @@ from anchor.evaluation.datasets.sampling import SampleRecord
 from anchor.evaluation.datasets.selection import data_summary, sample_summary
 from anchor.evaluation.methods.artefacts import ArtefactStore, reused_artefacts
 from anchor.evaluation.methods.contract import MethodSpec
-from anchor.evaluation.metrics import (
-    brier_score,
-    decision_accuracy,
-    expected_calibration_error,
-    factcheck_metrics,
-    mean_std,
-    pairwise_metrics,
-    pairwise_prediction,
-    reliability_bins,
-)
-from anchor.evaluation.results import METRIC_KEYS, CostSummary, MetricsReport, Prediction, RunConfig
+from anchor.evaluation.results import CostSummary, MetricsReport, Prediction, RunConfig
 from anchor.evaluation.runner.config import default_build_params
+from anchor.evaluation.scores import score_runs
 from anchor.llm.ledger import CallRecord, merge_costs, summarize
 from anchor.llm.ledger import total as ledger_total
 from anchor.pipeline import AnchorConfig
@@ -62,81 +53,9 @@ class RunScorer:
         """The report of the predictions ``done`` of ``instances`` (by (run, id)), costed from ``calls``."""
         c = self.config
         ids = [inst.id for inst in instances]
-        runs: list[dict[str, Any]] = []
-        cal_labels: list[int] = []
-        cal_probs: list[float | None] = []
-        per_run_cal: list[tuple[float | None, float | None]] = []
-        for r in range(c.runs):
-            preds = [done[(r, i)] for i in ids if (r, i) in done]
-            entry: dict[str, Any] = {"run": r, "seed": c.seed + r, "n": len(preds),
-                                     "unknown": sum(p.unknown for p in preds),
-                                     "failed": sum(p.status == "failed" for p in preds)}
-            labels: list[int] = []
-            probs: list[float | None] = []
-            if c.kind == "pairwise":
-                human = [p.human for p in preds]
-                if self.spec.pairwise_only:
-                    all_pred = covered = [p.choice for p in preds]
-                else:
-                    all_pred = [pairwise_prediction(p.p_gold_1, p.p_gold_2, unknown_as=0.5) for p in preds]
-                    covered = [pairwise_prediction(p.p_gold_1, p.p_gold_2) for p in preds]
-                    for p in preds:
-                        for pg in (p.p_gold_1, p.p_gold_2):
-                            labels.append(p.gold)
-                            probs.append(None if pg is None else (pg if p.gold == 1 else 1.0 - pg))
-                m_all = pairwise_metrics(human, all_pred)
-                m_cov = pairwise_metrics(human, covered)
-                entry.update({k: m_all[k] for k in METRIC_KEYS["pairwise"]})
-                entry["coverage"] = m_cov["coverage"]
-                entry["covered"] = {k: m_cov[k] for k in ("f1_context1", "f1_context2", "f1_same", "f1_micro")}
-                entry["n_covered"] = m_cov["n_covered"]
-            else:
-                labels = [p.label for p in preds]
-                probs = [p.p_outcome1 for p in preds]
-                if c.kind == "factcheck":
-                    m = factcheck_metrics(labels, probs, threshold=c.decision_threshold)
-                else:
-                    m = decision_accuracy(labels, probs)
-                entry.update({k: m.get(k) for k in METRIC_KEYS[c.kind]})
-            if labels:
-                b = brier_score(labels, probs)
-                e = expected_calibration_error(labels, probs)
-                per_run_cal.append((b["brier"], e["ece"]))
-                entry["brier"], entry["ece"] = b["brier"], e["ece"]
-                cal_labels.extend(labels)
-                cal_probs.extend(probs)
-            runs.append(entry)
-
-        keys = list(METRIC_KEYS[c.kind])
-        flat_runs = [dict(r) for r in runs]
-        if c.kind == "pairwise":
-            for fr in flat_runs:
-                for k, v in fr.get("covered", {}).items():
-                    fr[f"covered_{k}"] = v
-            keys += ["covered_f1_context1", "covered_f1_context2", "covered_f1_same", "covered_f1_micro"]
-        mean: dict[str, float | None] = {}
-        std: dict[str, float | None] = {}
-        for k in keys:
-            vals = [v for v in (fr.get(k) for fr in flat_runs) if v is not None]
-            if vals:
-                mean[k], std[k] = mean_std(vals)
-            else:
-                mean[k] = std[k] = None
-
-        calibration = None
-        if cal_labels:
-            briers = [b for b, _ in per_run_cal if b is not None]
-            eces = [e for _, e in per_run_cal if e is not None]
-            bins = reliability_bins(cal_labels, cal_probs)
-            calibration = {
-                "event": "outcome1" if c.kind != "pairwise" else "the gold outcome, per condition (as P(outcome1))",
-                "brier": sum(briers) / len(briers) if briers else None,
-                "ece": sum(eces) / len(eces) if eces else None,
-                "n_skipped": sum(1 for p in cal_probs if p is None),
-                "reliability": [{"lo": b["lo"], "hi": b["hi"], "count": b["count"],
-                                 "mean_confidence": b["mean_confidence"], "observed": b["observed_frequency"]}
-                                for b in bins],
-            }
+        scores = score_runs(c.kind, [(r, c.seed + r, [done[(r, i)] for i in ids if (r, i) in done])
+                                     for r in range(c.runs)],
+                            pairwise_only=self.spec.pairwise_only, threshold=c.decision_threshold)
 
         final = [done[(r, i)] for r in range(c.runs) for i in ids if (r, i) in done]
         failed = [p for p in final if p.status == "failed"]
@@ -158,12 +77,13 @@ class RunScorer:
         small = not llm.get("base_url")
         return MetricsReport(
             dataset=c.dataset, kind=c.kind, method=c.method, ablations=list(c.ablations), llm=llm, small_model=small,
-            oracle=self.spec.oracle, n_instances=len(ids), n_runs=c.runs, scope=self._scope(), runs=runs,
-            mean=mean, std=std, n_failed=len(failed), n_abstained=len(abstained),
+            oracle=self.spec.oracle, n_instances=len(ids), n_runs=c.runs, scope=self._scope(), runs=scores.runs,
+            mean=scores.mean, std=scores.std, n_failed=len(failed), n_abstained=len(abstained),
+            n_unknown=sum(p.unknown for p in final),
             failures=[{"run": p.run, "id": p.id, "reason": p.error} for p in failed[:MAX_LISTED_FAILURES]],
-            calibration=calibration, cost=cost, cost_scope=cost_scope, cost_reused=reused,
+            calibration=scores.calibration, cost=cost, cost_scope=cost_scope, cost_reused=reused,
             cost_per_instance=per_inst, critical_path=run_critical_path(calls, instances, c.runs),
-            notes=self._notes(failed, small) + self._fallback_notes(fallbacks, len(final))
+            notes=self._notes(failed, small) + self._label_notes(instances) + self._fallback_notes(fallbacks, len(final))
             + self._data_notes(final, len(ids)),
             stage=c.stage, n_fallback=len(fallbacks), fallback=self._fallback_name(),
             data=data_summary(self.data), sample=sample_summary(self.sample_record, len(ids)),
@@ -209,9 +129,6 @@ class RunScorer:
                          f"(fitted on {fitted.get('method')} with model {fitted.get('model')!r}, n={fitted.get('n')}); "
                          "these metrics score the calibrated probabilities, the method's own are p_outcome1_raw in "
                          "predictions.jsonl.")
-        if c.kind == "decision" and c.dataset in ("plasma", "today") and not c.balance_outcomes:
-            notes.append("In the bundled Plasma/Today files every condition supports outcome 1, so always "
-                         "answering outcome 1 scores 100%; consider --balance-outcomes.")
         if self.spec.uses_anchor_config and self.anchor_config is not None:
             b = self.anchor_config.build
             paper = default_build_params(c.dataset)
@@ -235,6 +152,18 @@ class RunScorer:
                          f"be reached); they count as unknown in these metrics and are retried when this command is "
                          f"run again. Most common reason ({n_top}x): {top}")
         return notes
+
+    def _label_notes(self, instances: Sequence[Instance]) -> list[str]:
+        """Said when it is true of the instances read (as of the bundled Plasma and Today files, not
+        of every file in their format): one gold outcome for all, which always answering it scores
+        100% on."""
+        labels = {inst.label for inst in instances if isinstance(inst, DecisionInstance)}
+        if self.config.kind != "decision" or len(labels) != 1:
+            return []
+        gold = labels.pop()
+        hint = "" if self.config.balance_outcomes else "; consider --balance-outcomes"
+        return [f"Every one of the {len(instances)} instance(s) scored has outcome {gold} as its gold outcome, so "
+                f"always answering outcome {gold} scores 100%{hint}."]
 
     def _data_notes(self, final: Sequence[Prediction], used: int) -> list[str]:
         """What the data, the sample and long conditions did to the instances scored."""

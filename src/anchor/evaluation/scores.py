@@ -1,0 +1,135 @@
+"""A run's scores from its predictions: the per-run metrics, their mean and std over runs, and the
+calibration block of ``metrics.json``.
+
+One function, :func:`score_runs`, used where a run is scored (``runner.scoring``, for
+``metrics.json``) and where a report scores runs again on the instances they share
+(``report.shared``), so that both give the same numbers for the same predictions. It reads only
+the predictions: which instances they cover is the caller's choice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from anchor.evaluation.metrics import (
+    brier_score,
+    decision_accuracy,
+    expected_calibration_error,
+    factcheck_metrics,
+    mean_std,
+    pairwise_metrics,
+    pairwise_prediction,
+    reliability_bins,
+)
+from anchor.evaluation.results import METRIC_KEYS, Kind, Prediction
+
+COVERED_KEYS = ("f1_context1", "f1_context2", "f1_same", "f1_micro")
+
+
+@dataclass
+class RunScores:
+    """What :func:`score_runs` computes: ``MetricsReport``'s runs, mean, std and calibration."""
+
+    runs: list[dict[str, Any]]
+    mean: dict[str, float | None]
+    std: dict[str, float | None]
+    calibration: dict[str, Any] | None
+
+
+def _run_entry(kind: Kind, preds: Sequence[Prediction], *, pairwise_only: bool, threshold: float
+               ) -> tuple[dict[str, Any], list[int], list[float | None]]:
+    """One repetition's metrics, and the (label, P) pairs its calibration is scored on."""
+    entry: dict[str, Any] = {
+        "n": len(preds),
+        # 'unknown': no decision at all (abstained, failed, or a decision tie at exactly 0.5), as the
+        # headline metrics count it; 'abstained' and 'failed' say which of them are which.
+        "unknown": sum(p.unknown for p in preds),
+        "abstained": sum(p.status == "abstained" for p in preds),
+        "failed": sum(p.status == "failed" for p in preds),
+    }
+    labels: list[int] = []
+    probs: list[float | None] = []
+    if kind == "pairwise":
+        human = [p.human for p in preds]
+        if pairwise_only:
+            all_pred = covered = [p.choice for p in preds]
+        else:
+            all_pred = [pairwise_prediction(p.p_gold_1, p.p_gold_2, unknown_as=0.5) for p in preds]
+            covered = [pairwise_prediction(p.p_gold_1, p.p_gold_2) for p in preds]
+            for p in preds:
+                for pg in (p.p_gold_1, p.p_gold_2):
+                    labels.append(p.gold)
+                    probs.append(None if pg is None else (pg if p.gold == 1 else 1.0 - pg))
+        m_all = pairwise_metrics(human, all_pred)
+        m_cov = pairwise_metrics(human, covered)
+        entry.update({k: m_all[k] for k in METRIC_KEYS["pairwise"]})
+        entry["coverage"] = m_cov["coverage"]
+        entry["covered"] = {k: m_cov[k] for k in COVERED_KEYS}
+        entry["n_covered"] = m_cov["n_covered"]
+    else:
+        labels = [p.label for p in preds]
+        probs = [p.p_outcome1 for p in preds]
+        if kind == "factcheck":
+            m = factcheck_metrics(labels, probs, threshold=threshold)
+        else:
+            m = decision_accuracy(labels, probs)
+        entry.update({k: m.get(k) for k in METRIC_KEYS[kind]})
+    return entry, labels, probs
+
+
+def score_runs(kind: Kind, runs: Sequence[tuple[int, int, Sequence[Prediction]]], *, pairwise_only: bool = False,
+               threshold: float = 0.9) -> RunScores:
+    """Scores of the repetitions ``runs``, each ``(run index, seed, its predictions)``.
+
+    ``pairwise_only``: the method chooses between a pair's conditions (``Prediction.choice``) instead
+    of giving probabilities (the Compare baseline). ``threshold``: the fact-check decision threshold.
+    """
+    entries: list[dict[str, Any]] = []
+    cal_labels: list[int] = []
+    cal_probs: list[float | None] = []
+    per_run_cal: list[tuple[float | None, float | None]] = []
+    for run, seed, preds in runs:
+        entry, labels, probs = _run_entry(kind, preds, pairwise_only=pairwise_only, threshold=threshold)
+        entry = {"run": run, "seed": seed, **entry}
+        if labels:
+            b = brier_score(labels, probs)
+            e = expected_calibration_error(labels, probs)
+            per_run_cal.append((b["brier"], e["ece"]))
+            entry["brier"], entry["ece"] = b["brier"], e["ece"]
+            cal_labels.extend(labels)
+            cal_probs.extend(probs)
+        entries.append(entry)
+
+    keys = list(METRIC_KEYS[kind])
+    flat_runs = [dict(r) for r in entries]
+    if kind == "pairwise":
+        for fr in flat_runs:
+            for k, v in fr.get("covered", {}).items():
+                fr[f"covered_{k}"] = v
+        keys += [f"covered_{k}" for k in COVERED_KEYS]
+    mean: dict[str, float | None] = {}
+    std: dict[str, float | None] = {}
+    for k in keys:
+        vals = [v for v in (fr.get(k) for fr in flat_runs) if v is not None]
+        if vals:
+            mean[k], std[k] = mean_std(vals)
+        else:
+            mean[k] = std[k] = None
+
+    calibration = None
+    if cal_labels:
+        briers = [b for b, _ in per_run_cal if b is not None]
+        eces = [e for _, e in per_run_cal if e is not None]
+        bins = reliability_bins(cal_labels, cal_probs)
+        calibration = {
+            "event": "outcome1" if kind != "pairwise" else "the gold outcome, per condition (as P(outcome1))",
+            "brier": sum(briers) / len(briers) if briers else None,
+            "ece": sum(eces) / len(eces) if eces else None,
+            "n_skipped": sum(1 for p in cal_probs if p is None),
+            "reliability": [{"lo": b["lo"], "hi": b["hi"], "count": b["count"],
+                             "mean_confidence": b["mean_confidence"], "observed": b["observed_frequency"]}
+                            for b in bins],
+        }
+    return RunScores(runs=entries, mean=mean, std=std, calibration=calibration)
