@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from anchor.evaluation.datasets.cases import (
+from anchor.cases import (
     CASE_EXAMPLES,
     MAX_CONDITION_CHARS,
     MAX_ID_CHARS,
@@ -31,10 +31,9 @@ from anchor.evaluation.datasets.cases import (
     read_cases,
     schema_file,
 )
-from anchor.evaluation.datasets.cases.formats import _CHUNK_BYTES
-from anchor.evaluation.datasets.instances import scenario_key
+from anchor.cases.formats import _CHUNK_BYTES
 from anchor.evaluation.datasets.text import negate_claim
-from anchor.types import Scenario
+from anchor.types import Scenario, scenario_key
 
 # --------------------------------------------------------------------------- check summary
 

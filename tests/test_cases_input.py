@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from anchor.evaluation.datasets.cases import (
+from anchor.cases import (
     PARQUET_EXTRA_HINT,
     BadCaseRow,
     CaseLimits,
@@ -21,9 +21,8 @@ from anchor.evaluation.datasets.cases import (
     parse_column_options,
     read_cases,
 )
-from anchor.evaluation.datasets.instances import scenario_key
 from anchor.llm.errors import AnchorError
-from anchor.types import Scenario
+from anchor.types import Scenario, scenario_key
 
 COLUMNS = ["id", "scenario", "outcome1", "outcome2", "condition", "label"]
 SHOP = ("Ana is choosing where to buy a new kettle this weekend.", "She buys it online.", "She buys it in a shop.")

@@ -7,6 +7,8 @@ JSON. They hold data only; the algorithms live in the stage modules.
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
 from enum import StrEnum
 from typing import Literal
 
@@ -63,6 +65,17 @@ class Scenario(_Model):
 
     def swapped(self) -> Scenario:
         return Scenario(text=self.text, outcome1=self.outcome2, outcome2=self.outcome1)
+
+
+def scenario_key(s: Scenario) -> str:
+    """Stable 16-hex-digit id of a scenario: the key of the factor space built for it.
+
+    A hash of (text, outcome1, outcome2) after the whitespace clean-up, the same in every run and
+    process. The outcome order matters (``swapped()`` gives another key): a space labels its factors
+    relative to outcome1 and outcome2.
+    """
+    payload = json.dumps([s.text, s.outcome1, s.outcome2], ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
 class Condition(_Model):

@@ -26,11 +26,10 @@ from anchor.audit.runs import natural_key, read_numbered_predictions
 from anchor.calibration.contract import CalibratorError, method_label
 from anchor.evaluation.datasets.bundled import bundled_file
 from anchor.evaluation.datasets.factcheck import DatasetWarning
-from anchor.evaluation.datasets.instances import scenario_key
 from anchor.evaluation.datasets.selection import read_sample, select_instances
 from anchor.evaluation.report.loading import ReportError, load_run
 from anchor.evaluation.results import RunConfig
-from anchor.types import Scenario
+from anchor.types import Scenario, scenario_key
 
 
 @dataclass(frozen=True)

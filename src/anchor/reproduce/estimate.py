@@ -27,9 +27,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from anchor.evaluation.cost.phases import phase_of
-from anchor.evaluation.datasets.instances import scenario_key
 from anchor.evaluation.results import Prediction
 from anchor.llm.ledger import CallRecord, read_call_log
+from anchor.types import scenario_key
 
 Source = Literal["counted", "extrapolated", "derived", "none"]
 #: The pilot's unit: every instance of the slice's first scenario, in every run.

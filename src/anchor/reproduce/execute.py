@@ -29,7 +29,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from anchor.analysis.runs import EvalSlice
 from anchor.config import AnchorConfig
-from anchor.evaluation.datasets.instances import scenario_key
 from anchor.evaluation.methods.registry import METHODS
 from anchor.evaluation.results import MetricsReport, RunConfig
 from anchor.evaluation.runner import (
@@ -59,6 +58,7 @@ from anchor.reproduce.plan import (
 )
 from anchor.reproduce.selection import QUICK_BIRD_SAMPLES
 from anchor.secrets import scrub
+from anchor.types import scenario_key
 
 #: "empty": an analysis that ran to its end with nothing to compare (its folder says why); "stopped": not
 #: started when the budget stopped the reproduction; "paused": started (its pilot ran), then stopped so.

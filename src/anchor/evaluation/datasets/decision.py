@@ -37,8 +37,9 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from anchor.evaluation.datasets.instances import DecisionInstance
-from anchor.evaluation.datasets.reading import DatasetError, Problems, kind_of, read_text, validation_message
+from anchor.evaluation.datasets.reading import DatasetError, Problems, read_text
 from anchor.evaluation.datasets.text import normalise_space, repair_text
+from anchor.text import kind_of, validation_message
 from anchor.types import Scenario
 
 DecisionName = Literal["common2sense", "plasma", "today"]

@@ -27,13 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from anchor.evaluation.datasets.bundled import FACTCHECK_FILES, bundled_file, is_factcheck_dataset
 from anchor.evaluation.datasets.instances import DecisionInstance
-from anchor.evaluation.datasets.reading import (
-    MAX_REPORTED_PROBLEMS,
-    DatasetError,
-    kind_of,
-    validation_message,
-)
+from anchor.evaluation.datasets.reading import MAX_REPORTED_PROBLEMS, DatasetError
 from anchor.evaluation.datasets.text import negate_claim, normalise_space, repair_text
+from anchor.text import kind_of, validation_message
 from anchor.types import Scenario
 
 _FACT_LABELS: dict[str, Literal[1, 2]] = {

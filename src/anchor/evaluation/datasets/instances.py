@@ -3,15 +3,13 @@ a scenario, grouping by scenario and the outcome-order balancing."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable, Sequence
 from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from anchor.evaluation.datasets.text import normalise_space
-from anchor.types import Scenario
+from anchor.types import Scenario, scenario_key
 
 
 class _Instance(BaseModel):
@@ -66,18 +64,6 @@ class PairwiseInstance(_Instance):
 
 
 Instance = TypeVar("Instance", DecisionInstance, PairwiseInstance)
-
-
-def scenario_key(s: Scenario) -> str:
-    """Stable 16-hex-digit id of a scenario, for building one factor space per scenario.
-
-    It hashes (text, outcome1, outcome2) after the whitespace normalisation Scenario applies, so
-    it is the same across runs and processes. The order of the outcomes matters: a scenario and its
-    ``swapped()`` version get different keys, because a factor space labels factors relative to
-    outcome1/outcome2.
-    """
-    payload = json.dumps([s.text, s.outcome1, s.outcome2], ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
 def group_by_scenario(instances: Iterable[Instance]) -> dict[str, list[Instance]]:

@@ -26,8 +26,9 @@ from typing import Literal
 from pydantic import ValidationError
 
 from anchor.evaluation.datasets.instances import PairwiseInstance
-from anchor.evaluation.datasets.reading import DatasetError, Problems, read_text, validation_message
+from anchor.evaluation.datasets.reading import DatasetError, Problems, read_text
 from anchor.evaluation.datasets.text import normalise_space, repair_text
+from anchor.text import validation_message
 from anchor.types import Scenario
 
 PAIRWISE_COLUMNS: tuple[str, ...] = (

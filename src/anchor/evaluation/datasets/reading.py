@@ -11,8 +11,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from anchor.evaluation.datasets.bundled import bundled_file
 
 MAX_REPORTED_PROBLEMS = 10
@@ -62,13 +60,6 @@ class Problems:
             raise DatasetError(self.source, self.items, self.count)
 
 
-def kind_of(value: Any) -> str:
-    return {
-        dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null",
-        int: "a number", float: "a number",
-    }.get(type(value), type(value).__name__)
-
-
 def read_text(path: str | Path | None, name: str) -> tuple[str, str]:
     """(source label for messages, decoded text) of a user file or the bundled copy."""
     if path is None:
@@ -90,10 +81,3 @@ def read_text(path: str | Path | None, name: str) -> tuple[str, str]:
         raise DatasetError(source, [f"line {line}: not valid UTF-8 (byte offset {exc.start})"]) from None
 
 
-def validation_message(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:3]:
-        loc = ".".join(str(x) for x in err.get("loc", ()))
-        msg = str(err.get("msg", "invalid"))
-        parts.append(f"{loc}: {msg}" if loc else msg)
-    return "; ".join(parts)

@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import re
 
-
-def normalise_space(text: str) -> str:
-    """Runs of whitespace collapsed to one space, ends stripped (as :class:`anchor.types.Scenario` does)."""
-    return " ".join(text.split())
-
+from anchor.text import normalise_space
 
 _HTML_TAG = re.compile(r"</?(?:b|i|u|em|strong|font|span|br|p)(?:\s[^<>]*)?/?>", re.IGNORECASE)
 _CJK = re.compile(r"[\u3400-\u9fff]")

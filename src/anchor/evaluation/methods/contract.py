@@ -17,10 +17,9 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-from anchor.evaluation.datasets.instances import scenario_key
 from anchor.evaluation.methods.artefacts import ArtefactStore
 from anchor.secrets import scrub
-from anchor.types import Scenario, TextTruncation
+from anchor.types import Scenario, TextTruncation, scenario_key
 
 if TYPE_CHECKING:
     from anchor.embed import Embedder

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import IO, Any
 
-from anchor.evaluation.datasets.cases.model import CASE_FORMATS, FORMAT_FLAG, CaseFormat, CasesError
-from anchor.evaluation.datasets.reading import kind_of
+from anchor.cases.model import CASE_FORMATS, FORMAT_FLAG, CaseFormat, CasesError
+from anchor.text import kind_of
 
 _SUFFIXES: dict[str, CaseFormat] = {
     ".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json",

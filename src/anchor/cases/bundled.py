@@ -10,7 +10,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any
 
-from anchor.evaluation.datasets.cases.model import (
+from anchor.cases.model import (
     MAX_CONDITION_CHARS,
     MAX_ID_CHARS,
     MAX_SCENARIO_CHARS,

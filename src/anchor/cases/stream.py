@@ -8,14 +8,14 @@ from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
 from typing import IO
 
-from anchor.evaluation.datasets.cases.columns import ResolvedColumns, check_column_mapping, resolve_columns
-from anchor.evaluation.datasets.cases.formats import (
+from anchor.cases.columns import ResolvedColumns, check_column_mapping, resolve_columns
+from anchor.cases.formats import (
     ParquetReader,
     RecordReader,
     detect_format,
     open_reader,
 )
-from anchor.evaluation.datasets.cases.model import (
+from anchor.cases.model import (
     FORMAT_FLAG,
     BadCaseRow,
     CaseFormat,
@@ -24,7 +24,7 @@ from anchor.evaluation.datasets.cases.model import (
     CasesError,
     RejectedRow,
 )
-from anchor.evaluation.datasets.cases.validate import RowChecker
+from anchor.cases.validate import RowChecker
 
 CaseSource = str | Path | IO[bytes]
 #: Distinct unread JSON keys remembered for the summary; more are counted, not named.

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from anchor.evaluation.datasets.cases.model import (
+from anchor.cases.model import (
     COLUMN_FLAG,
     OPTIONAL_COLUMNS,
     CaseFormat,
@@ -18,7 +18,7 @@ from anchor.evaluation.datasets.cases.model import (
     CaseRow,
     RejectedRow,
 )
-from anchor.evaluation.datasets.cases.stream import CaseSource, read_cases
+from anchor.cases.stream import CaseSource, read_cases
 
 #: Bad rows listed in a summary (all are counted).
 MAX_LISTED_REJECTS = 10
@@ -74,7 +74,7 @@ def check_cases(
 ) -> CaseCheck:
     """Read a cases file once and summarise it (rows, groups, labels, columns, the first bad rows).
 
-    Raises :class:`~anchor.evaluation.datasets.cases.model.CasesError` only for a file that cannot
+    Raises :class:`~anchor.cases.model.CasesError` only for a file that cannot
     be read at all or a column mapping that does not fit it; bad rows are counted and listed.
     """
     stream = read_cases(source, format=format, columns=columns, limits=limits, name=name)

@@ -7,7 +7,7 @@ import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from anchor.evaluation.datasets.cases.model import CASE_COLUMNS, COLUMN_FLAG, REQUIRED_COLUMNS, CasesError
+from anchor.cases.model import CASE_COLUMNS, COLUMN_FLAG, REQUIRED_COLUMNS, CasesError
 
 _SHOWN_COLUMNS = 12
 

@@ -14,19 +14,17 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from anchor.evaluation.datasets.cases.columns import ResolvedColumns
-from anchor.evaluation.datasets.cases.formats import RawRecord
-from anchor.evaluation.datasets.cases.model import (
+from anchor.cases.columns import ResolvedColumns
+from anchor.cases.formats import RawRecord
+from anchor.cases.model import (
     REQUIRED_COLUMNS,
     TEXT_COLUMNS,
     CaseLimits,
     CaseRow,
     RejectedRow,
 )
-from anchor.evaluation.datasets.instances import scenario_key
-from anchor.evaluation.datasets.reading import kind_of, validation_message
-from anchor.evaluation.datasets.text import normalise_space
-from anchor.types import Scenario
+from anchor.text import kind_of, normalise_space, validation_message
+from anchor.types import Scenario, scenario_key
 
 # "1.0" is how pandas writes a label column that has gaps (a float column).
 _LABEL_NUMBERS: dict[str, Literal[1, 2]] = {"1": 1, "2": 2, "1.0": 1, "2.0": 2}

@@ -20,16 +20,16 @@ Bad rows are never dropped: each comes out as a :class:`RejectedRow` (line, reas
 group's key is the key of the factor space built for its scenario.
 """
 
-from anchor.evaluation.datasets.cases.bundled import (
+from anchor.cases.bundled import (
     CASE_EXAMPLES,
     case_row_schema,
     example_file,
     schema_file,
 )
-from anchor.evaluation.datasets.cases.check import MAX_LISTED_REJECTS, CaseCheck, check_cases
-from anchor.evaluation.datasets.cases.columns import check_column_mapping, parse_column_options
-from anchor.evaluation.datasets.cases.formats import PARQUET_EXTRA_HINT, detect_format
-from anchor.evaluation.datasets.cases.model import (
+from anchor.cases.check import MAX_LISTED_REJECTS, CaseCheck, check_cases
+from anchor.cases.columns import check_column_mapping, parse_column_options
+from anchor.cases.formats import PARQUET_EXTRA_HINT, detect_format
+from anchor.cases.model import (
     CASE_COLUMNS,
     CASE_FORMATS,
     MAX_CONDITION_CHARS,
@@ -44,7 +44,7 @@ from anchor.evaluation.datasets.cases.model import (
     CasesError,
     RejectedRow,
 )
-from anchor.evaluation.datasets.cases.stream import CaseSource, CaseStream, read_cases
+from anchor.cases.stream import CaseSource, CaseStream, read_cases
 
 __all__ = [
     "CASE_COLUMNS",
