@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from anchor.llm.errors import AnchorError
@@ -34,12 +35,18 @@ def write_atomic(path: Path | str, text: str) -> Path:
     ``tempfile.mkstemp`` creates its file readable by the owner only; the final file gets the
     mode an ordinary ``open(path, "w")`` would have given it (0666 minus the umask).
     """
+    return write_atomic_stream(path, [text.encode("utf-8")])
+
+
+def write_atomic_stream(path: Path | str, chunks: Iterable[bytes]) -> Path:
+    """:func:`write_atomic` for content made piece by piece (a large file is never held whole)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_umask())

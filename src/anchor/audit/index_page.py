@@ -16,8 +16,9 @@ from anchor.audit.markup import esc, num, page, table
 from anchor.audit.pages import footer
 from anchor.evaluation.results import Kind, RunCalibration, RunConfig
 
-Status = Literal["correct", "wrong", "unknown"]
-STATUSES: tuple[Status, ...] = ("correct", "wrong", "unknown")
+# "answered": a prediction with no label to score it against (a user's unlabelled case).
+Status = Literal["correct", "wrong", "unknown", "answered"]
+STATUSES: tuple[Status, ...] = ("correct", "wrong", "unknown", "answered")
 
 
 class IndexRow(BaseModel):
@@ -49,7 +50,7 @@ FILTER_SCRIPT = """(function(){
 var box=document.getElementById("filters"),rows=document.querySelectorAll("#rows tbody tr"),
 shown=document.getElementById("shown"),boxes=box.querySelectorAll("input[type=checkbox]");
 function fromHash(){var h=location.hash.slice(1);
-if(h==="correct"||h==="wrong"||h==="unknown"){boxes.forEach(function(b){b.checked=b.value===h;});}}
+if(h==="correct"||h==="wrong"||h==="unknown"||h==="answered"){boxes.forEach(function(b){b.checked=b.value===h;});}}
 function apply(){var on={},n=0;boxes.forEach(function(b){on[b.value]=b.checked;});
 rows.forEach(function(r){var show=on[r.getAttribute("data-status")]===true;r.hidden=!show;if(show){n++;}});
 shown.textContent=n+" of "+rows.length+" rows shown";}
@@ -155,11 +156,14 @@ def run_index_html(
     head = "".join(f'<th{" class=num" if h in ("run", "probabilities") else ""}>{esc(h)}</th>' for h in heads)
     filters = (
         '<div class="filters" id="filters" hidden>Show: '
-        + "".join(f'<label><input type="checkbox" value="{s}" checked> {s} ({counts[s]})</label>' for s in STATUSES)
+        + "".join(f'<label><input type="checkbox" value="{s}" checked> {s} ({counts[s]})</label>' for s in STATUSES
+                  if s != "answered" or counts[s])
         + ' <span id="shown" class="muted"></span></div>')
     summary = (f'<p class="counts"><b>{len(rows)}</b> row(s): <span class="status correct">{counts["correct"]} '
                f'correct</span> <span class="status wrong">{counts["wrong"]} wrong</span> '
-               f'<span class="status unknown">{counts["unknown"]} unknown</span>{_unknown_split(rows)}</p>')
+               f'<span class="status unknown">{counts["unknown"]} unknown</span>{_unknown_split(rows)}'
+               + (f' <span class="status answered">{counts["answered"]} answered without a label</span>'
+                  if counts["answered"] else "") + "</p>")
     note_html = ("".join(f'<p class="muted small note">{esc(n)}</p>' for n in notes)) if notes else ""
     table_html = (f'<table class="runs" id="rows"><thead><tr>{head}</tr></thead>'
                   f'<tbody>{"".join(body_rows)}</tbody></table>' if rows

@@ -137,7 +137,7 @@ ol.funnel{{padding-left:1.3em}} ol.funnel>li{{margin:.2em 0 .7em}} ol.funnel>li>
 td.y{{color:var(--o1);font-weight:700;text-align:center}} td.n{{color:#b9bec5;text-align:center}}
 .status{{font-weight:700;font-size:.82em;border-radius:3px;padding:0 5px;white-space:nowrap}}
 .status.correct{{background:#e1f2e6;color:#1a6a35}} .status.wrong{{background:#f8e2de;color:#9c2a19}}
-.status.unknown{{background:#f6ecd5;color:#7a5200}}
+.status.unknown{{background:#f6ecd5;color:#7a5200}} .status.answered{{background:#e4ebf5;color:#27466e}}
 .state{{font-size:.82em;font-weight:700;white-space:nowrap}} .state.failed{{color:#9c2a19}}
 .state.abstained{{color:#7a5200}} table.runs td.err.abstained{{color:var(--muted)}}
 .filters{{margin:.6em 0;padding:6px 10px;background:var(--soft);border:1px solid var(--line);border-radius:5px}}

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from anchor.audit.index_page import IndexRow, Status, instance_intro, run_index_html
 from anchor.audit.pages import explanation_document, space_html
 from anchor.evaluation import datasets
-from anchor.evaluation.datasets.selection import load_eval_data
+from anchor.evaluation.datasets.selection import load_cases, load_eval_data
 from anchor.evaluation.results import Prediction, RunCalibration, RunConfig
 from anchor.files import write_text_atomic
 from anchor.llm.errors import AnchorError
@@ -204,7 +204,10 @@ def _dataset_texts(config: RunConfig) -> tuple[dict[str, tuple[Scenario, list[st
     try:
         # Read as the runner read it: rows it skipped are already counted in metrics.json, so they
         # are not warned about again here.
-        instances, _ = load_eval_data(config.dataset, Path(config.data_path) if config.data_path else None)
+        if config.kind == "cases":
+            instances: list[Any] = list(load_cases(config))
+        else:
+            instances, _ = load_eval_data(config.dataset, Path(config.data_path) if config.data_path else None)
     except (OSError, ValueError) as exc:  # DatasetError is a ValueError
         return {}, f"Condition texts not shown: the dataset cannot be loaded ({exc})"
     if config.balance_outcomes:
@@ -259,6 +262,8 @@ def _status_and_labels(pred: Prediction, config: RunConfig) -> tuple[Status, str
     if pred.p_outcome1 is None:
         return "unknown", gold, "unknown"
     predicted = f"O{pred.prediction}" if pred.prediction in (1, 2) else "tie (0.5)"
+    if config.kind == "cases" and pred.label is None:
+        return "answered", "no label", predicted
     return ("correct" if pred.prediction == pred.label else "wrong"), gold, predicted
 
 
@@ -275,7 +280,7 @@ def _probabilities(pred: Prediction, config: RunConfig) -> list[tuple[str, float
 def _state(pred: Prediction) -> Literal["ok", "abstained", "failed"]:
     if pred.status != "ok":
         return pred.status
-    if pred.kind == "decision" and pred.p_outcome1 is not None:
+    if pred.kind in ("decision", "cases") and pred.p_outcome1 is not None:
         return "ok"  # a tie at 0.5 is an answer, scored as not correct
     # Older predictions carry no status: an unknown with an error line is taken as abstained.
     return "abstained" if pred.unknown else "ok"

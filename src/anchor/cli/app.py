@@ -27,7 +27,7 @@ try:  # typer's copy keeps Abort beside its other exceptions, not in _click.exce
 except ImportError:  # pragma: no cover - older typer uses click's
     from click.exceptions import Abort  # type: ignore[no-redef,assignment]
 
-from anchor.cli import analyze, backend, build, calibrate, cost, evaluate, reproduce
+from anchor.cli import analyze, backend, build, calibrate, cost, evaluate, predict, reproduce
 from anchor.cli import audit as audit_cli
 from anchor.cli.console import fail, set_invocation
 from anchor.secrets import scrub
@@ -156,6 +156,7 @@ app.command("build")(build.build)
 app.command("infer")(build.infer)
 app.command("demo")(build.demo)
 app.command("explain")(audit_cli.explain)
+app.command("predict")(predict.predict_command)
 app.command("eval")(evaluate.eval_command)
 app.command("report")(evaluate.report_command)
 app.command("cost")(cost.cost_command)

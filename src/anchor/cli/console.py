@@ -18,7 +18,14 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Column
 
 from anchor.llm.errors import AnchorError
@@ -122,10 +129,12 @@ class RichReporter:
     80-column terminal; the note takes what is left and is cut with an ellipsis.
     """
 
-    def __init__(self, enabled: bool = True, console: Console | None = None) -> None:
+    def __init__(self, enabled: bool = True, console: Console | None = None, *, remaining: bool = False) -> None:
+        # ``remaining``: the estimated time left after the time elapsed (a long run over many rows).
+        times = [TimeElapsedColumn(), TimeRemainingColumn()] if remaining else [TimeElapsedColumn()]
         self.progress = Progress(
             TextColumn("{task.description}", table_column=Column(no_wrap=True, max_width=22, overflow="ellipsis")),
-            BarColumn(bar_width=20), MofNCompleteColumn(), TimeElapsedColumn(),
+            BarColumn(bar_width=16 if remaining else 20), MofNCompleteColumn(), *times,
             TextColumn("{task.fields[note]}", table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis")),
             console=console or err, disable=not enabled, transient=False, expand=True)
         self.tasks: dict[str, Any] = {}

@@ -207,6 +207,24 @@ def decision_accuracy(labels: Sequence[int], p_outcome1: Sequence[float | None])
     }
 
 
+def cases_metrics(labels: Sequence[int], p_outcome1: Sequence[float | None]) -> dict[str, Any]:
+    """A user's labelled cases: :func:`decision_accuracy` plus ``balanced_accuracy``.
+
+    The decision is that of :func:`decision_accuracy` (outcome 1 above 0.5, outcome 2 below; a tie or
+    an unknown decides nothing). ``balanced_accuracy`` is the mean over the gold outcomes present of
+    the share of their cases decided right, so an unknown counts against its gold outcome; with one
+    outcome in the labels it is that outcome's share (scikit-learn's ``balanced_accuracy_score`` with
+    the undecided as a third class gives the same).
+    """
+    out = decision_accuracy(labels, p_outcome1)
+    gold = np.asarray(_label_list(labels, (1, 2), "labels"))
+    probs = _opt_probs(p_outcome1, "p_outcome1")
+    decided = np.array([0 if p is None or p == 0.5 else (1 if p > 0.5 else 2) for p in probs])
+    recalls = [float(np.mean(decided[gold == y] == y)) for y in (1, 2) if np.any(gold == y)]
+    out["balanced_accuracy"] = sum(recalls) / len(recalls) if recalls else None
+    return out
+
+
 def factcheck_metrics(
     labels: Sequence[int], p_outcome1: Sequence[float | None], threshold: float = 0.9
 ) -> dict[str, Any]:

@@ -13,6 +13,11 @@
 ``DIR/spaces/*.json``     factor spaces (ANCHOR), built once per scenario (and run, or shared).
 ``DIR/calibration.json``  ``RunCalibration``: this run's held-out calibration figures, written by
                           ``anchor calibrate report`` and shown in the run's HTML index.
+
+A run of ``anchor predict`` (kind ``cases``) has the same files. Its ``predictions.jsonl`` is written in
+the order rows finish and rewritten in input order when the run ends; it also holds
+``DIR/rejected.jsonl`` (the rows that could not be read, with line and reason) and the same predictions
+as a table, ``DIR/predictions.csv`` or ``.parquet``, when asked for.
 """
 
 from __future__ import annotations
@@ -24,13 +29,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from anchor.types import CalibratedProbability, CriticalPath, TextTruncation
 
-Kind = Literal["pairwise", "decision", "factcheck"]
+Kind = Literal["pairwise", "decision", "factcheck", "cases"]
 Status = Literal["ok", "abstained", "failed"]
 
 METRIC_KEYS: dict[Kind, tuple[str, ...]] = {
     "pairwise": ("f1_context1", "f1_context2", "f1_same", "f1_micro", "coverage"),
     "decision": ("accuracy", "accuracy_covered", "coverage"),
     "factcheck": ("balanced_accuracy", "accuracy", "coverage"),
+    # A user's own cases (anchor predict): scored on the rows that carry a label.
+    "cases": ("accuracy", "balanced_accuracy", "accuracy_covered", "coverage"),
 }
 
 
@@ -82,6 +89,13 @@ class RunConfig(_Model):
     embedder: dict[str, Any] | None = Field(default=None, description=(
         "Methods that embed (ANCHOR's): the embedder's identity (anchor.embed.EmbedderIdentity: model, vector "
         "width, where it runs), part of the run's identity; None = the method embeds nothing."))
+    cases: dict[str, Any] | None = Field(default=None, description=(
+        "anchor predict: how the cases file is read (format, column mapping, limits), so that readers of the "
+        "run read it the same way; None for the benchmark datasets."))
+    artefact_keys: Literal["scenario", "content"] = Field(default="scenario", description=(
+        "How per-scenario artefacts are named: 'scenario' = the scenario's key (with the seed when built per "
+        "run), 'content' = the scenario's key and a hash of the settings that built it (anchor predict: a space "
+        "store shared by runs with different settings)."))
 
 
     def spaces_source(self, run_dir: Path) -> Path | None:
@@ -106,6 +120,8 @@ class SideRecord(_Model):
     fallback: str | None = None
     truncated: TextTruncation | None = Field(
         default=None, description="Set when the condition was cut to fit a prompt into the model's context.")
+    factors: list[str] | None = Field(default=None, description=(
+        "The factors the condition was mapped to (methods that map: ANCHOR, BIRD); None for the others."))
 
 
 class Prediction(_Model):
@@ -113,11 +129,14 @@ class Prediction(_Model):
     id: str
     seed: int
     kind: Kind
+    line: int | None = Field(default=None, description=(
+        "anchor predict: the line of the cases file where the row starts (Parquet: its row number)."))
     # decision / factcheck
     label: int | None = None
     p_outcome1: float | None = None
     p_outcome1_raw: float | None = Field(default=None, description=(
         "The method's own P(O1) when the run applied a calibrator (p_outcome1 is then the calibrated one)."))
+    p_outcome2: float | None = Field(default=None, description="1 - p_outcome1 (None with it).")
     # pairwise
     human: int | None = None
     gold: int | None = None

@@ -15,9 +15,11 @@ from typing import Any
 
 from anchor.evaluation.metrics import (
     brier_score,
+    cases_metrics,
     decision_accuracy,
     expected_calibration_error,
     factcheck_metrics,
+    log_loss,
     mean_std,
     pairwise_metrics,
     pairwise_prediction,
@@ -68,8 +70,16 @@ def _run_entry(kind: Kind, preds: Sequence[Prediction], *, pairwise_only: bool, 
         entry["coverage"] = m_cov["coverage"]
         entry["covered"] = {k: m_cov[k] for k in COVERED_KEYS}
         entry["n_covered"] = m_cov["n_covered"]
+    elif kind == "cases":
+        # A user's cases are scored on the rows that carry a label; rows without one are predictions only.
+        labelled = [p for p in preds if p.label is not None]
+        entry["labelled"] = len(labelled)
+        labels = [p.label for p in labelled]  # type: ignore[misc]
+        probs = [p.p_outcome1 for p in labelled]
+        m = cases_metrics(labels, probs) if labelled else {}
+        entry.update({k: m.get(k) for k in METRIC_KEYS[kind]})
     else:
-        labels = [p.label for p in preds]
+        labels = [p.label for p in preds]  # type: ignore[misc]
         probs = [p.p_outcome1 for p in preds]
         if kind == "factcheck":
             m = factcheck_metrics(labels, probs, threshold=threshold)
@@ -98,6 +108,8 @@ def score_runs(kind: Kind, runs: Sequence[tuple[int, int, Sequence[Prediction]]]
             e = expected_calibration_error(labels, probs)
             per_run_cal.append((b["brier"], e["ece"]))
             entry["brier"], entry["ece"] = b["brier"], e["ece"]
+            if kind == "cases":
+                entry["log_loss"] = log_loss(labels, probs)["log_loss"]
             cal_labels.extend(labels)
             cal_probs.extend(probs)
         entries.append(entry)
@@ -127,6 +139,7 @@ def score_runs(kind: Kind, runs: Sequence[tuple[int, int, Sequence[Prediction]]]
             "event": "outcome1" if kind != "pairwise" else "the gold outcome, per condition (as P(outcome1))",
             "brier": sum(briers) / len(briers) if briers else None,
             "ece": sum(eces) / len(eces) if eces else None,
+            **({"log_loss": log_loss(cal_labels, cal_probs)["log_loss"]} if kind == "cases" else {}),
             "n_skipped": sum(1 for p in cal_probs if p is None),
             "reliability": [{"lo": b["lo"], "hi": b["hi"], "count": b["count"],
                              "mean_confidence": b["mean_confidence"], "observed": b["observed_frequency"]}

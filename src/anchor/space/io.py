@@ -4,16 +4,28 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
 from anchor.files import write_atomic
 from anchor.llm.errors import AnchorError
-from anchor.types import FACTOR_SPACE_SCHEMA_VERSION, FactorSpace
+from anchor.types import FACTOR_SPACE_SCHEMA_VERSION, BuildParams, FactorSpace
+
+#: What of an embedder's identity a stored space depends on.
+EMBEDDER_FIELDS = ("model", "dimension", "where")
 
 
 class SpaceFileError(AnchorError):
     """A factor-space file that cannot be used, with the reason."""
+
+
+def space_settings(params: BuildParams, model: str, embedder: dict[str, Any] | None) -> dict[str, Any]:
+    """Everything a factor space depends on besides its scenario: the stage-1 settings (seed
+    included), the LLM that built it and the embedder of its vectors. Spaces in a store shared by
+    runs are named by these (``anchor.artefacts.content_key``)."""
+    return {"build": params.model_dump(mode="json"), "model": model,
+            "embedder": {k: (embedder or {}).get(k) for k in EMBEDDER_FIELDS}}
 
 
 def save_space(space: FactorSpace, path: Path | str) -> Path:

@@ -31,7 +31,8 @@ class DecisionInstance(_Instance):
     """One condition with the outcome it supports (Plasma, Today, Common2Sense, fact checking)."""
 
     condition: str = Field(min_length=1)
-    label: Literal[1, 2] = Field(description="Outcome the condition supports: 1 = scenario.outcome1.")
+    label: Literal[1, 2] | None = Field(description=(
+        "Outcome the condition supports: 1 = scenario.outcome1; None = not known (a user's unlabelled case)."))
 
     @field_validator("condition")
     @classmethod
@@ -39,7 +40,9 @@ class DecisionInstance(_Instance):
         return _nonempty(value)
 
     @property
-    def gold_outcome(self) -> str:
+    def gold_outcome(self) -> str | None:
+        if self.label is None:
+            return None
         return self.scenario.outcome1 if self.label == 1 else self.scenario.outcome2
 
 
@@ -92,7 +95,8 @@ def balance_outcome_order(instances: Sequence[Instance]) -> list[Instance]:
             continue
         scen = swapped.setdefault(key, inst.scenario.swapped())
         if isinstance(inst, DecisionInstance):
-            out.append(inst.model_copy(update={"scenario": scen, "label": 3 - inst.label}))
+            label = None if inst.label is None else 3 - inst.label
+            out.append(inst.model_copy(update={"scenario": scen, "label": label}))
         else:
             out.append(inst.model_copy(update={"scenario": scen, "gold": 3 - inst.gold}))
     return out

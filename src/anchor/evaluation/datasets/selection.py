@@ -21,6 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from anchor.cases import CaseLimits, CaseRow, CaseStream, read_cases
 from anchor.evaluation.datasets.bundled import is_factcheck_dataset
 from anchor.evaluation.datasets.factcheck import FactcheckData, load_factcheck_set
 from anchor.evaluation.datasets.instances import DecisionInstance, PairwiseInstance, balance_outcome_order
@@ -41,8 +42,10 @@ from anchor.files import write_atomic
 __all__ = [
     "MAX_LISTED_SKIPPED",
     "SAMPLE_FILE",
+    "cases_stream",
     "data_summary",
     "default_sample",
+    "load_cases",
     "load_eval_data",
     "read_sample",
     "record_sample",
@@ -99,12 +102,34 @@ def load_eval_data(dataset: str, path: Path | None) -> tuple[list[Instance], Fac
     return list(load_dataset(dataset, path)), None
 
 
+def cases_stream(config: RunConfig) -> CaseStream:
+    """The cases file of an ``anchor predict`` run (kind ``cases``), to be read as the run read it:
+    same format, column mapping and limits (``RunConfig.cases``)."""
+    if config.kind != "cases" or not config.data_path:
+        raise ValueError(f"{config.dataset}: not a run of anchor predict (no cases file recorded)")
+    settings = config.cases or {}
+    return read_cases(config.data_path, format=settings.get("format"), columns=settings.get("columns") or {},
+                      limits=CaseLimits.model_validate(settings.get("limits") or {}))
+
+
+def load_cases(config: RunConfig) -> list[DecisionInstance]:
+    """Every good row of a predict run's cases file, as an instance (bad rows are in its rejected.jsonl)."""
+    with cases_stream(config) as stream:
+        return [DecisionInstance(id=row.id, dataset=config.dataset, scenario=row.to_scenario(),
+                                 condition=row.condition, label=row.label)
+                for row in stream if isinstance(row, CaseRow)]
+
+
 def select_instances(config: RunConfig, recorded: SampleRecord | None = None
                      ) -> tuple[list[Instance], FactcheckData | None, SampleRecord | None]:
     """The instances a run with ``config`` scores, in order: the data as read, the seeded sample
     (``recorded``, the run directory's ``sample.json``, when given; else drawn again), the
     outcome-order balancing, then ``--limit``. Also the file as read and the sample record."""
-    instances, data = load_eval_data(config.dataset, Path(config.data_path) if config.data_path else None)
+    if config.kind == "cases":
+        instances: list[Instance] = list(load_cases(config))
+        data = None
+    else:
+        instances, data = load_eval_data(config.dataset, Path(config.data_path) if config.data_path else None)
     record = None
     if config.sample is not None:
         if recorded is not None:

@@ -12,14 +12,14 @@ The names below are re-exported so that ``anchor.evaluation.methods.X`` keeps wo
 imports a method's heavy dependencies (the pipeline, BIRD): the CLI imports this to list the methods.
 """
 
-from anchor.evaluation.methods.anchor_method import AnchorMethod
-from anchor.evaluation.methods.artefacts import (
+from anchor.artefacts import (
     INSTANCE_FAILURES,
     ArtefactFailed,
     ArtefactStore,
     ReuseMismatch,
     reused_artefacts,
 )
+from anchor.evaluation.methods.anchor_method import AnchorMethod
 from anchor.evaluation.methods.baselines import BaselineMethod, CompareMethod
 from anchor.evaluation.methods.contract import Estimate, Method, MethodContext, MethodSpec, PairJudge, Status
 from anchor.evaluation.methods.registry import (

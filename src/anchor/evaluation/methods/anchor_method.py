@@ -8,9 +8,10 @@ pipeline there would add about a tenth of a second to the start of every command
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from anchor.evaluation.methods.contract import Estimate, MethodContext, MethodSpec
+from anchor.evaluation.methods.contract import CostShape, Estimate, MethodContext, MethodSpec
 from anchor.types import Scenario
 
 
@@ -20,14 +21,13 @@ class AnchorMethod:
     def __init__(self, ctx: MethodContext) -> None:
         from anchor import offload  # start-up time, see the module docstring
         from anchor.pipeline import Anchor, AnchorConfig
-        from anchor.space.io import load_space, save_space
+        from anchor.space.io import load_space, save_space, space_settings
 
         config = ctx.anchor_config or AnchorConfig()
         # Start loading MiniLM (in its helper process) now, not when the first condition or space
         # needs it; a space build also starts UMAP's compilation, which loaded spaces never need.
         offload.warm_up(ctx.embedder())
         self.seed = ctx.artefact_seed
-        self.key = ctx.artefact_key
         self.engine = Anchor(client=ctx.client, embedder=ctx.embedder(), config=config, estimator=ctx.estimator)
         # RunConfig.max_factors: each space is used as it stood after its first N factors (a view
         # made once per space; the stored space stays whole).
@@ -37,6 +37,8 @@ class AnchorMethod:
                               config=config.model_copy(update={"build": config.build.model_copy(
                                   update={"seed": self.seed})}))
         self.spaces = ctx.store("spaces", load_space, save_space)
+        settings = space_settings(self.builder.config.build, ctx.artefact_client.backend.model, ctx.config.embedder)
+        self.key = lambda scenario: ctx.artefact_key(scenario, settings)
 
     async def prepare(self, scenario: Scenario) -> Any:
         key = self.key(scenario)
@@ -74,13 +76,28 @@ class AnchorMethod:
             status="abstained" if result.unknown else "ok",
             reason=result.unknown_reason,
             n_factors=len(result.factors),
+            factors=[f.text for f in result.factors],
             trace=result.model_dump(mode="json"),
             artefact=self.key(scenario),
             truncated=result.mapping.condition_truncated if result.mapping is not None else None,
         )
 
 
+def anchor_cost_shape(config: Any) -> CostShape:
+    """ANCHOR's usual requests. A space: three a round (sentences, factors, their check) for every
+    round, one label vote per batch of factors, and about one theme per six factors plus the pruning.
+    A condition: the R selections, the reflection, phi and the latent parameters."""
+    from anchor.pipeline import AnchorConfig  # start-up time, see the module docstring
+
+    config = config or AnchorConfig()
+    b, m = config.build, config.mapping
+    build = 3 * b.max_rounds + math.ceil(b.n_target / b.vote_batch_size) + math.ceil(b.n_target / 6) + 1
+    row = m.rounds + int(m.reflection) + 2
+    return CostShape(float(build), float(row), f"{b.max_rounds} rounds of 3, votes, themes; R={m.rounds} "
+                     f"selections{' + reflection' if m.reflection else ''} + phi + latent parameters")
+
+
 SPECS = (
     MethodSpec("anchor", AnchorMethod, "ANCHOR (factor space, mapping, NB + latent CBN)", uses_anchor_config=True,
-               per_scenario_artefact=True),
+               per_scenario_artefact=True, cost_shape=anchor_cost_shape),
 )

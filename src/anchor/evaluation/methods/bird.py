@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from anchor.evaluation.methods.contract import Method, MethodContext, MethodSpec
+from anchor.evaluation.methods.anchor_method import anchor_cost_shape
+from anchor.evaluation.methods.contract import CostShape, Method, MethodContext, MethodSpec
 
 
 def bird_method_config(dataset: str) -> dict[str, Any]:
@@ -40,14 +41,27 @@ def _on_anchor(ctx: MethodContext) -> Method:
     return BirdOnAnchorMethod(ctx)
 
 
+def bird_cost_shape(config: Any) -> CostShape:
+    """BIRD's usual requests, as the reference code makes them (docs/bird.md): about 136 + 3 x F0 to
+    build a model (F0 the factors found, seven at most), 3 x F + 1 to map a condition over F factors."""
+    return CostShape(136.0 + 3 * 7, 3 * 7 + 1.0, "a model of about 7 factors; 3 calls a factor to map a condition")
+
+
+def bird_on_anchor_cost_shape(config: Any) -> CostShape:
+    """ANCHOR's space, then BIRD's CPT data (128 judged assignments) per scenario; ANCHOR's mapping per condition."""
+    space = anchor_cost_shape(config)
+    return CostShape(space.group_requests + 128, space.row_requests, f"ANCHOR's space + 128 CPT calls; {space.basis}")
+
+
 SPECS = (
     MethodSpec("bird", _strict, "BIRD, strict mapping (the paper's BIRD-dagger): nothing mapped -> unknown; "
                "CoT answers instead on decision data", fallback="cot", fallback_kinds=("decision", "factcheck"),
-               method_config=bird_method_config, per_scenario_artefact=True),
+               method_config=bird_method_config, per_scenario_artefact=True, cost_shape=bird_cost_shape),
     MethodSpec("bird-relaxed", _relaxed, "BIRD with the relaxed mapping (BIRD-double-dagger): the closest "
                "value when nothing maps", fallback="cot", fallback_kinds=("decision", "factcheck"),
-               method_config=bird_method_config, per_scenario_artefact=True),
+               method_config=bird_method_config, per_scenario_artefact=True, cost_shape=bird_cost_shape),
     MethodSpec("bird-on-anchor", _on_anchor, "BIRD-double-dagger's CPT on ANCHOR's factor space (the "
-               "paper's Table 4; --stage factors|mapping|pool)", uses_anchor_config=True,
-               stages=("factors", "mapping", "pool"), method_config=bird_method_config, per_scenario_artefact=True),
+               "paper's Table 4; --stage factors|mapping|pool)", uses_anchor_config=True, trains_on_conditions=True,
+               stages=("factors", "mapping", "pool"), method_config=bird_method_config, per_scenario_artefact=True,
+               cost_shape=bird_on_anchor_cost_shape),
 )

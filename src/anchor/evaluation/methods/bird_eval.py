@@ -47,7 +47,8 @@ class BirdEvalMethod:
         self.config = run_bird_config(ctx)
         self.relaxed = relaxed
         self.build_client = ctx.artefact_client
-        self.key = ctx.artefact_key
+        settings = {"bird": self.config.model_dump(mode="json"), "model": ctx.artefact_client.backend.model}
+        self.key = lambda scenario: ctx.artefact_key(scenario, settings)
         self.estimator = BirdMethod(ctx.client, self.config, relaxed=relaxed)
         self.models = ctx.store("bird", load_model, save_model)
 
@@ -71,6 +72,7 @@ class BirdEvalMethod:
     async def estimate(self, scenario: Scenario, condition: str, gold: int | None) -> Estimate:
         model = await self.prepare(scenario)
         est = await self.estimator.estimate(model, condition)
+        mapped = [f"{m.factor} = {m.value}" for m in est.trace.mapped] if est.trace is not None else None
         return Estimate(p_outcome1=est.p_outcome1, status=est.status, reason=est.reason, n_factors=est.n_values,
-                        trace=est.model_dump(mode="json"), artefact=self.key(scenario))
+                        factors=mapped, trace=est.model_dump(mode="json"), artefact=self.key(scenario))
 

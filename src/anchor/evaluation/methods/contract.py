@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-from anchor.evaluation.methods.artefacts import ArtefactStore
+from anchor.artefacts import ArtefactStore, content_key
 from anchor.secrets import scrub
 from anchor.types import Scenario, TextTruncation, scenario_key
 
@@ -42,6 +42,8 @@ class Estimate(BaseModel):
     not get an answer (the model kept answering off-schema, the server was unreachable, ...)."""
     reason: str | None = None
     n_factors: int | None = None
+    factors: list[str] | None = None
+    """The factors (BIRD: factor = value) the condition was mapped to, for methods that map."""
     trace: dict[str, Any] | None = None
     """The method's audit trail for this condition (ANCHOR: the InferenceResult), as JSON."""
     artefact: str | None = None
@@ -99,7 +101,14 @@ class MethodContext:
         """The client that builds artefacts (seeded with ``artefact_seed``)."""
         return self.client if self.artefacts_per_run else self.base_client
 
-    def artefact_key(self, scenario: Scenario) -> str:
+    def artefact_key(self, scenario: Scenario, settings: dict[str, Any] | None = None) -> str:
+        """The name of the scenario's artefact. By scenario (``RunConfig.artefact_keys`` 'scenario'):
+        its key, with the seed when built per run. By content ('content', a store shared by runs):
+        its key and a digest of ``settings``, everything the artefact depends on (seed included)."""
+        if self.config.artefact_keys == "content":
+            if settings is None:
+                raise ValueError("an artefact named by its content needs the settings that build it")
+            return content_key(scenario, settings)
         base = scenario_key(scenario)
         return f"{base}-s{self.artefact_seed}" if self.artefacts_per_run else base
 
@@ -125,6 +134,20 @@ class PairJudge(Protocol):
 
 
 @dataclass(frozen=True)
+class CostShape:
+    """What a method usually asks of the LLM: per scenario (its artefact's build) and per condition.
+
+    A plan from the method's settings, not a measurement: answers that need asking again, stops that
+    come early and fallbacks move the real figures (``anchor predict --check`` says by how much they
+    may be off)."""
+
+    group_requests: float = 0.0
+    row_requests: float = 1.0
+    basis: str = ""
+    """How the figures follow from the settings, in a few words."""
+
+
+@dataclass(frozen=True)
 class MethodSpec:
     name: str
     factory: Callable[[MethodContext], Method | PairJudge]
@@ -136,6 +159,9 @@ class MethodSpec:
     pairwise_only: bool = False
     """Only meaningful for pairwise data (it judges two conditions together)."""
     uses_anchor_config: bool = False
+    trains_on_conditions: bool = False
+    """Learns from every condition of a scenario before estimating any (``MethodContext.conditions``),
+    so a run must know them all up front."""
     per_scenario_artefact: bool = False
     """Builds an artefact once per scenario (a factor space, a BIRD model), stored in the run
     directory and kept per run or shared according to ``--spaces``."""
@@ -148,3 +174,6 @@ class MethodSpec:
     method_config: Callable[[str], dict[str, Any]] | None = None
     """The method's own settings for a dataset, recorded in config.json (``RunConfig.method_config``)
     and read back by its factory from ``ctx.config.method_config``."""
+    cost_shape: Callable[[AnchorConfig | None], CostShape] = lambda config: CostShape(0.0, 1.0, "one request a condition")
+    """Its usual number of requests per scenario and per condition, for estimates made before a run
+    (``anchor predict --check``), from the run's ANCHOR settings (None for a method without them)."""

@@ -16,6 +16,7 @@ from anchor.evaluation.report.shared import on_shared_instances
 from anchor.evaluation.report.tables import (
     ablation_section,
     calibration_section,
+    cases_section,
     decision_section,
     header_section,
     pairwise_section,
@@ -75,6 +76,7 @@ def build_report(dirs: Sequence[Path], out_dir: Path) -> ReportResult:
     lines += runs_section(runs)
     lines += pairwise_section(runs)
     lines += decision_section(runs)
+    lines += cases_section(runs)
     lines += ablation_section(runs)
     lines += transplant_section([(r.loaded.config, r.m, r.loaded.path, r.tag) for r in runs])
     lines += cost_section(runs, glabels)

@@ -52,7 +52,7 @@ METHOD_ORDER = (
 )
 PAIRWISE_F1 = (("f1_context1", "Context1"), ("f1_context2", "Context2"), ("f1_same", "Same"),
                ("f1_micro", "Average"))
-HEADLINE_METRIC = {"pairwise": "f1_micro", "decision": "accuracy", "factcheck": "balanced_accuracy"}
+HEADLINE_METRIC = {"pairwise": "f1_micro", "decision": "accuracy", "factcheck": "balanced_accuracy", "cases": "accuracy"}
 METRIC_WORDS = {
     "f1_micro": "F1 Avg (micro)", "accuracy": "accuracy", "balanced_accuracy": "balanced accuracy",
 }

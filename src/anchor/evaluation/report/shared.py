@@ -64,6 +64,9 @@ def _check_same_data(group: Sequence[LoadedRun]) -> None:
             raise ReportError(f"{first.path} and {run.path} are runs of {a.dataset} on different data files "
                               f"(sha256 {a.data_sha256[:12]}… and {b.data_sha256[:12]}…): their instances differ, "
                               "so their scores cannot stand side by side; report them separately")
+        if a.cases != b.cases:
+            raise ReportError(f"{first.path} and {run.path} read {a.data_path} with other settings (columns, format "
+                              "or limits), so their rows may differ; report them separately")
         if a.balance_outcomes != b.balance_outcomes:
             with_flag, without = (first, run) if a.balance_outcomes else (run, first)
             raise ReportError(f"{with_flag.path} was run with --balance-outcomes and {without.path} without: the same "

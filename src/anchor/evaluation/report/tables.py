@@ -287,3 +287,40 @@ def calibration_section(runs: Sequence[ReportedRun], glabels: dict[int, str]) ->
               "whose comparisons are local to a scenario) the ECE is noisy; read it together with the "
               "reliability diagram's bin counts.", ""]
     return lines
+
+
+def cases_section(runs: Sequence[ReportedRun]) -> list[str]:
+    """A user's own cases (``anchor predict``): every method on the file's labelled rows, side by side."""
+    cases = sorted((r for r in runs if r.kind == "cases"), key=ReportedRun.sort_key)
+    if not cases:
+        return []
+    labels = row_labels(cases, lambda r: (r.name, r.model))
+    header = ["Method", "Model", "Rows", "Labelled", "Accuracy", "Bal. acc.", "Coverage", "Brier", "Log loss", "ECE"]
+    rows = []
+    for r in cases:
+        run = r.m.runs[0] if r.m.runs else {}
+        cal = r.m.calibration or {}
+        labelled = int(run.get("labelled") or 0)
+        cells = [r.cell(k) for k in ("accuracy", "balanced_accuracy")] + [r.cell("coverage", percent=True)]
+        cells += [_fixed(cal.get(k)) for k in ("brier", "log_loss", "ece")]
+        rows.append([labels[id(r)], r.model_cell, str(int(run.get("n") or r.m.n_instances)), str(labelled),
+                     *(cells if labelled else [DASH] * 6)])
+    source = cases[0].loaded.config.data_path or "the cases file"
+    lines = [f"## Your cases ({source})", ""]
+    lines += md_table(header, rows, ["l", "l"] + ["r"] * (len(header) - 2))
+    lines.append("")
+    notes = ["Scored on the rows with a label only (Labelled); rows without one are predictions only. Accuracy "
+             "and balanced accuracy decide outcome 1 above 0.5 and outcome 2 below, an unknown or a tie counting "
+             "as wrong; Coverage is the share of labelled rows with a probability; Brier, log loss and ECE are "
+             "over the labelled rows with one."]
+    if (line := shared_line(cases)) is not None:
+        notes.append(line)
+    notes += _marks_footnotes(cases)
+    lines += [f"- {n}" for n in notes]
+    lines.append("")
+    return lines
+
+
+def _fixed(value: object) -> str:
+    x = number(value)
+    return DASH if x is None else f"{x:.3f}"

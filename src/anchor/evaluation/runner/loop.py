@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from anchor import offload, prompts
+from anchor.artefacts import INSTANCE_FAILURES, ArtefactFailed, ArtefactStore
 from anchor.calibration.contract import CalibratorMismatchWarning, method_label
 from anchor.calibration.registry import FileCalibrator
 from anchor.embed import Embedder, embedder_identity
@@ -34,7 +35,6 @@ from anchor.evaluation.datasets.factcheck import FactcheckData
 from anchor.evaluation.datasets.instances import DecisionInstance, PairwiseInstance, scenario_key
 from anchor.evaluation.datasets.sampling import SampleRecord
 from anchor.evaluation.datasets.selection import record_sample, select_instances
-from anchor.evaluation.methods.artefacts import INSTANCE_FAILURES, ArtefactFailed, ArtefactStore
 from anchor.evaluation.methods.contract import Estimate, Method, MethodContext, PairJudge
 from anchor.evaluation.methods.registry import METHODS, build_method
 from anchor.evaluation.metrics import pairwise_prediction
@@ -153,8 +153,10 @@ class EvalRunner:
         if store is None:
             source = self.config.spaces_source(self.out_dir)
             reuse = source / kind if source is not None else None
+            # Artefacts named by their content (anchor predict) can go into a store shared by runs: what this
+            # run builds is published there too. Otherwise the other directory is only read.
             store = self._stores[kind] = ArtefactStore(self.out_dir / kind, load=load, save=save, reuse_from=reuse,
-                                                       uses=uses)
+                                                       uses=uses, publish=self.config.artefact_keys == "content")
         return store
 
     @functools.cached_property
@@ -350,6 +352,7 @@ class EvalRunner:
                 pred.label = inst.label
                 estimate = await self._side(method, inst.scenario, inst.condition, inst.label)
                 pred.p_outcome1, pred.p_outcome1_raw = estimate.p_outcome1, estimate.p_outcome1_raw
+                pred.p_outcome2 = None if estimate.p_outcome1 is None else 1.0 - estimate.p_outcome1
                 if estimate.p_outcome1 is not None and c.kind == "factcheck":
                     # The fact-check decision: 'support' (1) only above the decision threshold.
                     pred.prediction = 1 if estimate.p_outcome1 > c.decision_threshold else 2
@@ -368,7 +371,7 @@ class EvalRunner:
         pred.sides = [SideRecord(condition=k, p_outcome1=e.p_outcome1, p_outcome1_raw=e.p_outcome1_raw,
                                  status=e.status, reason=e.reason,
                                  n_factors=e.n_factors, artefact=e.artefact, fallback=e.fallback,
-                                 truncated=e.truncated)
+                                 truncated=e.truncated, factors=e.factors)
                       for k, e in enumerate(estimates, 1)]
         pred.truncated = any(e.truncated is not None for e in estimates)
         statuses = {e.status for e in estimates}

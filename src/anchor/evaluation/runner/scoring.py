@@ -13,12 +13,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from anchor.artefacts import ArtefactStore, reused_artefacts
 from anchor.evaluation.cost.attribution import run_critical_path
 from anchor.evaluation.datasets.factcheck import FactcheckData
 from anchor.evaluation.datasets.instances import DecisionInstance, PairwiseInstance
 from anchor.evaluation.datasets.sampling import SampleRecord
 from anchor.evaluation.datasets.selection import data_summary, sample_summary
-from anchor.evaluation.methods.artefacts import ArtefactStore, reused_artefacts
 from anchor.evaluation.methods.contract import MethodSpec
 from anchor.evaluation.results import CostSummary, MetricsReport, Prediction, RunConfig
 from anchor.evaluation.runner.config import default_build_params
@@ -109,6 +109,11 @@ class RunScorer:
         if c.kind == "factcheck":
             return (f"balanced accuracy with 'support' iff P(claim) > {c.decision_threshold}; unknown counts as "
                     f"'not support'; coverage = share of instances with a probability; {failed}")
+        if c.kind == "cases":
+            return ("the rows with a label only (runs[].labelled of runs[].n): accuracy and balanced accuracy with "
+                    "outcome 1 decided above 0.5 and outcome 2 below (unknown or a tie at 0.5 is not a correct "
+                    "decision); accuracy_covered over labelled rows with a probability; coverage = share of "
+                    f"labelled rows with a probability; Brier, log loss and ECE over labelled rows with one; {failed}")
         return ("accuracy over all instances (unknown or a tie at 0.5 is not a correct decision); "
                 f"accuracy_covered over instances with a probability; {failed}")
 

@@ -49,6 +49,29 @@ class JsonLines(Generic[M]):
                                 f"({exc.errors()[0].get('msg')}); move the file away to start the run afresh") from exc
         return out
 
+    def repair(self) -> None:
+        """Drop the line a killed process was writing, without reading the rest of the file."""
+        if not self.path.exists():
+            return
+        with open(self.path, "r+b") as fh:
+            end = fh.seek(0, os.SEEK_END)
+            if end == 0:
+                return
+            fh.seek(end - 1)
+            if fh.read(1) == b"\n":
+                return
+            pos = end
+            while pos > 0:
+                step = min(pos, 1 << 16)
+                fh.seek(pos - step)
+                chunk = fh.read(step)
+                cut = chunk.rfind(b"\n")
+                if cut != -1:
+                    fh.truncate(pos - step + cut + 1)
+                    return
+                pos -= step
+            fh.truncate(0)
+
     def append(self, record: M) -> None:
         line = record.model_dump_json() + "\n"
         with self._lock:

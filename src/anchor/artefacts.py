@@ -1,12 +1,17 @@
 """Per-scenario artefacts (ANCHOR's factor spaces, BIRD's models) shared through an ``ArtefactStore``.
 
-An artefact lives in the run directory: built once (one build per key at a time), saved
-atomically, loaded back on resume, never saved when the build failed (so a rerun tries again).
+An artefact lives in a folder (a run directory's, or a store shared by runs): built once (one
+build per key at a time), saved atomically, loaded back on resume, never saved when the build failed
+(so a rerun tries again). Only the most recently used artefacts stay in memory; the others are read
+back from their files when asked for again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -17,9 +22,19 @@ from anchor.llm import chain
 from anchor.llm.errors import AnchorError, LLMOutputError, RequestRejected, RetryBudgetExhausted
 from anchor.llm.ledger import detached_context
 from anchor.secrets import scrub
+from anchor.types import Scenario, scenario_key
 
 #: Errors that fail one instance (it is recorded as failed and retried on resume) rather than the run.
 INSTANCE_FAILURES: tuple[type[BaseException], ...] = (LLMOutputError, RetryBudgetExhausted, RequestRejected)
+
+
+def content_key(scenario: Scenario, settings: dict[str, Any]) -> str:
+    """The name of an artefact in a store that runs with different settings share: the scenario's key
+    and a digest of the settings that built it (JSON, keys sorted), so that an artefact is found
+    again by any run that would build the same one, and never by a run that would build another."""
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+                            .encode("utf-8")).hexdigest()[:12]
+    return f"{scenario_key(scenario)}-{digest}"
 
 
 class ArtefactFailed(AnchorError):
@@ -46,16 +61,23 @@ class ArtefactStore(Generic[M]):
     ``uses(item)`` names the artefacts of other stores an artefact was built on (``{kind: key}``,
     e.g. the factor space under a BIRD-on-ANCHOR model), so that the cost of a reused one is found
     through the artefact a prediction names.
+
+    ``publish=True`` also saves what is built into ``reuse_from`` (a store shared by several runs),
+    so later runs find it there. ``max_in_memory`` bounds how many artefacts are held at once (a
+    run over thousands of scenarios would otherwise keep every space).
     """
 
     def __init__(self, folder: Path, *, load: Callable[[Path], M], save: Callable[[M, Path], Any],
-                 reuse_from: Path | None = None, uses: Callable[[M], dict[str, str]] | None = None) -> None:
+                 reuse_from: Path | None = None, uses: Callable[[M], dict[str, str]] | None = None,
+                 publish: bool = False, max_in_memory: int = 256) -> None:
         self.folder = folder
         self._load = load
         self._save = save
         self.reuse_from = reuse_from
         self.uses = uses
-        self._memory: dict[str, M] = {}
+        self.publish = publish and reuse_from is not None and Path(reuse_from).resolve() != Path(folder).resolve()
+        self.max_in_memory = max(1, max_in_memory)
+        self._memory: OrderedDict[str, M] = OrderedDict()
         self._errors: dict[str, str] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self.reused: dict[str, Path] = {}
@@ -87,15 +109,23 @@ class ArtefactStore(Generic[M]):
         chain.merge(self._chains.get(key, chain.Chain()))
         return item
 
+    def _remember(self, key: str, item: M) -> None:
+        self._memory[key] = item
+        self._memory.move_to_end(key)
+        while len(self._memory) > self.max_in_memory:
+            self._memory.popitem(last=False)
+
     async def _get(self, key: str, build: Callable[[], Awaitable[M]],
                    mismatch: Callable[[M], str | None] | None) -> M:
         if key in self._memory:
+            self._memory.move_to_end(key)
             return self._memory[key]
         if key in self._errors:
             raise ArtefactFailed(self._errors[key])
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             if key in self._memory:
+                self._memory.move_to_end(key)
                 return self._memory[key]
             if key in self._errors:
                 raise ArtefactFailed(self._errors[key])
@@ -116,8 +146,12 @@ class ArtefactStore(Generic[M]):
                     self._errors[key] = f"could not build the per-scenario artefact: {scrub(str(exc))}"
                     raise ArtefactFailed(self._errors[key]) from exc
                 self._save(item, self.path(key))
+                if self.publish:
+                    assert self.reuse_from is not None
+                    self.reuse_from.mkdir(parents=True, exist_ok=True)
+                    self._save(item, self.reuse_from / f"{key}.json")
                 self.built.append(key)
-            self._memory[key] = item
+            self._remember(key, item)
             return item
 
 

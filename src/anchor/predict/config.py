@@ -1,0 +1,108 @@
+"""What an ``anchor predict`` run reads and how: the cases file with its reading settings, and the
+run's configuration (a ``RunConfig`` of kind ``cases``, recorded in ``config.json``)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from anchor import __version__
+from anchor.cases import CaseFormat, CaseLimits, CaseStream, detect_format, read_cases
+from anchor.cases.columns import check_column_mapping
+from anchor.embed_server import settings_identity
+from anchor.evaluation.methods.registry import METHODS
+from anchor.evaluation.results import RunConfig
+from anchor.evaluation.runner.errors import EvalError
+from anchor.llm.settings import LLMSettings
+from anchor.pipeline import AnchorConfig
+
+#: The dataset name a predict run records (its kind is ``cases``).
+CASES_DATASET = "cases"
+#: A case is decided for outcome 1 above this P(O1), for outcome 2 below it (a tie is no decision).
+CASES_THRESHOLD = 0.5
+
+
+@dataclass(frozen=True)
+class CasesInput:
+    """A cases file and how to read it: its format, the column mapping and the length limits."""
+
+    path: Path
+    format: CaseFormat
+    columns: dict[str, str] = field(default_factory=dict)
+    limits: CaseLimits = field(default_factory=CaseLimits)
+
+    @classmethod
+    def of(cls, path: Path | str, *, format: str | None = None, columns: dict[str, str] | None = None,
+           limits: CaseLimits | None = None) -> CasesInput:
+        """Checked: the format known (from ``format`` or the suffix) and the mapping well formed."""
+        path = Path(path)
+        return cls(path=path, format=detect_format(str(path), format), columns=check_column_mapping(dict(columns or {})),
+                   limits=limits or CaseLimits())
+
+    def describe(self) -> dict[str, Any]:
+        """``RunConfig.cases``: what a reader of the run needs to read the file the same way."""
+        return {"format": self.format, "columns": dict(sorted(self.columns.items())),
+                "limits": self.limits.model_dump()}
+
+    def open(self, *, strict: bool = False) -> CaseStream:
+        return read_cases(self.path, format=self.format, columns=self.columns, limits=self.limits, strict=strict)
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file, read in chunks (a cases file may be large)."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as exc:
+        raise EvalError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+    return digest.hexdigest()
+
+
+def check_predict_method(method: str, stage: str | None) -> None:
+    """Refuse, in one line, a method that cannot answer a case on its own."""
+    spec = METHODS.get(method)
+    if spec is None:
+        raise EvalError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    if spec.pairwise_only:
+        raise EvalError(f"--method {method} compares two conditions of a pair; a case has one condition")
+    if spec.oracle:
+        raise EvalError(f"--method {method} is an oracle (it sees the gold outcome), not a way to predict a case")
+    if stage is not None and not spec.stages:
+        raise EvalError(f"--stage applies only to methods with stages, not to {method!r}")
+    if spec.stages and stage not in spec.stages:
+        raise EvalError(f"--method {method} needs --stage, one of: {', '.join(spec.stages)}")
+
+
+def make_predict_config(
+    *, cases: CasesInput, method: str, settings: LLMSettings, anchor_config: AnchorConfig | None,
+    ablations: Sequence[str] = (), stage: str | None = None, limit: int | None = None,
+    spaces: Path | None = None, command: str = "", estimator: LLMSettings | None = None,
+) -> RunConfig:
+    """The run's configuration, checked. ``spaces`` is a store of per-scenario artefacts shared with
+    other runs (None: the run directory's own folders); artefacts are named by their content there,
+    so runs with other settings never take each other's."""
+    check_predict_method(method, stage)
+    if not cases.path.is_file():
+        raise EvalError(f"{cases.path}: no such file")
+    spec = METHODS[method]
+    llm = settings.describe()
+    llm.pop("api_key", None)
+    estimator_llm = None
+    if estimator is not None:
+        estimator_llm = estimator.describe()
+        estimator_llm.pop("api_key", None)
+    return RunConfig(
+        anchor_version=__version__, dataset=CASES_DATASET, data_path=str(cases.path),
+        data_sha256=file_digest(cases.path), kind="cases", method=method, ablations=list(ablations), limit=limit,
+        runs=1, seed=settings.seed, decision_threshold=CASES_THRESHOLD, spaces="shared",
+        spaces_from=str(spaces) if spaces is not None else None, llm=llm,
+        anchor_config=anchor_config.model_dump(mode="json") if anchor_config else None, command=command,
+        stage=stage, method_config=spec.method_config(CASES_DATASET) if spec.method_config else None,
+        estimator=estimator_llm, cases=cases.describe(), artefact_keys="content",
+        embedder=settings_identity(settings).model_dump(mode="json") if spec.uses_anchor_config else None,
+    )

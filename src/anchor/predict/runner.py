@@ -1,0 +1,248 @@
+"""``PredictRunner``: the evaluation runner over a user's cases file, read as a stream.
+
+A predict run is an evaluation run of kind ``cases`` (same run directory, same methods, same
+resumption and cost accounting; see :mod:`anchor.evaluation.runner`) that differs in how it meets
+its instances:
+
+* The file is read twice, one row at a time: once to check it (counts, groups, bad rows: nothing is
+  asked of the LLM before the file is known to be usable), once to answer it. At most
+  ``instance_slots`` rows are in flight; reading waits for a free slot, so memory does not grow with
+  the file.
+* Rows are answered in any order, and ``predictions.jsonl`` grows in that order; when the run ends
+  it is rewritten in input order (:func:`~anchor.predict.export.order_predictions`).
+* Each bad row is written to ``rejected.jsonl`` with its line and reason; ``--strict`` stops before
+  any request at the first one.
+* Per-scenario artefacts (factor spaces, BIRD models) are named by their content and can live in a
+  store shared with other runs (``RunConfig.spaces_from``): a run publishes what it builds there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from anchor.calibration.registry import FileCalibrator
+from anchor.cases import BadCaseRow, CaseCheck, CaseRow, CasesError, RejectedRow, check_cases
+from anchor.evaluation.datasets.instances import DecisionInstance
+from anchor.evaluation.methods.contract import Method, PairJudge
+from anchor.evaluation.results import MetricsReport, Prediction, RunConfig, TraceRecord
+from anchor.evaluation.runner import EvalRunner, JsonLines, instance_slots
+from anchor.evaluation.runner.loop import Instance
+from anchor.files import write_atomic_stream
+from anchor.llm.ledger import CallRecord, read_call_log
+from anchor.llm.settings import LLMSettings
+from anchor.pipeline import AnchorConfig
+from anchor.predict.config import CasesInput
+from anchor.predict.export import TableFormat, order_predictions, read_ordered, write_table
+from anchor.progress import ProgressEvent, Reporter, silent
+from anchor.types import Scenario, StageCost
+
+PREDICTIONS = "predictions.jsonl"
+REJECTED = "rejected.jsonl"
+
+
+class PredictRunner(EvalRunner):
+    """Answers every good row of a cases file with the run's method and writes the run directory."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        out_dir: Path,
+        *,
+        cases: CasesInput,
+        settings: LLMSettings,
+        anchor_config: AnchorConfig | None = None,
+        report: Reporter = silent,
+        retry_failed: bool = True,
+        estimator_settings: LLMSettings | None = None,
+        calibrator: FileCalibrator | None = None,
+        strict: bool = False,
+        table: TableFormat = "jsonl",
+    ) -> None:
+        super().__init__(config, out_dir, settings=settings, anchor_config=anchor_config, report=report,
+                         retry_failed=retry_failed, estimator_settings=estimator_settings, calibrator=calibrator)
+        self.cases = cases
+        self.strict = strict
+        self.table = table
+        self.summary: CaseCheck | None = None
+        """What the check pass found (set by :meth:`check_input`)."""
+        self.rejected = 0
+        self.table_path: Path | None = None
+        self._started = time.monotonic()
+        self._scenarios: dict[str, Scenario] = {}
+        self._rows: list[tuple[str, str, int | None]] = []
+        """(id, group, label) of every row the run scores, in input order (for the metrics)."""
+
+    # ------------------------------------------------------------------ the input
+
+    def check_input(self) -> CaseCheck:
+        """Read the file once, checking every row; nothing is asked of the LLM. Refuses a file with no
+        usable row, and under ``strict`` one with a bad row (naming its line)."""
+        summary = check_cases(self.cases.path, format=self.cases.format, columns=self.cases.columns,
+                              limits=self.cases.limits)
+        if self.strict and summary.rejected:
+            raise BadCaseRow(str(self.cases.path), summary.rejected[0])
+        if not summary.good:
+            raise CasesError(f"{self.cases.path}: no usable row ({summary.rows} read, {summary.bad} bad)")
+        self.summary = summary
+        return summary
+
+    def load_instances(self) -> list[Instance]:
+        """Nothing up front: the rows are read as a stream while the run goes (see :meth:`check_input`)."""
+        return []
+
+    @property
+    def total(self) -> int:
+        good = self.summary.good if self.summary is not None else 0
+        return good if self.config.limit is None else min(good, self.config.limit)
+
+    # ------------------------------------------------------------------ the run
+
+    async def _run_locked(self, instances: list[Instance]) -> MetricsReport:
+        assert self.client is not None
+        if self.summary is None:
+            self.check_input()
+        d = self.out_dir
+        journal = JsonLines(d / PREDICTIONS, Prediction, durable=True)
+        traces = JsonLines(d / "traces.jsonl", TraceRecord)
+        calls = JsonLines(d / "calls.jsonl", CallRecord)
+        for log in (journal, traces, calls):
+            log.repair()
+        status = {p.id: p.status for p in journal.read()}
+        stop_logging = self.client.ledger.subscribe(calls.append)
+        stop_watching = self.client.ledger.subscribe(self._watch)
+        try:
+            if self.spec.trains_on_conditions:
+                self._scenario_conditions = self._conditions_by_group()
+            method = self._method(0)
+            await self._answer_all(method, status, journal, traces)
+        finally:
+            stop_logging()
+            stop_watching()
+            journal.close()
+            traces.close()
+            calls.close()
+        self._tick(force=True)
+        order_predictions(d / PREDICTIONS)
+        self.table_path = write_table(d / PREDICTIONS, d / f"predictions.{self.table}", self.table,
+                                      calibrated=self.calibrator is not None)
+        report = self._score(d / PREDICTIONS, read_call_log(d / "calls.jsonl"))
+        write_atomic_stream(d / "metrics.json", [report.model_dump_json(indent=2).encode("utf-8")])
+        return report
+
+    async def _answer_all(self, method: Method | PairJudge, status: dict[str, str], journal: JsonLines[Prediction],
+                          traces: JsonLines[TraceRecord]) -> None:
+        """One pass over the file: bad rows to rejected.jsonl, every good row not yet answered to the method."""
+        assert self.client is not None
+        slots = asyncio.Semaphore(instance_slots(self.client.concurrency))
+        running: set[asyncio.Task[None]] = set()
+        failures: list[BaseException] = []
+        again = self.retry_failed
+        self._counts.update(total=self.total, done=sum(1 for s in status.values() if s != "failed" or not again))
+        self._tick(force=True)
+
+        def finished(task: asyncio.Task[None]) -> None:
+            running.discard(task)
+            slots.release()
+            if not task.cancelled() and task.exception() is not None:
+                failures.append(task.exception())  # type: ignore[arg-type]
+
+        part = self.out_dir / (REJECTED + ".part")
+        taken = 0
+        with open(part, "w", encoding="utf-8") as rejected, self.cases.open(strict=self.strict) as stream:
+            for item in stream:
+                if isinstance(item, RejectedRow):
+                    rejected.write(item.model_dump_json() + "\n")
+                    self.rejected += 1
+                    continue
+                if self.config.limit is not None and taken >= self.config.limit:
+                    break
+                taken += 1
+                self._remember(item)
+                was = status.get(item.id)
+                if was is not None and (was != "failed" or not again):
+                    continue
+                await slots.acquire()
+                if failures:
+                    slots.release()
+                    break
+                task = asyncio.get_running_loop().create_task(self._answer(item, method, journal, traces))
+                running.add(task)
+                task.add_done_callback(finished)
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+        if failures:
+            raise failures[0]
+        part.replace(self.out_dir / REJECTED)
+
+    def _remember(self, row: CaseRow) -> None:
+        self._scenarios.setdefault(row.group, row.to_scenario())
+        self._rows.append((row.id, row.group, row.label))
+
+    async def _answer(self, row: CaseRow, method: Method | PairJudge, journal: JsonLines[Prediction],
+                      traces: JsonLines[TraceRecord]) -> None:
+        inst = DecisionInstance(id=row.id, dataset=self.config.dataset, scenario=self._scenarios[row.group],
+                                condition=row.condition, label=row.label)
+        pred, trace_records = await self._evaluate(0, inst, method)
+        pred.line = row.line
+        for t in trace_records:
+            traces.append(t)
+        journal.append(pred)
+        self._counts.update(done=1, unknown=int(pred.unknown), failed=int(pred.status == "failed"))
+        self._tick(force=True)
+
+    def _conditions_by_group(self) -> dict[str, list[str]]:
+        """Every condition of every group, for a method that learns from them all before answering any."""
+        out: dict[str, list[str]] = {}
+        with self.cases.open() as stream:
+            for item in stream:
+                if isinstance(item, CaseRow):
+                    bucket = out.setdefault(item.group, [])
+                    if item.condition not in bucket:
+                        bucket.append(item.condition)
+        return out
+
+    # ------------------------------------------------------------------ progress and scores
+
+    def _tick(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_tick < 0.2:
+            return
+        self._last_tick = now
+        total = self.client.ledger.tally() if self.client else StageCost(stage="total")
+        built = sum(len(store.built) for store in self._stores.values())
+        info: dict[str, object] = {"spaces": built, "req": _short(total.llm_calls),
+                                   "tok": _short(total.prompt_tokens + total.completion_tokens),
+                                   "unknown": self._counts["unknown"]}
+        if self._retry:
+            info["retry"] = self._retry
+        self.report(ProgressEvent("rows", self._counts["done"], self._counts["total"], "", info))
+
+    def _score(self, predictions: Path, calls: Iterable[CallRecord]) -> MetricsReport:
+        """``metrics.json`` of the rows the run scored (its predictions, read back in input order)."""
+        instances = [DecisionInstance.model_construct(id=iid, dataset=self.config.dataset, scenario=self._scenarios[g],
+                                                      condition="", label=label)
+                     for iid, g, label in self._rows]
+        done = {(0, p.id): p for p in read_ordered(predictions)}
+        report = self.compute_metrics(instances, done, calls)
+        report.data = self.data_summary()
+        return report
+
+    def data_summary(self) -> dict[str, Any]:
+        s = self.summary
+        assert s is not None
+        return {"source": s.source, "format": s.format, "rows": s.rows, "usable": s.good, "skipped": s.bad,
+                "labelled": s.labelled, "groups": s.groups, "rejected_file": REJECTED,
+                "skipped_rows": [{"line": r.line, "problem": r.reason} for r in s.rejected]}
+
+
+def _short(n: int) -> str:
+    """A count in at most four characters: 950, 12k, 3.4M."""
+    if n < 1000:
+        return str(n)
+    if n < 100_000:
+        return f"{n / 1000:.1f}k" if n < 10_000 else f"{n // 1000}k"
+    return f"{n / 1_000_000:.1f}M" if n < 10_000_000 else f"{n // 1_000_000}M"
