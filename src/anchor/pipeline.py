@@ -18,18 +18,22 @@ model or method is applied all the same, with a ``CalibratorMismatchWarning`` na
 
 from __future__ import annotations
 
+import asyncio
+import tempfile
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from anchor import offload
+from anchor.artefacts import INSTANCE_FAILURES, ArtefactFailed, ArtefactStore, content_key
 from anchor.audit.pages import explain_html
 from anchor.calibration.contract import CalibratorMismatchWarning, method_label
 from anchor.calibration.registry import FileCalibrator, read_calibrator
+from anchor.cases import CaseLimits, CasePrediction, CaseRow, CaseSource, RejectedRow, read_cases
 from anchor.config import ABLATIONS, AnchorConfig
-from anchor.embed import Embedder
+from anchor.embed import Embedder, embedder_identity
 from anchor.embed_server import make_embedder
 from anchor.files import write_text_atomic
 from anchor.inference.engine import InferenceEngine
@@ -37,11 +41,13 @@ from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import summarize
 from anchor.llm.settings import LLMSettings, make_client
-from anchor.llm.sync import run_sync
+from anchor.llm.sync import iterate_sync, run_sync
 from anchor.mapping.mapper import ConditionMapper
 from anchor.mapping.retrievers import Retriever, make_retriever
 from anchor.progress import ProgressEvent, Reporter, silent
+from anchor.secrets import scrub
 from anchor.space.builder import FactorSpaceBuilder
+from anchor.space.io import load_space, save_space, space_settings
 from anchor.space.structure import Clusterer, Reducer
 from anchor.types import (
     CalibratedProbability,
@@ -180,6 +186,85 @@ class Anchor:
         if isinstance(conditions, str):
             conditions = [conditions]
         return self._run(self.ainfer(space, conditions, report))
+
+    # ------------------------------------------------------------------ many cases
+
+    async def apredict(
+        self,
+        cases: CaseSource | Iterable[CaseRow],
+        *,
+        spaces: Path | str | None = None,
+        columns: Mapping[str, str] | None = None,
+        format: str | None = None,
+        limits: CaseLimits | None = None,
+    ) -> AsyncIterator[CasePrediction]:
+        """Answer every row of a cases file (a path, or rows already read), yielding each
+        :class:`~anchor.cases.CasePrediction` as it finishes, bad rows included (status ``rejected``).
+
+        Rows with the same scenario and outcomes share one factor space, built once. ``spaces`` is
+        a folder of spaces kept between calls (and shared with ``anchor predict --spaces``): a space
+        is found there by its scenario and build settings, and what is built is added. Without it the
+        spaces live in a temporary folder for the call. ``columns``, ``format`` and ``limits`` read
+        the file as ``anchor predict``'s ``--column``, ``--input-format`` and limits do.
+        """
+        rows = cases if not isinstance(cases, str | Path) and not hasattr(cases, "read") else \
+            read_cases(cases, format=format, columns=columns, limits=limits)  # type: ignore[arg-type]
+        with tempfile.TemporaryDirectory(prefix="anchor-spaces-") as scratch:
+            folder = Path(spaces) / "spaces" if spaces is not None else Path(scratch)
+            store: ArtefactStore[FactorSpace] = ArtefactStore(folder, load=load_space, save=save_space)
+            await self.client.ensure_ready()
+            settings = space_settings(self.config.build, self.client.backend.model,
+                                      (await asyncio.to_thread(embedder_identity, self.embedder)).model_dump())
+            slots = max(2, 2 * self.client.concurrency)
+            pending: set[asyncio.Task[CasePrediction]] = set()
+            source = iter(rows)
+            exhausted = False
+            try:
+                while True:
+                    while not exhausted and len(pending) < slots:
+                        item = next(source, None)
+                        if item is None:
+                            exhausted = True
+                        elif isinstance(item, RejectedRow):
+                            yield CasePrediction(line=item.line, row=item.row, id=item.id, status="rejected",
+                                                 reason=item.reason)
+                        else:
+                            pending.add(asyncio.ensure_future(self._predict_case(item, store, settings)))
+                    if not pending:
+                        return
+                    finished, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                    for task in finished:
+                        yield task.result()
+            finally:
+                for task in pending:
+                    task.cancel()
+                if pending:
+                    await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _predict_case(self, row: CaseRow, store: ArtefactStore[FactorSpace],
+                            settings: dict[str, object]) -> CasePrediction:
+        scenario = row.to_scenario()
+        answer = CasePrediction(line=row.line, row=row.row, id=row.id, label=row.label, group=row.group, status="ok")
+        try:
+            space = await store.get(content_key(scenario, settings), lambda: self.abuild(scenario))
+            result = await self.ainfer_one(space, row.condition)
+        except (ArtefactFailed, *INSTANCE_FAILURES) as exc:
+            return answer.model_copy(update={"status": "failed", "reason": scrub(str(exc))[:800]})
+        return answer.model_copy(update={"result": result, "status": "unknown" if result.unknown else "ok",
+                                         "reason": result.unknown_reason})
+
+    def predict(
+        self,
+        cases: CaseSource | Iterable[CaseRow],
+        *,
+        spaces: Path | str | None = None,
+        columns: Mapping[str, str] | None = None,
+        format: str | None = None,
+        limits: CaseLimits | None = None,
+    ) -> Iterator[CasePrediction]:
+        """:meth:`apredict` for synchronous code: an iterator of the rows' answers as they finish."""
+        return iterate_sync(self.apredict(cases, spaces=spaces, columns=columns, format=format, limits=limits),
+                            self.client)
 
     # ------------------------------------------------------------------ audit
 

@@ -39,7 +39,7 @@ from anchor.llm.errors import AnchorError
 CALIBRATOR_SCHEMA_VERSION = 1
 KindName = Literal["platt", "isotonic", "beta", "temperature"]
 #: The data kinds a calibrator can be fitted on (pairwise runs have no per-instance event).
-DataKind = Literal["pairwise", "decision", "factcheck"]
+DataKind = Literal["pairwise", "decision", "factcheck", "cases"]
 #: Below this many labelled instances, fit and report say that the figures rest on very little.
 FEW_LABELS = 30
 

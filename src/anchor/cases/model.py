@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from anchor.llm.errors import AnchorError
-from anchor.types import Scenario
+from anchor.types import InferenceResult, Scenario
 
 CaseFormat = Literal["csv", "tsv", "jsonl", "json", "parquet"]
 CASE_FORMATS: tuple[CaseFormat, ...] = ("csv", "tsv", "jsonl", "json", "parquet")
@@ -93,6 +93,39 @@ class RejectedRow(BaseModel):
 
     def message(self) -> str:
         return f"line {self.line}: {self.reason}"
+
+
+class CasePrediction(BaseModel):
+    """What ``Anchor.predict`` gives for one row of a cases file: the answer, or why there is none.
+
+    ``status``: ``ok`` (a probability), ``unknown`` (the method abstained: nothing mapped, or below
+    ``tau``), ``failed`` (no usable answer from the LLM, or the scenario's space could not be built)
+    or ``rejected`` (a bad row, never asked: ``reason`` says what is wrong with it).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    line: int = Field(ge=1, description="Line of the file where the row starts (Parquet: its row number).")
+    row: int = Field(ge=1, description="1-based data row, counting bad rows too: the input order.")
+    id: str | None = Field(default=None, description="The row's id (None for a bad row without a readable one).")
+    label: Literal[1, 2] | None = None
+    group: str | None = Field(default=None, description="The key of the row's scenario (and factor space).")
+    status: Literal["ok", "unknown", "failed", "rejected"]
+    reason: str | None = Field(default=None, description="Why there is no probability.")
+    result: InferenceResult | None = Field(default=None, description="The full answer with its audit trail.")
+
+    @property
+    def p_outcome1(self) -> float | None:
+        return None if self.result is None else self.result.p_outcome1
+
+    @property
+    def p_outcome2(self) -> float | None:
+        return None if self.result is None else self.result.p_outcome2
+
+    @property
+    def factors(self) -> list[str]:
+        """The texts of the factors the condition was mapped to."""
+        return [] if self.result is None else [f.text for f in self.result.factors]
 
 
 class CasesError(AnchorError, ValueError):

@@ -146,10 +146,19 @@ class RunScorer:
             if c.estimator:
                 notes.append(f"phi and the latent parameters elicited by {c.estimator.get('model')!r} "
                              f"({c.estimator.get('backend')}); the space and the mapping by {c.llm.get('model')!r}.")
-            notes.append("Factor spaces: " + ("built separately for every run (seed + run), so the std over runs "
-                                              "includes stage 1." if c.spaces == "per-run" else
-                                              "built once per scenario and shared by all runs, so the std over "
-                                              "runs reflects stages 2-3 only."))
+            if c.kind == "cases":
+                where = f"the store {c.spaces_from}" if c.spaces_from else "this run directory"
+                notes.append(f"Factor spaces: one per scenario, named by its scenario and build settings, kept in "
+                             f"{where}; the build cost of spaces an earlier run made is under cost_reused.")
+            else:
+                notes.append("Factor spaces: " + ("built separately for every run (seed + run), so the std over "
+                                                  "runs includes stage 1." if c.spaces == "per-run" else
+                                                  "built once per scenario and shared by all runs, so the std over "
+                                                  "runs reflects stages 2-3 only."))
+        return notes + self._failure_notes(failed)
+
+    def _failure_notes(self, failed: Sequence[Prediction]) -> list[str]:
+        notes = []
         if failed:
             reasons = Counter((p.error or "unknown reason").split(";")[0][:160] for p in failed)
             top, n_top = reasons.most_common(1)[0]
