@@ -37,6 +37,7 @@ def main() -> None:
         ("bench_abduction_window.py", []),  # ANCHOR vs BIRD per --abduction-window, token-proportional server
         ("bench_long_condition.py", llm),
         ("bench_startup.py", []),  # fresh processes against its own local test server answering at once
+        ("bench_predict.py", []),  # anchor predict on 100,000 made-up rows against its own instant server
     ]
     failed = []
     for script, extra in jobs:

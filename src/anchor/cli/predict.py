@@ -57,10 +57,13 @@ PREDICT_FLAGS = {**FLAG_NAMES, "limit": "--limit", "max_condition_chars": "--max
 
 @expand_options
 def predict_command(
-    cases: Annotated[Path, typer.Argument(metavar="CASES", help=(
+    cases: Annotated[Path | None, typer.Argument(metavar="CASES", help=(
         "The cases file: CSV, TSV, JSON lines, a JSON array or Parquet, one case a row with the columns "
         "scenario (may be empty), outcome1, outcome2, condition, and optionally id and label (1, 2 or the "
-        "text of the outcome that holds). See docs/your-data.md."), show_default=False)],
+        "text of the outcome that holds). See docs/your-data.md."), show_default=False)] = None,
+    example: Annotated[str | None, opt("--example", panel=INPUT_PANEL, choices=("decisions", "factcheck"), help=(
+        "Instead of CASES, a small example file shipped with anchor: 'decisions' (3 scenarios x 4 "
+        "conditions) or 'factcheck' (6 claims with their evidence), both labelled."))] = None,
     out_dir: Annotated[Path | None, opt("--out", "-o", panel=OUTPUT_PANEL, help=(
         "Run directory (default: runs/<file name>-<method>-s<seed>). Run the same command again to resume "
         "it."))] = None,
@@ -119,7 +122,7 @@ def predict_command(
     already answered are skipped. With labels, DIR/metrics.json scores the labelled rows. Example:
     anchor predict cases.csv --column condition=Evidence --out runs/my-cases --format csv
     """
-    from anchor.cases import CaseLimits, parse_column_options
+    from anchor.cases import CaseLimits, example_file, parse_column_options
     from anchor.evaluation.runner import default_build_params
     from anchor.predict.config import CasesInput, check_predict_method, make_predict_config
     from anchor.predict.estimate import estimate_predict
@@ -127,6 +130,13 @@ def predict_command(
     from anchor.predict.runner import PredictRunner
 
     with friendly_errors(PREDICT_FLAGS), one_line_warnings(CalibratorMismatchWarning):
+        if cases is None and example is None:
+            raise fail("give a cases file (CASES), or --example decisions|factcheck for a shipped one")
+        if cases is not None and example is not None:
+            raise fail(f"CASES {cases} and --example {example}: give one of them")
+        if example is not None:
+            cases = Path(str(example_file(example)))
+        assert cases is not None
         if str(cases) == "-":
             raise fail("CASES: give a file (it is read twice: once to check it, once to answer it)")
         if limit is not None and limit < 1:

@@ -192,13 +192,22 @@ def read_call_log(path: Path) -> list[CallRecord]:
     strictly instead, naming the line."""
     if not path.exists():
         return []
-    out = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            out.append(CallRecord.model_validate_json(line))
-        except ValidationError:
-            continue
-    return collapse_sent(out)
+    # Read line by line, collapsing as it goes: a "sent" record is held only until its outcome comes
+    # (a run's log holds two lines a request; a large run's would not fit in memory twice).
+    out: list[CallRecord | None] = []
+    waiting: dict[str, int] = {}
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            try:
+                record = CallRecord.model_validate_json(line)
+            except ValidationError:
+                continue
+            if record.outcome == "sent" and record.request_id:
+                waiting[record.request_id] = len(out)
+            elif record.request_id in waiting:
+                out[waiting.pop(record.request_id)] = None
+            out.append(record)
+    return collapse_sent(r for r in out if r is not None)
 
 
 def collapse_sent(records: Iterable[CallRecord]) -> list[CallRecord]:

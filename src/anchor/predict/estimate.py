@@ -2,8 +2,7 @@
 
 The method's :class:`~anchor.evaluation.methods.contract.CostShape` gives its usual requests per
 scenario group (building its artefact) and per row; the file's check gives the groups, the rows and
-their lengths. Tokens follow from the texts each request carries, at the project's estimate of three
-characters a token, plus a fixed allowance for a prompt's own instructions and for the answer.
+their lengths. Tokens follow from the texts each request carries, at four characters a token, plus the method's own allowance for a prompt's instructions and for the answer.
 Requests a response cache already holds are counted too: the estimate is of the work, not the bill.
 """
 
@@ -17,11 +16,8 @@ from anchor.cases import CaseCheck
 from anchor.evaluation.methods.contract import MethodSpec
 from anchor.pipeline import AnchorConfig
 
-#: Characters a token, the project's estimate for English text (anchor.llm.context uses the same).
-CHARS_PER_TOKEN = 3
-#: A prompt's own instructions and an answer, in tokens, on average over the project's prompts.
-PROMPT_TOKENS = 350
-ANSWER_TOKENS = 80
+#: Characters a token in English text, on average (the context fitting counts 3, to be safe).
+CHARS_PER_TOKEN = 4
 #: How far the figures can be off, either way: stops that come early, answers asked again, fallbacks.
 UNCERTAINTY = 2.0
 
@@ -59,7 +55,7 @@ def estimate_predict(summary: CaseCheck, spec: MethodSpec, config: AnchorConfig 
     condition_tokens = summary.condition_chars / max(1, summary.good) / CHARS_PER_TOKEN
     group_requests = shape.group_requests * groups
     row_requests = shape.row_requests * rows
-    tokens = (group_requests * (PROMPT_TOKENS + scenario_tokens + ANSWER_TOKENS)
-              + row_requests * (PROMPT_TOKENS + scenario_tokens + condition_tokens + ANSWER_TOKENS))
+    per_request = shape.prompt_tokens + scenario_tokens + shape.answer_tokens
+    tokens = group_requests * per_request + row_requests * (per_request + condition_tokens)
     return PredictEstimate(method=spec.name, rows=rows, groups=groups, requests=round(group_requests + row_requests),
                            tokens=round(tokens), basis=shape.basis)

@@ -58,11 +58,18 @@ def order_predictions(path: Path) -> int:
     return len(order)
 
 
-def read_ordered(path: Path) -> Iterator[Prediction]:
-    """The predictions of an ordered ``predictions.jsonl``, one at a time."""
+def read_ordered(path: Path, *, without_cost: bool = False) -> Iterator[Prediction]:
+    """The predictions of an ordered ``predictions.jsonl``, one at a time (``without_cost``: their
+    per-stage ``cost`` left empty)."""
     with open(path, encoding="utf-8") as fh:
         for line in fh:
-            if line.strip():
+            if not line.strip():
+                continue
+            if without_cost:
+                record = json.loads(line)
+                record["cost"] = []
+                yield Prediction.model_validate(record)
+            else:
                 yield Prediction.model_validate_json(line)
 
 

@@ -19,6 +19,7 @@ its instances:
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -29,7 +30,7 @@ from anchor.cases import BadCaseRow, CaseCheck, CaseRow, CasesError, RejectedRow
 from anchor.evaluation.datasets.instances import DecisionInstance
 from anchor.evaluation.methods.contract import Method, PairJudge
 from anchor.evaluation.results import MetricsReport, Prediction, RunConfig, TraceRecord
-from anchor.evaluation.runner import EvalRunner, JsonLines, instance_slots
+from anchor.evaluation.runner import EvalError, EvalRunner, JsonLines, instance_slots
 from anchor.evaluation.runner.loop import Instance
 from anchor.files import write_atomic_stream
 from anchor.llm.ledger import CallRecord, read_call_log
@@ -111,7 +112,7 @@ class PredictRunner(EvalRunner):
         calls = JsonLines(d / "calls.jsonl", CallRecord)
         for log in (journal, traces, calls):
             log.repair()
-        status = {p.id: p.status for p in journal.read()}
+        status = answered(d / PREDICTIONS)
         stop_logging = self.client.ledger.subscribe(calls.append)
         stop_watching = self.client.ledger.subscribe(self._watch)
         try:
@@ -226,7 +227,9 @@ class PredictRunner(EvalRunner):
         instances = [DecisionInstance.model_construct(id=iid, dataset=self.config.dataset, scenario=self._scenarios[g],
                                                       condition="", label=label)
                      for iid, g, label in self._rows]
-        done = {(0, p.id): p for p in read_ordered(predictions)}
+        # Without the per-stage cost of each row (the run's cost comes from calls.jsonl): a large run's
+        # predictions are held here all at once.
+        done = {(0, p.id): p for p in read_ordered(predictions, without_cost=True)}
         report = self.compute_metrics(instances, done, calls)
         report.data = self.data_summary()
         return report
@@ -237,6 +240,25 @@ class PredictRunner(EvalRunner):
         return {"source": s.source, "format": s.format, "rows": s.rows, "usable": s.good, "skipped": s.bad,
                 "labelled": s.labelled, "groups": s.groups, "rejected_file": REJECTED,
                 "skipped_rows": [{"line": r.line, "problem": r.reason} for r in s.rejected]}
+
+
+def answered(path: Path) -> dict[str, str]:
+    """Each row's id and the status of its latest prediction in ``path`` (the records themselves are
+    not kept: a large run's would not fit). A line that is not a prediction stops the run, naming it."""
+    status: dict[str, str] = {}
+    if not path.exists():
+        return status
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                status[str(record["id"])] = str(record["status"])
+            except (ValueError, KeyError, TypeError):
+                raise EvalError(f"{path}, line {n}: not a prediction record; move the file away to start the run "
+                                "afresh") from None
+    return status
 
 
 def _short(n: int) -> str:

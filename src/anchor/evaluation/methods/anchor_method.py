@@ -94,7 +94,8 @@ def anchor_cost_shape(config: Any) -> CostShape:
     build = 3 * b.max_rounds + math.ceil(b.n_target / b.vote_batch_size) + math.ceil(b.n_target / 6) + 1
     row = m.rounds + int(m.reflection) + 2
     return CostShape(float(build), float(row), f"{b.max_rounds} rounds of 3, votes, themes; R={m.rounds} "
-                     f"selections{' + reflection' if m.reflection else ''} + phi + latent parameters")
+                     f"selections{' + reflection' if m.reflection else ''} + phi + latent parameters",
+                     prompt_tokens=200, answer_tokens=60)
 
 
 SPECS = (

@@ -201,12 +201,21 @@ def _baseline(name: str) -> Callable[[contract.MethodContext], contract.Method]:
     return factory
 
 
+def _one_request(answer_tokens: int, what: str) -> Callable[[Any], contract.CostShape]:
+    return lambda config: contract.CostShape(basis=what, prompt_tokens=60, answer_tokens=answer_tokens)
+
+
 SPECS = (
-    contract.MethodSpec("vanilla", _baseline("vanilla"), "the LLM states P(O1) directly"),
-    contract.MethodSpec("vanilla-direct", _baseline("vanilla-direct"), "the LLM chooses O1 or O2", direct=True),
-    contract.MethodSpec("cot", _baseline("cot"), "reasons step by step, then states P(O1)"),
-    contract.MethodSpec("cot-direct", _baseline("cot-direct"), "reasons step by step, then chooses", direct=True),
-    contract.MethodSpec("logits", _baseline("logits"), "P(O1) from the answer token's log-probabilities"),
+    contract.MethodSpec("vanilla", _baseline("vanilla"), "the LLM states P(O1) directly",
+                        cost_shape=_one_request(10, "one request a condition")),
+    contract.MethodSpec("vanilla-direct", _baseline("vanilla-direct"), "the LLM chooses O1 or O2", direct=True,
+                        cost_shape=_one_request(5, "one request a condition")),
+    contract.MethodSpec("cot", _baseline("cot"), "reasons step by step, then states P(O1)",
+                        cost_shape=_one_request(200, "one request a condition, with its reasoning")),
+    contract.MethodSpec("cot-direct", _baseline("cot-direct"), "reasons step by step, then chooses", direct=True,
+                        cost_shape=_one_request(200, "one request a condition, with its reasoning")),
+    contract.MethodSpec("logits", _baseline("logits"), "P(O1) from the answer token's log-probabilities",
+                        cost_shape=_one_request(1, "one request a condition")),
     contract.MethodSpec("compare", CompareMethod, "judges the two conditions of a pair together",
                         pairwise_only=True),
     contract.MethodSpec("factor-based", _baseline("factor-based"), "averages P(O1) over factors written knowing the "

@@ -44,13 +44,15 @@ def _on_anchor(ctx: MethodContext) -> Method:
 def bird_cost_shape(config: Any) -> CostShape:
     """BIRD's usual requests, as the reference code makes them (docs/bird.md): about 136 + 3 x F0 to
     build a model (F0 the factors found, seven at most), 3 x F + 1 to map a condition over F factors."""
-    return CostShape(136.0 + 3 * 7, 3 * 7 + 1.0, "a model of about 7 factors; 3 calls a factor to map a condition")
+    return CostShape(136.0 + 3 * 7, 3 * 7 + 1.0, "a model of about 7 factors; 3 calls a factor to map a condition",
+                     prompt_tokens=150, answer_tokens=30)
 
 
 def bird_on_anchor_cost_shape(config: Any) -> CostShape:
     """ANCHOR's space, then BIRD's CPT data (128 judged assignments) per scenario; ANCHOR's mapping per condition."""
     space = anchor_cost_shape(config)
-    return CostShape(space.group_requests + 128, space.row_requests, f"ANCHOR's space + 128 CPT calls; {space.basis}")
+    return CostShape(space.group_requests + 128, space.row_requests, f"ANCHOR's space + 128 CPT calls; {space.basis}",
+                     prompt_tokens=space.prompt_tokens, answer_tokens=space.answer_tokens)
 
 
 SPECS = (

@@ -145,6 +145,10 @@ class CostShape:
     row_requests: float = 1.0
     basis: str = ""
     """How the figures follow from the settings, in a few words."""
+    prompt_tokens: int = 60
+    """A request's own words (instructions, listed factors) beyond the case's texts, in tokens."""
+    answer_tokens: int = 20
+    """An answer's tokens."""
 
 
 @dataclass(frozen=True)
@@ -174,6 +178,6 @@ class MethodSpec:
     method_config: Callable[[str], dict[str, Any]] | None = None
     """The method's own settings for a dataset, recorded in config.json (``RunConfig.method_config``)
     and read back by its factory from ``ctx.config.method_config``."""
-    cost_shape: Callable[[AnchorConfig | None], CostShape] = lambda config: CostShape(0.0, 1.0, "one request a condition")
+    cost_shape: Callable[[AnchorConfig | None], CostShape] = lambda config: CostShape(basis="one request a condition")
     """Its usual number of requests per scenario and per condition, for estimates made before a run
     (``anchor predict --check``), from the run's ANCHOR settings (None for a method without them)."""
