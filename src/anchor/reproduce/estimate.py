@@ -37,7 +37,9 @@ PILOT_SCENARIOS = 1
 
 
 class Spent(BaseModel):
-    """Requests made and tokens reported (prompt + completion), each request once."""
+    """Requests made and tokens reported (prompt + completion), each request once. Requests here are
+    attempts (retries after a server's fault included): what the server received, and what
+    ``--budget-requests`` caps; :func:`logical_in` counts the requests the runs asked for."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -81,6 +83,13 @@ def spent_in(folder: Path) -> Spent:
         done = made(read_call_log(path))
         total += Spent(requests=len(done), tokens=sum(r.prompt_tokens + r.completion_tokens for r in done))
     return total
+
+
+def logical_in(folder: Path) -> int:
+    """Logical requests (``ledger.CallRecord.ends_request``: each once, however many attempts it took) of
+    every run directory at or under ``folder``."""
+    return sum(r.ends_request for path in (sorted(folder.rglob("calls.jsonl")) if folder.is_dir() else [])
+               for r in read_call_log(path))
 
 
 def read_predictions(path: Path) -> dict[tuple[int, str], Prediction]:
