@@ -15,6 +15,7 @@ from anchor.cli import app
 from anchor.evaluation.report.transplant import mapping_cost
 from anchor.evaluation.results import RunConfig
 from anchor.llm.ledger import CallRecord, merge_costs, summarize, total
+from anchor.reproduce.estimate import Spent, spent_in
 from anchor.types import StageCost
 from tests.fakeserver import FakeOpenAIServer
 from tests.run_helpers import eval_args, metrics_of, predictions_of
@@ -60,6 +61,16 @@ def test_old_call_logs_are_summed_and_old_stored_costs_stay_unknown():
                        label="total")[0].logical_requests == 5
 
 
+def test_the_reproductions_spending_is_requests_with_their_attempts(tmp_path):
+    run = tmp_path / "runs" / "r"
+    run.mkdir(parents=True)
+    records = [CallRecord(stage="s", outcome="transient_error"), CallRecord(stage="s", outcome="ok", prompt_tokens=5),
+               CallRecord(stage="s", outcome="invalid_output", completion_tokens=2), CallRecord(stage="s", outcome="ok"),
+               CallRecord(stage="s", outcome="cache_hit")]
+    (run / "calls.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records))
+    assert spent_in(tmp_path) == Spent(requests=3, attempts=4, tokens=7)
+
+
 def _evaluate(tmp_path: Path, name: str, faults: dict[str, float], method: str) -> tuple[Path, dict]:
     """``anchor eval`` of 2 Common2Sense pairs on a server of its own (and a cache of its own, so that
     no request is hidden); returns the run directory and what the server served."""
@@ -94,6 +105,9 @@ def test_a_servers_faults_change_attempts_not_requests_nor_ratios(tmp_path):
         config = RunConfig.model_validate_json((clean / "config.json").read_text())
         a, b = mapping_cost(config, mc, clean), mapping_cost(config, mf, faulty)
         assert (a.made, a.tokens) == (b.made, b.tokens) and a.made == a.attempts
+        # What anchor reproduce counts against --budget-requests: requests; the attempts beside them.
+        assert spent_in(clean).requests == spent_in(faulty).requests == spent_in(clean).attempts
+        assert spent_in(faulty).attempts == s_faulty["requests"]
         keep = {"id", "p_gold_1", "p_gold_2", "prediction", "unknown"}
         assert sorted(p.model_dump_json(include=keep) for p in predictions_of(clean)) == sorted(
             p.model_dump_json(include=keep) for p in predictions_of(faulty))

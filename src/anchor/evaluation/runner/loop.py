@@ -287,7 +287,7 @@ class EvalRunner:
         total = self.client.ledger.tally() if self.client else empty_cost("total")
         # The failed predictions are among the unknown ones (as in metrics.json's runs[].unknown).
         info: dict[str, object] = {"unknown": f"{self._counts['unknown']} ({self._counts['failed']} failed)",
-                                   "calls": total.llm_calls, "cached": total.cache_hits,
+                                   "requests": total.logical_requests, "cached": total.cache_hits,
                                    "tokens": total.prompt_tokens + total.completion_tokens}
         if self._retry:
             info["retry"] = self._retry
