@@ -115,14 +115,14 @@ def main() -> None:
                     total = doc["per_scenario"]["total"]
                     row = {"window": w, "steering": steering, "wall": round(wall, 1), "cpu": round(cpu, 1),
                            "server_requests": server.stats()["requests"], **abduction_figures(out),
-                           "seconds": total["b"]["seconds"], "calls": total["b"]["calls"],
+                           "seconds": total["b"]["seconds"], "calls": total["b"]["requests"],
                            "tokens": total["b"]["tokens"], "bird_seconds": total["a"]["seconds"],
-                           "bird_calls": total["a"]["calls"], "bird_tokens": total["a"]["tokens"],
+                           "bird_calls": total["a"]["requests"], "bird_tokens": total["a"]["tokens"],
                            "ratio": total["ratio"]}
                     rows.append(row)
                     r = row["ratio"]
                     print(f"w={w} {steering}: {row['seconds']:.1f} s/scenario ({r['seconds']:.2f}x BIRD), "
-                          f"{row['calls']:.1f} requests ({r['calls']:.2f}x), {row['tokens']:.0f} tokens "
+                          f"{row['calls']:.1f} requests ({r['requests']:.2f}x), {row['tokens']:.0f} tokens "
                           f"({r['tokens']:.2f}x); rounds {row['rounds']:.1f} + {row['beyond_stop']:.1f} beyond the "
                           f"stop, {row['reasked']:.1f} re-asked; run {wall:.0f} s wall, {cpu:.0f} s CPU",
                           flush=True)
@@ -136,7 +136,7 @@ def main() -> None:
         r = row["ratio"]
         flag = " *" if r["seconds"] is not None and r["seconds"] <= TARGET_TIME_RATIO else ""
         print(f"{row['window']:>6} {row['steering']:>8} {row['seconds']:>7.1f} {r['seconds']:>5.2f}x "
-              f"{row['calls']:>6.1f} {r['calls']:>5.2f}x {row['tokens']:>7.0f} {r['tokens']:>5.2f}x "
+              f"{row['calls']:>6.1f} {r['requests']:>5.2f}x {row['tokens']:>7.0f} {r['tokens']:>5.2f}x "
               f"{row['rounds']:>6.1f} {row['beyond_stop']:>6.1f} {row['reasked']:>5.1f} {row['wall']:>5.0f} "
               f"{row['cpu']:>5.0f}{flag}")
     print(f"(* time ratio at or below the target {TARGET_TIME_RATIO}x)")

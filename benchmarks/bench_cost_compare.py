@@ -72,12 +72,12 @@ def main() -> None:
         doc = compare(tmp_path / "bird", tmp_path / "anchor")
     for side, method in (("a", "bird"), ("b", "anchor")):
         s, c = doc[side], counted[method]
-        assert s["requests"] == c["requests"], (method, s["requests"], c["requests"])
+        assert s["attempts"] == c["requests"], (method, s["attempts"], c["requests"])
         assert (s["prompt_tokens"], s["completion_tokens"]) == (c["prompt_tokens"], c["completion_tokens"]), method
     print(markdown(doc))
     total = doc["per_scenario"]["total"]["ratio"]
     mapping = doc["per_scenario"]["phases"].get("mapping", {}).get("ratio", {})
-    ours = {"time": total["seconds"], "tokens": total["tokens"], "calls": total["calls"],
+    ours = {"time": total["seconds"], "tokens": total["tokens"], "calls": total["requests"],
             "mapping tokens": mapping.get("tokens"), "mapping time": mapping.get("seconds")}
     print(f"ANCHOR / BIRD per scenario ({doc['slice']['scenarios']} scenarios, latency {args.latency} s, "
           f"concurrency {args.concurrency}, ANCHOR sizes {args.sizes}):")
@@ -85,7 +85,7 @@ def main() -> None:
     for key, paper in PAPER.items():
         value = ours[key]
         print(f"{key:16}{'–' if value is None else f'{value:.2f}x':>8}{paper:>7.2f}x")
-    print("Calls and tokens of each run equal the server's own counts.")
+    print("Attempts and tokens of each run equal the server's own counts; calls are requests (each once).")
     if args.json:
         args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "elapsed": elapsed,
                                          "server": counted, "comparison": doc, "ours": ours, "paper": PAPER},

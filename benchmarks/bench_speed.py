@@ -117,7 +117,7 @@ def one_mode(name: str, limit: int, sizes: str, tmp: Path) -> dict[str, Any]:
     doc = compare(tmp / f"{name}-bird", tmp / f"{name}-anchor")
     for side, method in (("a", "bird"), ("b", "anchor")):
         s, c = doc[side], runs[method]["server"]
-        assert s["requests"] == c["requests"], (method, s["requests"], c["requests"])
+        assert s["attempts"] == c["requests"], (method, s["attempts"], c["requests"])
         assert (s["prompt_tokens"], s["completion_tokens"]) == (c["prompt_tokens"], c["completion_tokens"]), method
     return {"mode": name, "server_flags": MODES[name], "runs": runs, "comparison": doc}
 
@@ -131,10 +131,10 @@ def table(result: dict[str, Any]) -> str:
 
     def side(key: str) -> list[str]:
         p = path[key] or {}
-        return [cell(total[key]["calls"], 1), cell(total[key]["tokens"], 0), cell(total[key]["seconds"], 2),
+        return [cell(total[key]["requests"], 1), cell(total[key]["tokens"], 0), cell(total[key]["seconds"], 2),
                 f"{cell(p.get('requests'), 1)} / {cell(p.get('seconds'), 2)} s"]
 
-    ratios = [total["ratio"]["calls"], total["ratio"]["tokens"], total["ratio"]["seconds"], path["ratio"]["seconds"]]
+    ratios = [total["ratio"]["requests"], total["ratio"]["tokens"], total["ratio"]["seconds"], path["ratio"]["seconds"]]
     paper = [PAPER["calls"], PAPER["tokens"], PAPER["time"], None]
     rows = [("BIRD", side("a")), ("ANCHOR", side("b")),
             ("ANCHOR/BIRD", ["–" if r is None else f"{r:.2f}x" for r in ratios]),

@@ -218,6 +218,23 @@ def test_rounds_started_before_the_stop_run_and_are_listed_but_not_merged(embedd
     assert len(backend.requests) == 3 * 3
 
 
+def test_under_the_default_window_every_round_starts_unsteered_and_is_paid_for(embedder, noodles):
+    """What docs/paper-deviations.md says of the default window (20, at least every size's T_max): every
+    round starts before any merge, so steering lists nothing (the requests are those of steering
+    'none'), and a build that stops at round 2 still runs all T_max rounds."""
+    default = BuildParams().abduction_window
+    assert default >= max(BuildParams().max_rounds, 10, 4)  # the paper's T_max and the quick sizes'
+    p = dict(n_target=4, batch_size=2, max_rounds=8, patience=8)
+    outcome, beyond, backend, _ = abduce(embedder, noodles, ByRound(DISTINCT), BuildParams(**p))
+    _, _, unsteered, _ = abduce(embedder, noodles, ByRound(DISTINCT), BuildParams(**p, abduction_steering="none"))
+    assert outcome.stop_reason == StopReason.TARGET_REACHED and [r.round for r in outcome.rounds] == [1, 2]
+    assert {shown_in(prompt) for prompt in generate_prompts(backend).values()} == {"none yet"}
+    assert sorted((r.schema_name, r.user) for r in backend.requests) == sorted(
+        (r.schema_name, r.user) for r in unsteered.requests)
+    assert [r.round for r in beyond] == [3, 4, 5, 6, 7, 8]  # generated, extracted, validated: paid, not merged
+    assert sorted(generate_prompts(backend)) == list(range(1, 9))
+
+
 def test_the_window_narrows_when_the_rounds_in_flight_should_reach_the_target(embedder, noodles):
     script = ByRound(DISTINCT)
     outcome, beyond, backend, _ = abduce(embedder, noodles, script, params(n_target=10, abduction_window=3))

@@ -315,10 +315,10 @@ def test_each_condition_shows_its_llm_cost(case, page):
     cost = one(page, "data-cost", "cond-1")
     for stage, calls in [("mapping.select", 3), ("mapping.reflect", 1), ("inference.phi", 1),
                          ("inference.latents", 1), ("inference.latent_params", 1)]:
-        assert f" {stage} {calls} 0 0 " in f" {cost} "
+        assert f" {stage} {calls} {calls} 0 0 " in f" {cost} "  # requests, attempts, failed, cache hits
     total_tokens = sum(c.prompt_tokens for c in hot.cost)
-    assert re.search(rf" total 7 0 0 {total_tokens} ", cost)
-    assert re.search(r"mapping\.select 3 0 0 \d+ \d+ [\d.]+ total 3 0 0", one(page, "data-cost", "cond-3"))
+    assert re.search(rf" total 7 7 0 0 {total_tokens} ", cost)
+    assert re.search(r"mapping\.select 3 3 0 0 \d+ \d+ [\d.]+ total 3 3 0 0", one(page, "data-cost", "cond-3"))
     assert [c.stage for c in evil.cost] == ["mapping.select"]
 
 
@@ -370,7 +370,8 @@ def test_space_page_shows_themes_votes_pruned_unclustered_and_stats(case):
     assert "1 10 8 6 2 duplicate 1, irrelevant 1" in rounds and "2 10 4 3 1 near duplicate 1" in rounds
     assert "Stopped after 2 round(s): <b>saturated</b> (several rounds in a row added nothing new)" in html_text
     cost = one(html_text, "data-cost", "space")
-    assert "abduction.generate 2 0 0 900 410 3.25" in cost and "total 6 1 2 1200 470 4.75" in cost
+    # A cost recorded without logical requests (as before they were counted): a dash, not a made-up 0.
+    assert "abduction.generate – 2 0 0 900 410 3.25" in cost and "total – 6 1 2 1200 470 4.75" in cost
 
 
 def test_space_map_has_a_titled_point_per_vector_and_a_legend(case):

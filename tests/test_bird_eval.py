@@ -182,18 +182,21 @@ def test_cost_totals_equal_each_servers_counts(tmp_path):
     result = invoke(["cost", str(tmp_path / "anchor"), str(tmp_path / "bird"), "--json",
                      "--out", str(tmp_path / "cost.png")])
     doc = json.loads(result.stdout)
-    assert doc["a"]["requests"] == a["requests"] and doc["b"]["requests"] == b["requests"]
+    # Attempts are what each server received; requests leave out the attempts its 500s made retry.
+    assert doc["a"]["attempts"] == a["requests"] and doc["b"]["attempts"] == b["requests"]
+    assert doc["a"]["requests"] == a["requests"] - a["served"].get("500", 0)
+    assert doc["b"]["requests"] == b["requests"] - b["served"].get("500", 0)
     assert doc["a"]["prompt_tokens"] == a["prompt_tokens"] and doc["a"]["completion_tokens"] == a["completion_tokens"]
     assert doc["b"]["prompt_tokens"] == b["prompt_tokens"] and doc["b"]["completion_tokens"] == b["completion_tokens"]
     assert a["served"].get("500", 0) + b["served"].get("500", 0) > 0  # failed attempts are requests too
     assert doc["slice"]["scenarios"] == 2
     total = doc["per_scenario"]["total"]
-    assert total["a"]["calls"] == a["requests"] / 2 and total["b"]["calls"] == b["requests"] / 2
-    assert total["ratio"]["calls"] == round(b["requests"] / a["requests"], 4)
-    assert sum(s["b"]["calls"] for s in doc["scenarios"].values()) == b["requests"]
+    assert total["a"]["attempts"] == a["requests"] / 2 and total["b"]["attempts"] == b["requests"] / 2
+    assert total["ratio"]["requests"] == round(doc["b"]["requests"] / doc["a"]["requests"], 4)
+    assert sum(s["b"]["attempts"] for s in doc["scenarios"].values()) == b["requests"]
     assert doc["a"]["concurrency"] == 16 and (tmp_path / "cost.png").read_bytes()[:4] == b"\x89PNG"
     cached = json.loads(invoke(["cost", str(tmp_path / "bird"), str(tmp_path / "bird-cached"), "--json"]).stdout)
-    assert cached["b"]["requests"] == 0 and cached["b"]["cache_hits"] == b["requests"] - b["served"].get("500", 0)
+    assert cached["b"]["attempts"] == 0 and cached["b"]["cache_hits"] == b["requests"] - b["served"].get("500", 0)
     text = invoke(["cost", str(tmp_path / "anchor"), str(tmp_path / "bird")]).stdout
     assert "| **total** |" in text and "construction" in text and "up to 16 requests at once" in text
 
@@ -288,7 +291,7 @@ def test_table_4_mapping_cost_answered_from_the_cache_is_the_recorded_cost(tmp_p
     cells = row.split(" | ")
     assert cells[3] == f"{recorded / baseline:.2f}" and cells[5] == f"{recorded:,.0f}"  # one prediction
     assert float(cells[4]) > 0  # the time span of those requests when they were made
-    assert cells[7].startswith("0 request(s) made; recorded cost of ")
+    assert cells[7].startswith("0 request(s) made (0 attempt(s)); recorded cost of ")
     assert "their tokens and time are those the cache recorded" in md
 
 

@@ -62,13 +62,14 @@ def test_sampled_factcheck_runs_are_compared_over_their_sampled_scenarios(tmp_pa
     assert doc["slice"] | {"scenarios": doc["slice"]["scenarios"]} == {
         "dataset": "cnn", "kind": "factcheck", "sample": 4, "sample_seed": 42, "limit": None, "runs": 1, "scenarios": 4}
     total = doc["per_scenario"]["total"]
-    assert total["a"]["calls"] * 4 == v_calls and total["b"]["calls"] * 4 == c_calls
+    assert total["a"]["attempts"] * 4 == v_calls and total["b"]["attempts"] * 4 == c_calls
+    assert total["a"]["requests"] * 4 == v_calls and total["b"]["requests"] * 4 == c_calls  # a server without faults
     assert total["a"]["tokens"] * 4 == pytest.approx(v_tokens) and total["b"]["tokens"] * 4 == pytest.approx(c_tokens)
     # One row per sampled claim, each with its one request; nothing left over in a run-level row.
     ids = SampleRecord.model_validate_json((vanilla / "sample.json").read_text()).ids
     claims = {inst.id: scenario_key(inst.scenario) for inst in load_factcheck_set("cnn").instances}
     assert set(doc["scenarios"]) == {claims[i] for i in ids}
-    assert all(row["a"]["calls"] == row["b"]["calls"] == 1 for row in doc["scenarios"].values())
+    assert all(row["a"]["requests"] == row["b"]["requests"] == 1 for row in doc["scenarios"].values())
     text = invoke(["cost", str(vanilla), str(cot)]).stdout
     assert "Slice: cnn (factcheck), 4 scenario(s), a sample of 4 (seed 42), 1 run(s)." in text
 
@@ -80,7 +81,7 @@ def test_llm_negations_are_charged_to_their_claims(tmp_path):
     doc = cost(run, run)
     assert calls == 6 and doc["slice"]["scenarios"] == 3
     assert "(run)" not in doc["scenarios"]
-    assert [row["a"]["calls"] for row in doc["scenarios"].values()] == [2, 2, 2]  # the negation and the estimate
+    assert [row["a"]["requests"] for row in doc["scenarios"].values()] == [2, 2, 2]  # the negation and the estimate
 
 
 def test_runs_on_other_samples_are_refused_naming_both_values(tmp_path):

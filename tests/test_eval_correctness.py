@@ -68,7 +68,10 @@ def test_cost_totals_equal_the_servers_counts(tmp_path, runs):
         report = runner.invoke(app, ["report", str(out)])
         assert report.exit_code == 0, report.output
         md = (out / "report.md").read_text()
-        assert f"**{metrics.cost['total'].llm_calls}**" in md.replace(",", "")
+        total = metrics.cost["total"]
+        # A request retried after a 500 is one request; a re-ask after a schema violation is a request too.
+        assert total.logical_requests == server.completions - server.served["500"]
+        assert f"**{total.logical_requests}** | {total.llm_calls} |" in md.replace(",", "")
 
 
 def test_reused_spaces_are_reported_apart(tmp_path):
@@ -137,11 +140,13 @@ def test_cost_is_exact_after_a_kill_and_resume(tmp_path):
         assert "1 interrupted by a kill" in metrics.cost_scope
         assert len({(p.run, p.id) for p in predictions_of(out)}) == 3
     doc = json.loads(runner.invoke(app, ["cost", str(out), str(out), "--json"]).stdout)
-    assert (doc["a"]["requests"], doc["a"]["interrupted"], doc["a"]["failed_attempts"]) == (total.llm_calls, 1, 0)
+    assert (doc["a"]["attempts"], doc["a"]["interrupted"], doc["a"]["failed_attempts"]) == (total.llm_calls, 1, 0)
+    assert doc["a"]["requests"] == total.logical_requests == total.llm_calls
     assert "and 1 request(s) interrupted by a kill" in runner.invoke(app, ["cost", str(out), str(out)]).stdout
     assert runner.invoke(app, ["report", str(out), "--no-html"]).exit_code == 0
     table = (out / "report.md").read_text()
-    assert "| Calls | Failed | Interrupted |" in table and f"| **{total.llm_calls}** | 0 | 1 |" in table
+    assert "| Requests | Attempts | Failed | Interrupted |" in table
+    assert f"| **{total.logical_requests}** | {total.llm_calls} | 0 | 1 |" in table
 
 
 # --------------------------------------------------------------------------- one failed side

@@ -97,6 +97,9 @@ def test_faults_are_retried_and_counted(tmp_path):
         assert total.failed_attempts == len(faults)
         assert total.llm_calls == len(faults) + 1
         assert server.completions == len(faults) + 1
+        # Requests: the first, then a re-ask after each unusable answer (garbage, truncated, violation);
+        # the attempts the transport retried (500, 429, malformed body, dropped connection) are not.
+        assert total.logical_requests == 4
         # The 429 carried Retry-After: 0.25 and the client waited exactly that long once.
         assert 0.25 in sleeps
         outcomes = [r.outcome for r in client.ledger.records]
@@ -140,6 +143,9 @@ def test_transport_budget_exhausted_names_stage(tmp_path):
             run(client.ask(PROMPT, q="x"))
         assert server.completions == 4
         assert client.ledger.total().failed_attempts == 4
+        # One request, given up on at its last attempt.
+        assert client.ledger.total().logical_requests == 1
+        assert [r.gave_up for r in client.ledger.records] == [False, False, False, True]
 
 
 def test_parse_budget_exhausted_names_stage_and_last_answer(tmp_path):
@@ -353,4 +359,5 @@ def test_structured_output_falls_back_when_server_rejects_json_schema(tmp_path, 
         assert server.completions == 2 + refused
         total = client.ledger.total()
         assert total.llm_calls == server.completions and total.failed_attempts == refused
+        assert total.logical_requests == 2  # the refused formats are attempts, not requests
         assert [r.outcome for r in client.ledger.records].count("format_rejected") == refused

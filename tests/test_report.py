@@ -104,17 +104,18 @@ def pair(
 
 def anchor_cost() -> dict[str, CostSummary]:
     stages = {
-        "abduction.generate": CostSummary(llm_calls=12, prompt_tokens=3000, completion_tokens=1500,
+        "abduction.generate": CostSummary(llm_calls=12, logical_requests=12, prompt_tokens=3000, completion_tokens=1500,
                                           wall_seconds=9.5, request_seconds=12.0),
-        "voting": CostSummary(llm_calls=30, cache_hits=4, prompt_tokens=2000, completion_tokens=300,
+        "voting": CostSummary(llm_calls=30, logical_requests=30, cache_hits=4, prompt_tokens=2000, completion_tokens=300,
                               wall_seconds=4.0, request_seconds=6.0),
-        "mapping.select": CostSummary(llm_calls=20, failed_attempts=1, prompt_tokens=2500,
+        "mapping.select": CostSummary(llm_calls=20, logical_requests=19, failed_attempts=1, prompt_tokens=2500,
                                       completion_tokens=200, wall_seconds=3.0, request_seconds=3.5),
-        "inference.phi": CostSummary(llm_calls=40, prompt_tokens=4000, completion_tokens=400,
+        "inference.phi": CostSummary(llm_calls=40, logical_requests=40, prompt_tokens=4000, completion_tokens=400,
                                      wall_seconds=5.5, request_seconds=8.0),
     }
     total = CostSummary(
         llm_calls=sum(c.llm_calls for c in stages.values()),
+        logical_requests=sum(c.logical_requests or 0 for c in stages.values()),
         failed_attempts=1, cache_hits=4,
         prompt_tokens=sum(c.prompt_tokens for c in stages.values()),
         completion_tokens=sum(c.completion_tokens for c in stages.values()),
@@ -228,17 +229,22 @@ def test_full_report_mixed_kinds(tmp_path: Path) -> None:
     # Variants in the paper's order (w/o cbn before BMA), whatever the directory names.
     assert md.index("| ANCHOR (w/o cbn) | 0.600") < md.index("| ANCHOR (BMA) | 0.600")
 
-    # Cost: per stage rows, a total, per-instance averages: 102 calls / (20 instances × 2 runs) = 2.55, shown
-    # as 2.5 (2.55 is stored just below 2.55); 13,900 tokens / 40 = 347.5 -> 348; 29.5 request-s / 40 = 0.74 s.
-    assert ("| Run | Phase | Stage | Calls | Failed | Interrupted | Cache hits | Tokens (prompt + completion) "
-            "| Wall s | Request s |") in md
-    assert ("| ANCHOR · common2sense | factor space | abduction.generate | 12 | 0 | 0 | 0 "
+    # Cost: per stage rows, a total, per-instance averages: 101 requests / (20 instances × 2 runs) = 2.525 ->
+    # 2.5, 102 attempts / 40 = 2.55 -> 2.5 (2.55 is stored just below 2.55); 13,900 tokens / 40 = 347.5 -> 348;
+    # 29.5 request-s / 40 = 0.74 s.
+    assert ("| Run | Phase | Stage | Requests | Attempts | Failed | Interrupted | Cache hits | Tokens (prompt + "
+            "completion) | Wall s | Request s |") in md
+    assert ("| ANCHOR · common2sense | factor space | abduction.generate | 12 | 12 | 0 | 0 | 0 "
             "| 4,500 (3,000 + 1,500) | 9.50 | 12.0 |") in md
-    assert ("| **ANCHOR · common2sense** |  | **total** | **102** | 1 | 0 | 4 | **13,900** | **22.0** "
+    assert "| ANCHOR · common2sense | mapping | mapping.select | 19 | 20 | 1 | 0 | 0 |" in md
+    assert ("| **ANCHOR · common2sense** |  | **total** | **101** | 102 | 1 | 0 | 4 | **13,900** | **22.0** "
             "| **29.5** |") in md
-    assert "| ANCHOR · common2sense | 20 | 2.5 | 348 | 0.74 | total ÷ (20 instances × 2 runs) |" in md
-    # The notes say what the table counts: failed attempts are included in Calls.
-    assert "failed attempts included" in md and "exclude" not in md
+    assert "| ANCHOR · common2sense | 20 | 2.5 | 2.5 | 348 | 0.74 | total ÷ (20 instances × 2 runs) |" in md
+    # A report written before requests were counted apart: a dash, and a note that says why.
+    assert "| **Vanilla · common2sense** |  | **total** | **–** | 40 |" in md
+    assert "Requests not known (–) for: Vanilla · common2sense" in md
+    # The notes say what the table counts: requests once each, attempts with their retries.
+    assert "counted once however many attempts the transport needed" in md and "exclude" not in md
 
     # Calibration lines and both plots.
     assert ("- ANCHOR · common2sense: Brier 0.213, ECE 0.041 (68 probabilities binned, 3 unknown skipped; "
@@ -339,8 +345,8 @@ def test_all_null_metrics_and_zero_cost(tmp_path: Path) -> None:
     md = result.markdown
     assert "| ANCHOR | Qwen2.5-72B | – | – | – | – | 0.00 ± 0.00% | 2 |" in md
     assert "| ANCHOR | Qwen2.5-72B | – | – | – | – | 0.00 ± 0.00% |" in md  # covered-only table
-    assert "No LLM calls were made by: ANCHOR · common2sense" in md
-    assert "| voting | 0 | 0 | 0 | 12 | 0 (0 + 0) | 0.00 |" in md
+    assert "No LLM requests were made by: ANCHOR · common2sense" in md
+    assert "| voting | – | 0 | 0 | 0 | 12 | 0 (0 + 0) | 0.00 |" in md
     assert "Brier –, ECE – (no probabilities binned, 20 unknown skipped)" in md
     # Neither plot has data: both are skipped, and the Markdown says why.
     assert result.pngs == []

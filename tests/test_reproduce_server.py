@@ -143,9 +143,11 @@ def test_tables_1_and_4_beside_the_paper_planned_run_and_run_again(tmp_path):
         tokens = mapping_tokens(out / "runs" / f"{C2S}-bird-on-anchor-{stage}")
         cells = line(text, label, "Tok./B", "## Table 4")
         assert tokens > 0 and cells[2] == f"{tokens / base:.2f}" and float(cells[2]) > 0
-        assert re.match(r"cost from \d+ request\(s\) made;", cells[5]) and "cached" not in cells[5]
+        assert re.match(r"cost from \d+ request\(s\) made \(\d+ attempt\(s\)\);", cells[5])
+        assert "cached" not in cells[5]
         assert float(line(text, label, "Time/B (wall time)", "## Table 4")[2]) > 0
-    assert "| ANCHOR / BIRD | tokens |" in text and "![Time, tokens and calls" in text
+    assert "| ANCHOR / BIRD | tokens |" in text and "![Time, tokens and requests" in text
+    assert "| requests |" in text and "| attempts (retries included) |" in text
     assert "Some answers came from the response cache" not in text  # both runs made all their requests
     assert "### Headline claims" in text and "indicative, not a verdict" in text
     assert not re.search(rb"https?://", html) and b"data:image/png;base64," in html

@@ -148,7 +148,7 @@ def test_eval_out_existing_file_leaves_the_server_untouched(tmp_path):
 def test_the_cost_table_keeps_stage_names_whole_at_80_columns():
     stages = ["abduction.generate", "abduction.extract", "abduction.validate", "mapping.select",
               "inference.latent_params", "voting"]
-    costs = [StageCost(stage=s, llm_calls=1234, prompt_tokens=1_234_567, completion_tokens=123_456,
+    costs = [StageCost(stage=s, llm_calls=1234, logical_requests=1200, prompt_tokens=1_234_567, completion_tokens=123_456,
                        cache_hits=12, wall_seconds=1234.5, llm_seconds=12345.6) for s in stages]
     buffer = io.StringIO()
     narrow(buffer).print(cost_table(costs))
@@ -157,6 +157,8 @@ def test_the_cost_table_keeps_stage_names_whole_at_80_columns():
     body = [line.split("│")[0].strip() for line in lines if "│" in line]
     assert body == [*stages, "total"]  # every name whole, so no two rows read the same
     assert "…" not in buffer.getvalue()
+    total = next(line for line in lines if line.startswith("total"))
+    assert total.split("│")[1:3] == ["7200 ", " 7404 "]  # requests, then the attempts they took
 
 
 @pytest.mark.parametrize("command", [["build"], ["infer"], ["explain"], ["eval"], ["cost"], ["analyze", "factors"]])

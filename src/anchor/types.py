@@ -240,9 +240,12 @@ class StageCost(_Model):
     """LLM cost of one stage, summed over its calls."""
 
     stage: str
-    llm_calls: int = Field(default=0, description="Requests sent whose outcome is known (answered, or failed), "
-                                                 "failed ones included; interrupted requests are counted apart.")
-    failed_attempts: int = Field(default=0, description="Of those, how many failed (HTTP error, bad answer, ...).")
+    llm_calls: int = Field(default=0, description="Attempts with a known outcome (answered, or failed), retries "
+                                                 "included; interrupted requests are counted apart.")
+    logical_requests: int | None = Field(default=None, description=(
+        "Requests as asked for, each once however many attempts it took (anchor.llm.ledger): a server's faults "
+        "do not change them. None in costs recorded before they were counted."))
+    failed_attempts: int = Field(default=0, description="Of the attempts, how many failed (HTTP error, bad answer).")
     interrupted: int = Field(default=0, description=(
         "Requests sent when the process was killed, before an answer came: the server may or may not have "
         "received (and answered) them; not in llm_calls, and their tokens are unknown."))

@@ -64,13 +64,14 @@ def cost_table(costs: Sequence[StageCost], caption: str = "LLM cost per stage", 
         return f'<p class="muted" data-cost="{esc(ident)}">{esc(caption)}: no LLM calls recorded.</p>'
     out = []
     for c in rows + merge_costs(rows, label="total"):
-        cells = [esc(c.stage), str(c.llm_calls), str(c.failed_attempts), str(c.cache_hits), str(c.prompt_tokens),
-                 str(c.completion_tokens), f"{c.llm_seconds:.2f}"]
+        cells = [esc(c.stage), "–" if c.logical_requests is None else str(c.logical_requests), str(c.llm_calls),
+                 str(c.failed_attempts), str(c.cache_hits), str(c.prompt_tokens), str(c.completion_tokens),
+                 f"{c.llm_seconds:.2f}"]
         if c.stage == "total":
             cells = [f"<b>{cell}</b>" for cell in cells]
         out.append(cells)
-    return table(["stage", "calls", "failed", "cache hits", "prompt tokens", "completion tokens", "LLM s"], out,
-                 cls="cost", caption=esc(caption), numeric=range(1, 7), attrs=f' data-cost="{esc(ident)}"')
+    return table(["stage", "requests", "attempts", "failed", "cache hits", "prompt tokens", "completion tokens",
+                  "LLM s"], out, cls="cost", caption=esc(caption), numeric=range(1, 8), attrs=f' data-cost="{esc(ident)}"')
 
 
 def prob_bar(p: float | None) -> str:

@@ -200,8 +200,9 @@ def eval_command(
         out.print(table)
         t = metrics.cost.get("total")
         if t is not None:
-            out.print(f"cost: {t.llm_calls} LLM requests ({t.failed_attempts} failed, {t.cache_hits} answered from "
-                      f"the cache), {t.prompt_tokens}+{t.completion_tokens} tokens; requests were in flight for "
+            out.print(f"cost: {t.logical_requests} LLM requests in {t.llm_calls} attempts ({t.failed_attempts} "
+                      f"failed; retries are attempts, not requests), {t.cache_hits} answered from the cache, "
+                      f"{t.prompt_tokens}+{t.completion_tokens} tokens; requests were in flight for "
                       f"{t.wall_seconds:.1f} s ({t.request_seconds:.1f} s summed over requests)"
                       + (f"; {t.interrupted} more interrupted by a kill (outcome unknown)" if t.interrupted else ""))
         n_pred = metrics.n_instances * metrics.n_runs

@@ -19,21 +19,26 @@ LABEL_SHORT = {FactorLabel.OUTCOME1: "O1", FactorLabel.OUTCOME2: "O2", FactorLab
 def cost_table(costs: Sequence[StageCost], title: str = "LLM cost per stage") -> Table:
     # Stage names are kept whole (at 80 columns a cut made three rows read "abducti…"); the numeric
     # headers go on two short lines and the cells share their padding, so that a build's table with
-    # seven-digit token counts still fits 80 columns.
+    # seven-digit token counts still fits 80 columns. The request durations added up are given for
+    # the total only (in the caption), which leaves room for requests and attempts apart.
     table = Table(title=title, title_justify="left", caption_justify="left", show_edge=False, header_style="bold",
                   pad_edge=False, collapse_padding=True)
     rows = list(costs)
     widest = max((len(c.stage) for c in rows), default=5)
     table.add_column("stage", justify="left", no_wrap=True, min_width=max(widest, 5))
-    for col in ("calls", "fail", "cache\nhits", "prompt\ntokens", "compl.\ntokens", "wall\ns", "req.\ns"):
+    for col in ("reqs", "tries", "fail", "cache\nhits", "prompt\ntokens", "compl.\ntokens", "wall\ns"):
         table.add_column(col, justify="right", no_wrap=True)
-    for c in rows + merge_costs(rows, label="total"):
+    total = merge_costs(rows, label="total")
+    for c in rows + total:
         style = "bold" if c.stage == "total" else ""
-        table.add_row(c.stage, str(c.llm_calls), str(c.failed_attempts), str(c.cache_hits), str(c.prompt_tokens),
-                      str(c.completion_tokens), f"{c.wall_seconds:.1f}", f"{c.llm_seconds:.1f}", style=style)
-    table.caption = ("calls include failed attempts (fail); compl. = completion; wall s = time with a request of "
-                     "the stage in flight, req. s = request durations added up (more than the wall time when "
-                     "requests run in parallel); the total row adds the stages' wall times")
+        table.add_row(c.stage, "–" if c.logical_requests is None else str(c.logical_requests), str(c.llm_calls),
+                      str(c.failed_attempts), str(c.cache_hits), str(c.prompt_tokens), str(c.completion_tokens),
+                      f"{c.wall_seconds:.1f}", style=style)
+    summed = f"{total[0].llm_seconds:.1f} s" if total else "0 s"
+    table.caption = ("reqs = requests, each once however many tries it took; tries = attempts, retries after a "
+                     "server fault and failed ones (fail) included; compl. = completion; wall s = time with a "
+                     "request of the stage in flight (the total row adds the stages' wall times); the requests' "
+                     f"durations add up to {summed} (more than the wall time when requests run in parallel)")
     return table
 
 
@@ -138,7 +143,9 @@ def result_view(result: InferenceResult, space: FactorSpace) -> RenderableType:
     total = merge_costs(result.cost, label="total")
     if total:
         t = total[0]
-        parts.append(Text(f"cost: {t.llm_calls} LLM calls ({t.failed_attempts} failed, {t.cache_hits} cached), "
+        requests = "?" if t.logical_requests is None else str(t.logical_requests)
+        parts.append(Text(f"cost: {requests} LLM requests in {t.llm_calls} attempts ({t.failed_attempts} failed, "
+                          f"{t.cache_hits} cached), "
                           f"{t.prompt_tokens}+{t.completion_tokens} tokens, {t.llm_seconds:.1f} s of requests",
                           style="bright_black"))
     return Panel(Group(*parts), title=Text(result.condition, style="bold"), title_align="left")

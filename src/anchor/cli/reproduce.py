@@ -73,8 +73,8 @@ def reproduce_command(
         "Read a dataset from this file instead of the bundled copy, repeatable; e.g. covid=COVIDFACT_dataset.jsonl "
         "(the bundled COVID-Fact is a 12-row sample)."))] = None,
     budget_requests: Annotated[int | None, opt("--budget-requests", panel=BUDGET_PANEL, min=1, show_default=False, help=(
-        "Stop before a run expected to take the reproduction's requests (all runs together, earlier attempts "
-        "included) past N."))] = None,
+        "Stop before a run expected to take the reproduction's requests (all runs together, earlier passes "
+        "included; each request once, however many attempts a server's faults made it take) past N."))] = None,
     budget_tokens: Annotated[int | None, opt("--budget-tokens", panel=BUDGET_PANEL, min=1, show_default=False, help=(
         "The same for tokens (prompt + completion, as the server reports them)."))] = None,
     plan_only: Annotated[bool, opt("--plan", panel=BUDGET_PANEL, show_default=False, help=(
@@ -214,7 +214,8 @@ def _show_plan(repro: Any, outcome: Any, json_out: bool) -> None:
     unknown = len(rows) - len(known)
     out.print(f"expected in all: {total_requests:,} requests, {total_tokens:,} tokens"
               + (f" (and {unknown} part(s) without an estimate)" if unknown else "")
-              + f"; spent so far: {outcome.spent.requests:,} requests, {outcome.spent.tokens:,} tokens (the pilot "
+              + f"; spent so far: {outcome.spent.requests:,} requests ({outcome.spent.attempts:,} attempts), "
+              f"{outcome.spent.tokens:,} tokens (the pilot "
               "is kept: the runs go on from it)", highlight=False, soft_wrap=True)
     out.print(ESTIMATES_NOTE, highlight=False, soft_wrap=True)
 
@@ -226,8 +227,9 @@ def _show_outcome(outcome: Any, files: Any, json_out: bool) -> None:
         return
     done = sum(1 for s in outcome.states.values() if s in ("finished", "empty"))
     empty = [n for n, s in outcome.states.items() if s == "empty"]
-    out.print(f"{done} of {len(outcome.states)} runs and analyses finished; {outcome.spent.requests:,} requests and "
-              f"{outcome.spent.tokens:,} tokens in all", highlight=False, soft_wrap=True)
+    out.print(f"{done} of {len(outcome.states)} runs and analyses finished; {outcome.spent.requests:,} requests "
+              f"({outcome.spent.attempts:,} attempts) and {outcome.spent.tokens:,} tokens in all", highlight=False,
+              soft_wrap=True)
     if empty:
         out.print(f"{len(empty)} with nothing to compare ({', '.join(empty)}): the report says why",
                   highlight=False, soft_wrap=True)

@@ -170,9 +170,16 @@ class TraceRecord(_Model):
 
 
 class CostSummary(_Model):
-    llm_calls: int = Field(default=0, description="Requests sent whose outcome is known (answered, or failed), "
-                                                 "failed ones included; interrupted requests are counted apart.")
-    failed_attempts: int = Field(default=0, description="Of those, how many failed (HTTP error, unusable answer).")
+    llm_calls: int = Field(default=0, description="Attempts: requests sent whose outcome is known (answered, or "
+                                                 "failed), every retry and failed one included; interrupted "
+                                                 "requests are counted apart.")
+    logical_requests: int | None = Field(default=None, description=(
+        "Logical requests: the requests the run asked for, each once however many attempts the transport "
+        "needed (a transient failure it retried and a refused request format are attempts only; a re-ask after "
+        "an unusable answer is a request), so the same against a server that fails some attempts as against one "
+        "that fails none. None in reports written before they were counted."))
+    failed_attempts: int = Field(default=0, description="Of the attempts, how many failed (HTTP error, unusable "
+                                                        "answer).")
     interrupted: int = Field(default=0, description=(
         "Requests sent when the process was killed, before an answer came: the server may or may not have "
         "received (and answered) them, so they are neither in llm_calls nor failed, and their tokens are unknown."))

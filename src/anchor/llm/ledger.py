@@ -1,5 +1,14 @@
 """Cost ledger: one record per attempt at an LLM call, summable per stage and per run.
 
+A *logical request* is one request as the caller asked for it, whatever the transport had to do to
+get it answered: the attempts the transport retried after a transient failure (HTTP 429 or 5xx, a
+time-out, a dropped connection: outcome "transient_error") and the attempts spent finding a request
+shape the server accepts ("format_rejected") are attempts, not logical requests. An answer the
+client could not use ("invalid_output", "truncated") ends a logical request, and the client's
+re-ask with another seed is a new one: a server without faults gives the same unusable answer and
+the same re-ask. So a run against a server that fails some attempts makes the same logical
+requests as against one that fails none, and more attempts (``CallRecord.ends_request``).
+
 Scopes (``with ledger.scope("label") as records``) collect the records made inside a block,
 including from tasks it starts, so a caller can attribute cost to one condition while others run
 concurrently; the innermost scope's label is stamped on each record. Subscribers
@@ -63,6 +72,10 @@ class CallRecord(BaseModel):
     """The chain of dependent requests this request ended (``llm.chain``): how many requests, this
     one included, were sent one after another to get here, and their seconds added up. None on
     cache hits and in records written before these fields existed."""
+    gave_up: bool = False
+    """On a "transient_error": the transport's last attempt at the request, after which it gave up
+    (its retries were spent), so that the logical request ended here unanswered. False on attempts it
+    retried, and in records written before this field existed (which cannot tell the two apart)."""
     recorded: RecordedCost | None = None
     """On a cache hit: what the request that produced the answer cost when it was made (by this run or
     another), as the cache recorded it; None when it was not recorded (an answer cached by an earlier
@@ -76,6 +89,15 @@ class CallRecord(BaseModel):
     def outcome_known(self) -> bool:
         """A request the run saw answered or failed: not a cache hit, not cut off by a kill."""
         return self.outcome not in ("cache_hit", "interrupted")
+
+    @property
+    def ends_request(self) -> bool:
+        """Does this record end a logical request (see the module docstring)? An answer (usable or
+        not), a fatal error, or a transient failure the transport gave up on; not a retried attempt, a
+        refused request shape, a cache hit or a request cut off by a kill."""
+        if self.outcome == "transient_error":
+            return self.gave_up
+        return self.outcome in ("ok", "invalid_output", "truncated", "fatal_error")
 
     @property
     def sample_count(self) -> int:
@@ -97,7 +119,7 @@ class CostLedger:
         self._records: list[CallRecord] = []
         self._lock = threading.Lock()
         self._subscribers: list[Subscriber] = []
-        self._tally = StageCost(stage="total")
+        self._tally = empty_cost("total")
 
     def record(self, record: CallRecord) -> None:
         scopes = _active_scopes.get()
@@ -281,7 +303,7 @@ def summarize(records: Iterable[CallRecord]) -> list[StageCost]:
     by_stage: dict[str, StageCost] = {}
     grouped: dict[str, list[CallRecord]] = {}
     for rec in collapse_sent(records):
-        cost = by_stage.setdefault(rec.stage, StageCost(stage=rec.stage))
+        cost = by_stage.setdefault(rec.stage, empty_cost(rec.stage))
         grouped.setdefault(rec.stage, []).append(rec)
         _add(cost, rec)
     for stage, cost in by_stage.items():
@@ -291,7 +313,7 @@ def summarize(records: Iterable[CallRecord]) -> list[StageCost]:
 
 def total(records: Iterable[CallRecord], label: str = "total") -> StageCost:
     records = collapse_sent(records)
-    cost = StageCost(stage=label)
+    cost = empty_cost(label)
     for rec in records:
         _add(cost, rec)
     cost.wall_seconds = round(busy_seconds(records), 6)
@@ -302,13 +324,17 @@ def merge_costs(costs: Iterable[StageCost], label: str | None = None) -> list[St
     """Add up StageCost rows stage by stage (or into one row called ``label``).
 
     ``wall_seconds`` is summed too, which is exact for rows that never overlapped in time and an
-    upper bound otherwise; compute it from the records (``summarize``) when they are at hand.
+    upper bound otherwise; compute it from the records (``summarize``) when they are at hand. The
+    logical requests of a sum are unknown (None) when those of one row are (a cost recorded before
+    they were counted).
     """
     out: dict[str, StageCost] = {}
     for c in costs:
         key = label or c.stage
-        acc = out.setdefault(key, StageCost(stage=key))
+        acc = out.setdefault(key, empty_cost(key))
         acc.llm_calls += c.llm_calls
+        acc.logical_requests = (None if acc.logical_requests is None or c.logical_requests is None
+                                else acc.logical_requests + c.logical_requests)
         acc.failed_attempts += c.failed_attempts
         acc.interrupted += c.interrupted
         acc.interrupted_prompt_tokens += c.interrupted_prompt_tokens
@@ -321,6 +347,13 @@ def merge_costs(costs: Iterable[StageCost], label: str | None = None) -> list[St
     return list(out.values())
 
 
+def empty_cost(stage: str) -> StageCost:
+    """A stage's cost before any record: zero of everything, logical requests included (a cost made
+    from records always knows them; ``StageCost`` alone leaves them unknown, as in costs read from
+    files written before they were counted)."""
+    return StageCost(stage=stage, logical_requests=0)
+
+
 def _add(cost: StageCost, rec: CallRecord) -> None:
     if rec.outcome == "cache_hit":
         cost.cache_hits += 1
@@ -330,6 +363,8 @@ def _add(cost: StageCost, rec: CallRecord) -> None:
         cost.interrupted_prompt_tokens += rec.estimated_prompt_tokens
         return
     cost.llm_calls += 1
+    if rec.ends_request:
+        cost.logical_requests = (cost.logical_requests or 0) + 1
     cost.samples += rec.sample_count
     if rec.outcome != "ok":
         cost.failed_attempts += 1

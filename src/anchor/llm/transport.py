@@ -1,9 +1,11 @@
 """Sending requests: the base of ``LLMClient`` that talks to the backend.
 
 One request at a time goes out under the client's concurrency limit (``anchor.llm.parallel``: at
-most ``--concurrency``, fewer against a server that shows it queues them), is retried with exponential back-off and jitter on transient failures (honouring
-``Retry-After``), and leaves one ledger record per attempt, announced before it is sent. Every
-attempt lengthens the caller's chain of dependent requests (``llm.chain``) by its time.
+most ``--concurrency``, fewer against a server that shows it queues them), is retried with
+exponential back-off and jitter on transient failures (honouring ``Retry-After``), and leaves one
+ledger record per attempt, announced before it is sent; the record of an attempt it gives up on says
+so (``gave_up``), so that the ledger can count logical requests apart from attempts. Every attempt
+lengthens the caller's chain of dependent requests (``llm.chain``) by its time.
 Caching, validation and re-asking live in ``anchor.llm.client``.
 """
 
@@ -123,7 +125,8 @@ class Transport:
                 self._record_fallbacks(stage, fallbacks, wall, ended)
                 last_error = scrub(str(exc))
                 self.ledger.record(CallRecord(stage=stage, outcome="transient_error", seconds=elapsed, started=wall,
-                                              detail=last_error[:300], request_id=request_id, **chain_fields(ended)))
+                                              detail=last_error[:300], request_id=request_id,
+                                              gave_up=retry == self.transport_retries, **chain_fields(ended)))
                 if retry < self.transport_retries:
                     await self._sleep(self._backoff(retry, exc.retry_after))
             except FatalBackendError as exc:

@@ -275,11 +275,12 @@ class Ours:
         doc = self.cost_comparison()
         if doc is None:
             return None
-        what = {"seconds_ratio": "seconds", "tokens_ratio": "tokens", "calls_ratio": "calls"}[cell.metric]
+        what = {"seconds_ratio": "seconds", "tokens_ratio": "tokens", "calls_ratio": "requests"}[cell.metric]
         ratio = doc["per_scenario"]["total"]["ratio"][what]
         source = f"anchor cost of {RUNS}/{run_name(PAIRWISE, 'anchor')} over {RUNS}/{run_name(PAIRWISE, 'bird')}"
-        return None if ratio is None else Value(value=ratio, runs=doc["slice"]["runs"], source=source,
-                                                note="ANCHOR over BIRD†, per scenario")
+        note = "ANCHOR over BIRD†, per scenario" + ("; logical requests, retries not counted"
+                                                     if what == "requests" else "")
+        return None if ratio is None else Value(value=ratio, runs=doc["slice"]["runs"], source=source, note=note)
 
     def estimator_result(self, dataset: str) -> EstimatorAnalysis | None:
         found = self.analyses.get(f"estimator-{dataset}")

@@ -10,7 +10,9 @@ for every prediction. So from what a run has done so far (its ``calls.jsonl`` an
     requests = construction requests / builds done x builds in all
              + other requests / predictions done x predictions in all
 
-and likewise for tokens. Only requests the run made count: an answer it found in the response
+and likewise for tokens. Requests are logical requests (``anchor.llm.ledger``: each once, however
+many attempts a server's faults made it take), so a pilot against a flaky server estimates what a
+clean one would; the attempts are counted too, for the record. Only requests the run made count: an answer it found in the response
 cache (asked for by another run) is free, and so it is in the estimate too. A started run is what
 the reproduction's pilot leaves: the first scenario of every run, done before the rest.
 
@@ -37,15 +39,19 @@ PILOT_SCENARIOS = 1
 
 
 class Spent(BaseModel):
-    """Requests made and tokens reported (prompt + completion), each request once."""
+    """Requests made and tokens reported (prompt + completion): the logical requests, each once however
+    many attempts it took (what ``--budget-requests`` caps), and the attempts (retries included: what
+    the server received; 0 in estimates, which do not predict a server's faults)."""
 
     model_config = ConfigDict(frozen=True)
 
     requests: int = 0
     tokens: int = 0
+    attempts: int = 0
 
     def __add__(self, other: Spent) -> Spent:
-        return Spent(requests=self.requests + other.requests, tokens=self.tokens + other.tokens)
+        return Spent(requests=self.requests + other.requests, tokens=self.tokens + other.tokens,
+                     attempts=self.attempts + other.attempts)
 
 
 class CostEstimate(BaseModel):
@@ -70,16 +76,21 @@ class CostEstimate(BaseModel):
 
 
 def made(records: Sequence[CallRecord]) -> list[CallRecord]:
-    """Requests that reached (or tried to reach) the server: not cache hits, not cut off by a kill."""
+    """Attempts that reached (or tried to reach) the server: not cache hits, not cut off by a kill."""
     return [r for r in records if r.outcome_known]
+
+
+def spent_of(records: Sequence[CallRecord]) -> Spent:
+    """The requests, tokens and attempts of ``records`` (attempts with a known outcome)."""
+    return Spent(requests=sum(r.ends_request for r in records), attempts=len(records),
+                 tokens=sum(r.prompt_tokens + r.completion_tokens for r in records))
 
 
 def spent_in(folder: Path) -> Spent:
     """What every run directory at or under ``folder`` spent (its calls.jsonl files)."""
     total = Spent()
     for path in sorted(folder.rglob("calls.jsonl")) if folder.is_dir() else []:
-        done = made(read_call_log(path))
-        total += Spent(requests=len(done), tokens=sum(r.prompt_tokens + r.completion_tokens for r in done))
+        total += spent_of(made(read_call_log(path)))
     return total
 
 
@@ -124,13 +135,12 @@ def rates(run_dir: Path, instances: Sequence[Any], per_run_builds: bool) -> Rate
     inference = [r for r in rest if phase_of(r.stage) == "inference"]
 
     def per(rs: Sequence[CallRecord], n: int) -> Spent:
-        return Spent(requests=round(len(rs) * 1000 / n), tokens=round(sum(r.prompt_tokens + r.completion_tokens
-                                                                          for r in rs) * 1000 / n))
+        return Spent(requests=round(sum(r.ends_request for r in rs) * 1000 / n),
+                     tokens=round(sum(r.prompt_tokens + r.completion_tokens for r in rs) * 1000 / n))
 
     return Rates(per_build=per(build, len(builds)), per_prediction=per(rest, len(done)),
                  per_prediction_inference=per(inference, len(done)),
-                 spent=Spent(requests=len(records),
-                             tokens=sum(r.prompt_tokens + r.completion_tokens for r in records)),
+                 spent=spent_of(records),
                  scenarios=len({scenario_key(by_id[i].scenario) for _, i in done}))
 
 

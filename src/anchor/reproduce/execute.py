@@ -66,7 +66,8 @@ State = Literal["finished", "empty", "started", "new", "failed", "waiting", "sto
 
 
 class Budget(BaseModel):
-    """Caps on the whole reproduction directory: requests made and tokens reported, all runs together."""
+    """Caps on the whole reproduction directory: requests made (logical: each once, whatever its attempts)
+    and tokens reported, all runs together."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -436,7 +437,7 @@ class Reproduction:
         go to the reproduction's line, and a retry note stays)."""
         def relabel(event: ProgressEvent) -> None:
             info = dict(event.info)
-            self._live = est.Spent(requests=int(info.get("calls", 0) or 0), tokens=int(info.get("tokens", 0) or 0))
+            self._live = est.Spent(requests=int(info.get("requests", 0) or 0), tokens=int(info.get("tokens", 0) or 0))
             kept = {k: v for k, v in info.items() if k == "retry" or (k == "failed" and v)}
             where = name if event.stage == "instances" else f"{name}: {event.stage}"
             self.report(dataclasses.replace(event, stage="current run", message=where, info=kept))

@@ -44,7 +44,7 @@ DERIVED_METRICS: dict[str, str] = {
     "mapping_seconds_ratio": "mapping-stage wall time per prediction over the BIRD-relaxed baseline's (Table 4)",
     "seconds_ratio": "ANCHOR's wall time per scenario over BIRD's (anchor cost)",
     "tokens_ratio": "ANCHOR's tokens per scenario over BIRD's (anchor cost)",
-    "calls_ratio": "ANCHOR's requests per scenario over BIRD's (anchor cost)",
+    "calls_ratio": "ANCHOR's logical requests per scenario over BIRD's (anchor cost; retries not counted)",
     "difference": "the estimator model's headline score minus the main model's (anchor analyze estimator)",
 }
 Comparison = Literal["greater", "less", "above", "below", "within", "about", "qualitative"]

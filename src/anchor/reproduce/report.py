@@ -120,21 +120,23 @@ def _runs_section(doc: Document, plan: Plan, out_dir: Path, ours: Ours, states: 
         if run.name in errors:
             state += f": {errors[run.name]}"
         rows.append([f"{RUNS_FOLDER}/{run.name}", run.label, ", ".join(run.parts), size, reuse or "–", state,
-                     f"{spent.requests:,}", f"{spent.tokens:,}"])
+                     f"{spent.requests:,}", f"{spent.attempts:,}", f"{spent.tokens:,}"])
     for a in plan.analyses:
         spent = est.spent_in(out_dir / ANALYSES_FOLDER / a.name)
         state = STATE_WORDS.get(states.get(a.name, "new"), "")
         if a.name in errors:
             state += f": {errors[a.name]}"
         rows.append([f"{ANALYSES_FOLDER}/{a.name}", f"anchor analyze {a.analysis}", ", ".join(a.parts),
-                     f"{a.limit or 'all'} x {a.runs}", "shared cache", state, f"{spent.requests:,}",
-                     f"{spent.tokens:,}"])
-    doc.table(["Directory", "What", "For", "Instances x runs", "Reuses", "State", "Requests", "Tokens"], rows,
-              "llllllrr")
+                     f"{a.limit or 'all'} x {a.runs}", "shared cache", state,
+                     f"{spent.requests:,}", f"{spent.attempts:,}", f"{spent.tokens:,}"])
+    doc.table(["Directory", "What", "For", "Instances x runs", "Reuses", "State", "Requests", "Attempts", "Tokens"],
+              rows, "llllllrrr")
     total = est.spent_in(out_dir)
     doc.bullets([
-        f"In all: {total.requests:,} requests and {total.tokens:,} tokens (prompt + completion, as the server "
-        "reported them), each request counted once from the ledgers (calls.jsonl) of the runs.",
+        f"In all: {total.requests:,} requests in {total.attempts:,} attempts and {total.tokens:,} tokens "
+        "(prompt + completion, as the server reported them), from the ledgers (calls.jsonl) of the runs. A request "
+        "is counted once however many attempts it took (what --budget-requests caps); the attempts add the "
+        "retries after a server's transient failure (HTTP 429 or 5xx, a time-out) and refused request formats.",
         "A request that an earlier run had already made was answered from the reproduction's response cache "
         "(DIR/cache) and is not counted again; each run directory can be reported, costed or explained on its own "
         "(anchor report, anchor cost, anchor explain).",

@@ -132,7 +132,8 @@ def _cost_figure(doc: Document, ours: Ours, out_dir: Path) -> None:
     total = cost["per_scenario"]["total"]
     a, b = total["a"], total["b"]
     doc.table(["Per scenario", "BIRD† (A)", "ANCHOR (B)", "B/A"], [
-        ["calls", f"{a['calls']:,.1f}", f"{b['calls']:,.1f}", _ratio(total["ratio"]["calls"])],
+        ["requests", f"{a['requests']:,.1f}", f"{b['requests']:,.1f}", _ratio(total["ratio"]["requests"])],
+        ["attempts (retries included)", f"{a['attempts']:,.1f}", f"{b['attempts']:,.1f}", DASH],
         ["tokens", f"{a['tokens']:,.0f}", f"{b['tokens']:,.0f}", _ratio(total["ratio"]["tokens"])],
         ["seconds (wall time)", f"{a['seconds']:,.2f}", f"{b['seconds']:,.2f}", _ratio(total["ratio"]["seconds"])],
     ], "lrrr")
@@ -144,14 +145,18 @@ def _cost_figure(doc: Document, ours: Ours, out_dir: Path) -> None:
         if foreign or unrecorded:
             hits.append(side)
     notes = [f"From `anchor cost` of the two runs ({cost['slice']['scenarios']} scenario(s) x {cost['slice']['runs']} "
-             f"run(s)); up to {cost['a']['concurrency']} requests at once, which the time depends on."]
+             f"run(s)); up to {cost['a']['concurrency']} requests at once, which the time depends on.",
+             "Requests are logical requests: each request a run asked for counted once, however many attempts it "
+             "took; the attempts add every retry after a transient failure (HTTP 429 or 5xx, a time-out) and every "
+             "request format the server refused. The calls ratio is of requests, so a server's faults do not "
+             "move it; they add attempts and wall time."]
     if hits:
         notes.append("Some answers came from the response cache (asked for by another run): they are not in these "
                      "figures. Delete the reproduction's cache folder and the two runs to measure them afresh.")
     doc.bullets(notes)
     path = out_dir / FIGURES_FOLDER / "cost.png"
     plot_cost(cost, path)
-    doc.image(f"{FIGURES_FOLDER}/cost.png", "Time, tokens and calls per scenario, BIRD† and ANCHOR, by phase")
+    doc.image(f"{FIGURES_FOLDER}/cost.png", "Time, tokens and requests per scenario, BIRD† and ANCHOR, by phase")
 
 
 def _ratio(x: float | None) -> str:

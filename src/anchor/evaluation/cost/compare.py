@@ -4,9 +4,13 @@ Everything comes from each run directory's ``calls.jsonl``, where every request 
 logged once (and ``config.json``, ``sample.json`` and ``predictions.jsonl`` to know the slice, the
 instances it scored and their scenarios; see ``evaluation.cost.attribution``):
 
-* **calls** are requests sent whose outcome is known, failed attempts included. A request cut off
-  by a kill (a "sent" announcement with no outcome, ``ledger.collapse_sent``) is counted apart as
-  *interrupted*: the server may or may not have received it. **Cache hits** made no request.
+* **requests** are logical requests (``anchor.llm.ledger``): each request the run asked for once,
+  however many attempts the transport needed to get it answered; **attempts** are what was sent
+  and came back (answered or failed), every retry after a transient failure included. The ratios
+  B / A are of requests, so that a server's faults (HTTP 500, 429), which add attempts only, do not
+  move them. A request cut off by a kill (a "sent" announcement with no outcome,
+  ``ledger.collapse_sent``) is counted apart as *interrupted*: the server may or may not have
+  received it. **Cache hits** made no request.
 * **tokens** are the prompt and completion tokens the server reported for those requests;
 * **time** is wall time per scenario: how long at least one request of the scenario (its artefact
   builds and its instances) was in flight, averaged over scenarios; it depends on how many requests
@@ -49,8 +53,9 @@ class CostCompareError(AnchorError):
 class Figures(BaseModel):
     """Cost of one group of requests."""
 
-    calls: int = 0
-    failed: int = 0
+    requests: int = Field(default=0, description="Logical requests (each once, whatever its attempts).")
+    attempts: int = Field(default=0, description="Attempts with a known outcome, retries included.")
+    failed: int = Field(default=0, description="Failed attempts.")
     interrupted: int = Field(default=0, description="Requests cut off by a kill (outcome unknown), not in calls.")
     interrupted_prompt_tokens: int = Field(default=0, description="Their prompts' tokens, by the client's estimate.")
     cache_hits: int = 0
@@ -63,13 +68,13 @@ class Figures(BaseModel):
         return self.prompt_tokens + self.completion_tokens
 
     def scaled(self, by: float) -> dict[str, float]:
-        return {"calls": self.calls / by, "prompt_tokens": self.prompt_tokens / by,
+        return {"requests": self.requests / by, "attempts": self.attempts / by, "prompt_tokens": self.prompt_tokens / by,
                 "completion_tokens": self.completion_tokens / by, "tokens": self.tokens / by,
                 "seconds": self.seconds / by, "cache_hits": self.cache_hits / by, "interrupted": self.interrupted / by}
 
 
 def figures(records: Sequence[CallRecord]) -> Figures:
-    """Calls, tokens and busy time of ``records`` (already collapsed: each request once)."""
+    """Requests, attempts, tokens and busy time of ``records`` (already collapsed: each request once)."""
     out = Figures()
     for r in records:
         if r.outcome == "cache_hit":
@@ -79,7 +84,8 @@ def figures(records: Sequence[CallRecord]) -> Figures:
             out.interrupted += 1
             out.interrupted_prompt_tokens += r.estimated_prompt_tokens
             continue
-        out.calls += 1
+        out.attempts += 1
+        out.requests += int(r.ends_request)
         out.failed += int(r.outcome != "ok")
         out.prompt_tokens += r.prompt_tokens
         out.completion_tokens += r.completion_tokens
@@ -238,14 +244,15 @@ def compare(dir_a: Path, dir_b: Path) -> dict[str, Any]:
             xa["seconds"], xb["seconds"] = secs
         out: dict[str, Any] = {"a": {k: round(v, 4) for k, v in xa.items()},
                                "b": {k: round(v, 4) for k, v in xb.items()}}
-        out["ratio"] = {k: _ratio(xb[k], xa[k]) for k in ("calls", "prompt_tokens", "completion_tokens", "tokens",
+        # Of requests, not attempts: a server's faults add attempts, not requests.
+        out["ratio"] = {k: _ratio(xb[k], xa[k]) for k in ("requests", "prompt_tokens", "completion_tokens", "tokens",
                                                           "seconds")}
         return out
 
     phases = {}
     for ph in PHASES:
         fa, fb = sa["phases"][ph], sb["phases"][ph]
-        if fa.calls or fb.calls or fa.cache_hits or fb.cache_hits:
+        if fa.attempts or fb.attempts or fa.cache_hits or fb.cache_hits:
             phases[ph] = row(fa, fb, sa["per"], sb["per"], (sa["phase_seconds"][ph], sb["phase_seconds"][ph]))
     stages = {}
     for st in dict.fromkeys([*sa["stages"], *sb["stages"]]):
@@ -264,7 +271,8 @@ def compare(dir_a: Path, dir_b: Path) -> dict[str, Any]:
         t: Figures = side["total"]
         return {"dir": str(run.path), "method": run.config.method, "stage": run.config.stage,
                 "model": run.config.llm.get("model"), "concurrency": run.concurrency,
-                "requests": t.calls, "failed_attempts": t.failed, "interrupted": t.interrupted,
+                "requests": t.requests, "attempts": t.attempts, "failed_attempts": t.failed,
+                "interrupted": t.interrupted,
                 "interrupted_prompt_tokens": t.interrupted_prompt_tokens, "cache_hits": t.cache_hits,
                 "prompt_tokens": t.prompt_tokens, "completion_tokens": t.completion_tokens,
                 "busy_seconds": t.seconds}
@@ -280,15 +288,20 @@ def compare(dir_a: Path, dir_b: Path) -> dict[str, Any]:
         "scenarios": scenarios,
         "data_notes": list(dict.fromkeys(n for n in (a.data_note, b.data_note) if n)),
         "notes": [
-            "calls: requests sent whose outcome is known (failed attempts included), each counted once from "
-            "calls.jsonl; requests cut off by a kill are counted apart as interrupted (the server may or may not "
-            "have received them; their tokens are unknown); cache hits made no request and are listed apart",
+            "requests: logical requests, each request the run asked for counted once however many attempts the "
+            "transport needed (a retry after HTTP 429/5xx, a time-out or a dropped connection, and a request "
+            "format the server refused, are attempts, not requests; a re-ask after an unusable answer is a "
+            "request); attempts: every request sent whose outcome is known, retries and failures included; the "
+            "ratios B/A are of requests, which a server's faults do not change; both from calls.jsonl; requests "
+            "cut off by a kill are counted apart as interrupted (the server may or may not have received them; "
+            "their tokens are unknown); cache hits made no request and are listed apart",
             "per scenario: totals divided by scenarios x runs",
             "time: wall time with at least one request of the scenario in flight, averaged over scenarios; it "
             f"depends on the requests allowed at once (A: {a.concurrency}, B: {b.concurrency})",
             "critical path: the scenario's longest chain of requests that waited for one another (its artefact's "
             "build, then its longest instance), as a count and their seconds added up: the scenario takes at least "
-            "that long however many requests run at once; the mean is over scenarios"
+            "that long however many requests run at once; it counts attempts, since a retried request waited for "
+            "the attempts that failed; the mean is over scenarios"
             + (", and each scenario's is the longest over its runs" if a.config.runs > 1 else ""),
         ],
     }
@@ -305,6 +318,11 @@ def _num(x: float | None, digits: int = 1) -> str:
 
 def _ratio_cell(x: float | None) -> str:
     return "–" if x is None else f"{x:.2f}x"
+
+
+def _calls(side: dict[str, float]) -> str:
+    """Logical requests, and the attempts they took in brackets."""
+    return f"{_num(side['requests'])} ({_num(side['attempts'])})"
 
 
 def _path(p: dict[str, float] | None) -> str:
@@ -324,18 +342,20 @@ def markdown(doc: dict[str, Any]) -> str:
     for tag, side in (("A", a), ("B", b)):
         cut = side.get("interrupted", 0)
         lines.append(f"- {tag}: `{side['dir']}` ({who(side)}, model {side['model']}, up to {side['concurrency']} "
-                     f"requests at once): {side['requests']:,} requests ({side['failed_attempts']} failed attempts), "
+                     f"requests at once): {side['requests']:,} requests in {side['attempts']:,} attempts "
+                     f"({side['failed_attempts']} failed), "
                      f"{side['prompt_tokens']:,} prompt + {side['completion_tokens']:,} completion tokens, "
                      f"{side['cache_hits']:,} cache hits (not requests)"
                      + (f"; and {cut} request(s) interrupted by a kill, not counted above (outcome unknown; prompts "
                         f"of about {side['interrupted_prompt_tokens']:,} tokens by the client's estimate)" if cut else ""))
     lines += ["", "## Per scenario", "",
-              "| Phase | Calls A | Calls B | B/A | Tokens A (prompt + completion) | Tokens B | B/A | Time A s | "
+              "| Phase | Requests A (attempts) | Requests B (attempts) | B/A | Tokens A (prompt + completion) | "
+              "Tokens B | B/A | Time A s | "
               "Time B s | B/A |", "|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     rows = [*doc["per_scenario"]["phases"].items(), ("**total**", doc["per_scenario"]["total"])]
     for name, r in rows:
         ra, rb, q = r["a"], r["b"], r["ratio"]
-        lines.append(f"| {name} | {_num(ra['calls'])} | {_num(rb['calls'])} | {_ratio_cell(q['calls'])} | "
+        lines.append(f"| {name} | {_calls(ra)} | {_calls(rb)} | {_ratio_cell(q['requests'])} | "
                      f"{_num(ra['tokens'], 0)} ({_num(ra['prompt_tokens'], 0)} + {_num(ra['completion_tokens'], 0)}) | "
                      f"{_num(rb['tokens'], 0)} ({_num(rb['prompt_tokens'], 0)} + {_num(rb['completion_tokens'], 0)}) | "
                      f"{_ratio_cell(q['tokens'])} | {_num(ra['seconds'], 2)} | {_num(rb['seconds'], 2)} | "
@@ -346,20 +366,22 @@ def markdown(doc: dict[str, Any]) -> str:
         lines += ["", f"Critical path per scenario (mean): A {_path(pa)}, B {_path(pb)}; B/A "
                       f"{_ratio_cell(q['requests'])} requests, {_ratio_cell(q['seconds'])} seconds."]
     lines += ["", "## Per stage (per scenario)", "",
-              "| Stage | Phase | Calls A | Calls B | Tokens A | Tokens B | Time A s | Time B s |",
+              "| Stage | Phase | Requests A (attempts) | Requests B (attempts) | Tokens A | Tokens B | Time A s | "
+              "Time B s |",
               "|:--|:--|--:|--:|--:|--:|--:|--:|"]
     for st, r in doc["stages"].items():
         ra, rb = r["a"], r["b"]
-        lines.append(f"| {st} | {r['phase']} | {_num(ra['calls'])} | {_num(rb['calls'])} | {_num(ra['tokens'], 0)} | "
+        lines.append(f"| {st} | {r['phase']} | {_calls(ra)} | {_calls(rb)} | {_num(ra['tokens'], 0)} | "
                      f"{_num(rb['tokens'], 0)} | {_num(ra['seconds'], 2)} | {_num(rb['seconds'], 2)} |")
     lines += ["", "## Per scenario, one by one (per run)", "",
-              "| Scenario | Calls A | Calls B | B/A | Tokens A | Tokens B | B/A | Time A s | Time B s | B/A | "
+              "| Scenario | Requests A (attempts) | Requests B (attempts) | B/A | Tokens A | Tokens B | B/A | "
+              "Time A s | Time B s | B/A | "
               "Critical path A | Critical path B | B/A s |",
               "|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for g, r in doc["scenarios"].items():
         ra, rb, q = r["a"], r["b"], r["ratio"]
         cp = r.get("critical_path") or {"a": None, "b": None, "ratio": {"seconds": None}}
-        lines.append(f"| {g} | {_num(ra['calls'])} | {_num(rb['calls'])} | {_ratio_cell(q['calls'])} | "
+        lines.append(f"| {g} | {_calls(ra)} | {_calls(rb)} | {_ratio_cell(q['requests'])} | "
                      f"{_num(ra['tokens'], 0)} | {_num(rb['tokens'], 0)} | {_ratio_cell(q['tokens'])} | "
                      f"{_num(ra['seconds'], 2)} | {_num(rb['seconds'], 2)} | {_ratio_cell(q['seconds'])} | "
                      f"{_path(cp['a'])} | {_path(cp['b'])} | {_ratio_cell(cp['ratio']['seconds'])} |")

@@ -1,4 +1,5 @@
-"""The bar chart of ``anchor cost --out``: time, tokens and calls per scenario of the two runs."""
+"""The bar chart of ``anchor cost --out``: time, tokens and (logical) requests per scenario of
+the two runs."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from anchor.plots import new_figure
 
 
 def plot(doc: dict[str, Any], path: Path) -> Path:
-    """Bar chart like the paper's cost figure: time, tokens and calls per scenario for A and B, each bar
-    stacked by phase, the ratio B/A written above B's bar."""
+    """Bar chart like the paper's cost figure: time, tokens and requests per scenario for A and B, each
+    bar stacked by phase, the ratio B/A written above B's bar."""
     fig = new_figure(10, 3.6)
     phases = doc["per_scenario"]["phases"]
     phase_colours = {"construction": "#4C72B0", "mapping": "#DD8452", "inference": "#55A868", "baseline": "#8172B3",
@@ -18,7 +19,7 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     who = [doc["a"]["method"] + (f" ({doc['a']['stage']})" if doc["a"]["stage"] else ""),
            doc["b"]["method"] + (f" ({doc['b']['stage']})" if doc["b"]["stage"] else "")]
     for i, (key, title) in enumerate((("seconds", "Time per scenario (s)"), ("tokens", "Tokens per scenario"),
-                                      ("calls", "Calls per scenario"))):
+                                      ("requests", "Requests per scenario"))):
         ax = fig.add_subplot(1, 3, i + 1)
         bottoms = [0.0, 0.0]
         for ph, r in phases.items():

@@ -1,4 +1,4 @@
-"""``cost_per_stage.png``: LLM calls, tokens and wall time per stage, one bar per run."""
+"""``cost_per_stage.png``: LLM requests, tokens and wall time per stage, one bar per run."""
 
 from __future__ import annotations
 
@@ -13,13 +13,18 @@ from anchor.plots import colours, new_figure, save_figure
 
 
 def plot_cost(runs: Sequence[ReportedRun], glabels: dict[int, str], path: Path) -> str | None:
-    """Grouped bars per stage (calls, tokens, seconds), one colour per run. Returns a skip reason or None."""
+    """Grouped bars per stage (requests, tokens, seconds), one colour per run. Returns a skip reason or None.
+
+    Requests are logical requests; where a run's report was written before they were counted, every run's
+    attempts are drawn instead (so that the bars stay comparable), and the axis says so."""
     data = [(r, dict(stage_costs(r))) for r in runs if stage_costs(r)]
     if not any(c.llm_calls or tokens_of(c) or c.wall_seconds for _, st in data for c in st.values()):
         return "no run recorded any LLM calls, tokens or time per stage (no cost data, or fully cached runs)"
     stages = sorted({s for _, st in data for s in st}, key=stage_sort_key)
+    known = all(c.logical_requests is not None for _, st in data for c in st.values())
     metrics: list[tuple[str, Callable[[CostSummary], float]]] = [
-        ("LLM calls", lambda c: c.llm_calls),
+        ("LLM requests", lambda c: c.logical_requests or 0) if known else
+        ("LLM attempts (retries included)", lambda c: c.llm_calls),
         ("tokens (prompt + completion)", lambda c: tokens_of(c)),
         ("wall seconds", lambda c: c.wall_seconds),
     ]

@@ -43,8 +43,11 @@ class MappingCost:
 
     tokens: int
     seconds: float
-    made: int
-    """Mapping requests the run made (each counted once from calls.jsonl)."""
+    made: int | None
+    """Mapping requests the run made: logical requests, each once however many attempts it took (from
+    calls.jsonl; None from a metrics.json written before they were counted)."""
+    attempts: int | None = None
+    """The attempts they took (retries after a transient failure included); None when not known."""
     recorded: int = 0
     """Mapping requests behind cached answers whose cost the cache recorded (made elsewhere)."""
     unrecorded: int = 0
@@ -57,7 +60,9 @@ class MappingCost:
         """Where the figures come from, in a few words."""
         if not self.from_log:
             return "metrics.json (no calls.jsonl)"
-        parts = [f"{self.made} request(s) made"]
+        made = "an unknown number of" if self.made is None else str(self.made)
+        attempts = f" ({self.attempts} attempt(s))" if self.attempts is not None else ""
+        parts = [f"{made} request(s) made{attempts}"]
         if self.recorded:
             parts.append(f"recorded cost of {self.recorded} cached")
         if self.unrecorded:
@@ -75,13 +80,17 @@ def mapping_cost(config: RunConfig, metrics: MetricsReport, path: Path) -> Mappi
         tokens = sum(c.prompt_tokens + c.completion_tokens for s, c in metrics.cost.items()
                      if s != "total" and phase_of(s) == "mapping")
         seconds = sum(c.wall_seconds for s, c in metrics.cost.items() if s != "total" and phase_of(s) == "mapping")
-        made = sum(c.llm_calls for s, c in metrics.cost.items() if s != "total" and phase_of(s) == "mapping")
-        return MappingCost(tokens=tokens + reused, seconds=seconds, made=made, from_log=False)
+        stages = [c for s, c in metrics.cost.items() if s != "total" and phase_of(s) == "mapping"]
+        made = None if any(c.logical_requests is None for c in stages) else sum(c.logical_requests or 0
+                                                                                 for c in stages)
+        return MappingCost(tokens=tokens + reused, seconds=seconds, made=made,
+                           attempts=sum(c.llm_calls for c in stages), from_log=False)
     mapping = [r for r in read_call_log(calls) if phase_of(r.stage) == "mapping"]
     made = [r for r in mapping if r.outcome_known]
     behind, unrecorded = recorded_requests(mapping)
     tokens = sum(r.prompt_tokens + r.completion_tokens for r in (*made, *behind))
-    return MappingCost(tokens=tokens + reused, seconds=busy_seconds([*made, *behind]), made=len(made),
+    return MappingCost(tokens=tokens + reused, seconds=busy_seconds([*made, *behind]),
+                       made=sum(r.ends_request for r in made), attempts=len(made),
                        recorded=len(behind), unrecorded=unrecorded)
 
 
@@ -168,7 +177,9 @@ def transplant_notes(rows: Sequence[TransplantRow]) -> list[str]:
     """What a reader of the table needs to know about these rows' figures."""
     notes = ["Each '+' row adds to the row above. Tok./B and Time/B: the mapping stage's tokens and wall time "
              "per prediction, divided by the BIRD‡ baseline's (mapping done while a transplant prepares a "
-             "scenario included)."]
+             "scenario included). Cost from: the mapping requests the run made, each counted once however many "
+             "attempts it took (the attempts in brackets include retries after a server's transient failure, "
+             "which add no tokens)."]
     if not any(r.metrics.method == BASELINE for r in rows):
         notes.append("No bird-relaxed run of this dataset and model: no baseline to divide by (add one to fill "
                      "Tok./B and Time/B).")

@@ -46,11 +46,11 @@ from anchor.evaluation.runner.store import DirectoryLock, JsonLines
 from anchor.files import write_atomic
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
-from anchor.llm.ledger import CallRecord, summarize
+from anchor.llm.ledger import CallRecord, empty_cost, summarize
 from anchor.llm.settings import LLMSettings, make_client
 from anchor.pipeline import AnchorConfig
 from anchor.progress import ProgressEvent, Reporter, silent
-from anchor.types import CalibratedProbability, Scenario, StageCost
+from anchor.types import CalibratedProbability, Scenario
 
 Instance = DecisionInstance | PairwiseInstance
 
@@ -286,10 +286,10 @@ class EvalRunner:
         if not force and now - self._last_tick < 0.2:
             return
         self._last_tick = now
-        total = self.client.ledger.tally() if self.client else StageCost(stage="total")
+        total = self.client.ledger.tally() if self.client else empty_cost("total")
         # The failed predictions are among the unknown ones (as in metrics.json's runs[].unknown).
         info: dict[str, object] = {"unknown": f"{self._counts['unknown']} ({self._counts['failed']} failed)",
-                                   "calls": total.llm_calls, "cached": total.cache_hits,
+                                   "requests": total.logical_requests, "cached": total.cache_hits,
                                    "tokens": total.prompt_tokens + total.completion_tokens}
         if self._retry:
             info["retry"] = self._retry

@@ -69,6 +69,7 @@ class RunScorer:
             n = len(final)
             per_inst = CostSummary(
                 llm_calls=round(t.llm_calls / n), failed_attempts=round(t.failed_attempts / n),
+                logical_requests=None if t.logical_requests is None else round(t.logical_requests / n),
                 samples=round(t.samples / n),
                 cache_hits=round(t.cache_hits / n), prompt_tokens=round(t.prompt_tokens / n),
                 completion_tokens=round(t.completion_tokens / n), request_seconds=round(t.request_seconds / n, 4),
@@ -221,9 +222,11 @@ class RunScorer:
         t = total[0]
         scope = (f"every LLM request made for this run directory, counted once each from calls.jsonl across "
                  f"interruptions and resumes, including the builds of per-scenario artefacts (factor spaces) made "
-                 f"for it: {t.llm_calls} request(s) with a known outcome ({t.failed_attempts} of them failed "
-                 f"attempts), {t.interrupted} interrupted by a kill (outcome unknown: the server may or may not have "
-                 f"received them; not in llm_calls; their prompts about {t.interrupted_prompt_tokens} tokens by the "
+                 f"for it: {t.logical_requests} logical request(s) (each once, however many attempts it took) "
+                 f"made in {t.llm_calls} attempt(s) with a known outcome (llm_calls; {t.failed_attempts} of them "
+                 f"failed: retries after a transient failure are attempts, not requests), {t.interrupted} "
+                 f"interrupted by a kill (outcome unknown: the server may or may not have received them; not in "
+                 f"llm_calls; their prompts about {t.interrupted_prompt_tokens} tokens by the "
                  f"client's estimate), and {t.cache_hits} cache hit(s) (no request); tokens are those the server "
                  "reported in its answers, so a request it received but never answered (time-out, dropped "
                  "connection, kill) adds none")
@@ -234,7 +237,8 @@ class RunScorer:
 
 
 def _summary(c: StageCost) -> CostSummary:
-    return CostSummary(llm_calls=c.llm_calls, failed_attempts=c.failed_attempts, samples=c.samples,
+    return CostSummary(llm_calls=c.llm_calls, logical_requests=c.logical_requests,
+                       failed_attempts=c.failed_attempts, samples=c.samples,
                        interrupted=c.interrupted, interrupted_prompt_tokens=c.interrupted_prompt_tokens,
                        cache_hits=c.cache_hits,
                        prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens,
