@@ -229,8 +229,11 @@ def _print_summary(runner: Any, metrics: MetricsReport, out_dir: Path, index: An
         out.print("no row has a label: nothing to score (predictions only)", highlight=False)
     t = metrics.cost.get("total")
     if t is not None:
-        out.print(f"cost: {t.llm_calls} LLM requests ({t.failed_attempts} failed, {t.cache_hits} answered from the "
-                  f"cache), {t.prompt_tokens}+{t.completion_tokens} tokens", highlight=False, soft_wrap=True)
+        out.print(f"cost: {t.logical_requests} LLM requests in {t.llm_calls} attempts ({t.failed_attempts} failed; "
+                  f"retries are attempts, not requests), {t.cache_hits} answered from the cache, "
+                  f"{t.prompt_tokens}+{t.completion_tokens} tokens"
+                  + (f"; {t.interrupted} more interrupted by a kill (sent again)" if t.interrupted else ""),
+                  highlight=False, soft_wrap=True)
     if metrics.n_failed:
         out.print(f"[yellow]{metrics.n_failed} row(s) failed; run the same command again to retry them[/yellow]")
     for note in metrics.notes:

@@ -215,7 +215,8 @@ class PredictRunner(EvalRunner):
         self._last_tick = now
         total = self.client.ledger.tally() if self.client else StageCost(stage="total")
         built = sum(len(store.built) for store in self._stores.values())
-        info: dict[str, object] = {"spaces": built, "req": _short(total.llm_calls),
+        info: dict[str, object] = {**({"spaces": built} if self.spec.per_scenario_artefact else {}),
+                                   "req": _short(total.logical_requests or 0),
                                    "tok": _short(total.prompt_tokens + total.completion_tokens),
                                    "unknown": self._counts["unknown"]}
         if self._retry:
