@@ -65,7 +65,8 @@ MISSING = '<span class="muted">–</span>'
 
 def _run_summary(config: RunConfig) -> str:
     llm = config.llm or {}
-    items = [("dataset", config.dataset), ("task", config.kind), ("method", config.method),
+    data = ("cases file", config.data_path or "?") if config.kind == "cases" else ("dataset", config.dataset)
+    items = [data, ("task", config.kind), ("method", config.method),
              ("ablations", ", ".join(config.ablations) or "none"), ("runs", str(config.runs)),
              ("seed", str(config.seed)),
              ("LLM", f"{llm.get('model', '?')} ({llm.get('backend', '?')})"),

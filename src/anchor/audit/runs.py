@@ -256,14 +256,14 @@ def _status_and_labels(pred: Prediction, config: RunConfig) -> tuple[Status, str
         support = pred.p_outcome1 > config.decision_threshold
         predicted = f"supported (P > {config.decision_threshold:g})" if support else "not supported"
         return ("correct" if support == (pred.label == 1) else "wrong"), gold, predicted
-    gold = f"O{pred.label}" if pred.label in (1, 2) else "?"
+    gold = f"O{pred.label}" if pred.label in (1, 2) else "no label" if config.kind == "cases" else "?"
     # As decision_accuracy scores it: only a missing probability is unknown; an exact 0.5 is a tie,
     # covered but not correct (the runner marks it unknown because it makes no decision).
     if pred.p_outcome1 is None:
         return "unknown", gold, "unknown"
     predicted = f"O{pred.prediction}" if pred.prediction in (1, 2) else "tie (0.5)"
     if config.kind == "cases" and pred.label is None:
-        return "answered", "no label", predicted
+        return "answered", gold, predicted
     return ("correct" if pred.prediction == pred.label else "wrong"), gold, predicted
 
 
@@ -409,7 +409,8 @@ def write_run_index(run_dir: Path | str, out_dir: Path | str | None = None, *,
         write_text_atomic(target, html_text)
         result.pages.append(target)
 
-    heading = title or f"Run: {config.dataset} · {config.method}" + (
+    data = Path(config.data_path).name if config.kind == "cases" and config.data_path else config.dataset
+    heading = title or f"Run: {data} · {config.method}" + (
         f" ({', '.join(config.ablations)})" if config.ablations else "")
     calibration = _calibration(run_dir, notes)
     write_text_atomic(result.index, run_index_html(rows, title=heading, config=config, notes=notes,

@@ -134,7 +134,7 @@ class RichReporter:
         times = [TimeElapsedColumn(), TimeRemainingColumn()] if remaining else [TimeElapsedColumn()]
         self.progress = Progress(
             TextColumn("{task.description}", table_column=Column(no_wrap=True, max_width=22, overflow="ellipsis")),
-            BarColumn(bar_width=16 if remaining else 20), MofNCompleteColumn(), *times,
+            BarColumn(bar_width=12 if remaining else 20), MofNCompleteColumn(), *times,
             TextColumn("{task.fields[note]}", table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis")),
             console=console or err, disable=not enabled, transient=False, expand=True)
         self.tasks: dict[str, Any] = {}

@@ -217,8 +217,7 @@ class PredictRunner(EvalRunner):
         built = sum(len(store.built) for store in self._stores.values())
         info: dict[str, object] = {**({"spaces": built} if self.spec.per_scenario_artefact else {}),
                                    "req": _short(total.logical_requests or 0),
-                                   "tok": _short(total.prompt_tokens + total.completion_tokens),
-                                   "unknown": self._counts["unknown"]}
+                                   "tok": _short(total.prompt_tokens + total.completion_tokens)}
         if self._retry:
             info["retry"] = self._retry
         self.report(ProgressEvent("rows", self._counts["done"], self._counts["total"], "", info))
