@@ -271,9 +271,13 @@ class RunDirectory:
 
         def entry(text: str) -> tuple[tuple[int, str], Any]:
             record = json_object(text)
-            if not isinstance(record.get("id"), str):
-                raise LineProblem("not a prediction record (no id)")
-            return (int(record.get("run") or 0), record["id"]), key(record)
+            run = record.get("run", 0)
+            if not isinstance(record.get("id"), str) or isinstance(run, bool) or not isinstance(run, int):
+                raise LineProblem("not a prediction record (no id, or a run that is not a number)")
+            try:
+                return (run, record["id"]), key(record)
+            except (TypeError, ValueError):
+                raise LineProblem("not a prediction record (its place in the order cannot be read)") from None
 
         for _, start, length, (rid, rank) in self.predictions.located(entry):
             index[rid] = (rank, start, length)
