@@ -36,7 +36,7 @@ from anchor.audit import (
     write_run_index,
 )
 from anchor.audit.figures import MAP_LABEL_LIMIT, project_2d
-from anchor.audit.runs import page_name, read_predictions
+from anchor.audit.runs import page_name
 from anchor.evaluation.datasets import bundled_file, load_dataset, scenario_key
 from anchor.evaluation.results import Prediction, RunConfig, SideRecord
 from anchor.inference.bayes import cbn_posterior, naive_bayes_posterior
@@ -611,18 +611,18 @@ def test_missing_traces_gives_rows_without_links(run_dir):
 
 def test_traces_reader_tolerates_a_torn_last_line_and_keeps_the_later_duplicate(case, run_dir):
     _, (hot, _, _), _ = case
-    traces = read_traces(run_dir / "traces.jsonl")
+    traces = read_traces(run_dir)
     assert sorted(traces) == [(0, "p1"), (0, "p2"), (0, "p3")]
     assert traces[(0, "p1")][0].condition == HOT
     assert traces[(0, "p1")][0].result.p_outcome1 == hot.p_outcome1
-    assert read_traces(run_dir / "absent.jsonl") == {}
+    assert read_traces(run_dir / "absent") == {}
 
 
 def test_a_complete_last_line_without_newline_is_kept(case, tmp_path):
     _, (hot, _, _), _ = case
     path = tmp_path / "traces.jsonl"
     path.write_text(trace_line(0, "a", 0, hot, None), encoding="utf-8")
-    assert list(read_traces(path)) == [(0, "a")]
+    assert list(read_traces(tmp_path)) == [(0, "a")]
 
 
 def test_a_bad_line_in_the_middle_is_a_clear_error(case, run_dir):
@@ -631,11 +631,11 @@ def test_a_bad_line_in_the_middle_is_a_clear_error(case, run_dir):
     lines[2] = json.dumps({"run": 0, "id": "p1", "side": 4, "condition": "x", "result": {}})
     path.write_text("\n".join(lines), encoding="utf-8")
     with pytest.raises(RunIndexError, match=r"traces\.jsonl, line 3: not a trace record \(side: "):
-        read_traces(path)
+        read_traces(run_dir)
     preds = run_dir / "predictions.jsonl"
     preds.write_text("{}\n" + preds.read_text(encoding="utf-8"), encoding="utf-8")
     with pytest.raises(RunIndexError, match=r"predictions\.jsonl, line 1: not a prediction record \(run: "):
-        read_predictions(preds)
+        write_run_index(run_dir)
 
 
 def test_not_a_run_directory(tmp_path):
@@ -679,7 +679,7 @@ def test_trace_lines_of_another_method_cost_only_their_pages(case, run_dir):
     foreign = {"run": 0, "id": "p4 <odd>/id", "side": 0, "condition": "c", "space": None,
                "result": {"method": "bird", "factors": {"a": 1}}}
     path.write_text("\n".join([*lines, json.dumps(foreign)]) + "\n", encoding="utf-8")
-    assert sorted(read_traces(path)) == [(0, "p1"), (0, "p2"), (0, "p3")]
+    assert sorted(read_traces(run_dir)) == [(0, "p1"), (0, "p2"), (0, "p3")]
     result = write_run_index(run_dir)
     assert [r.page is not None for r in result.rows] == [True, True, True, False]
     assert "1 trace line(s) hold another method's audit trail, not an ANCHOR result; their rows have no " \

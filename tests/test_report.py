@@ -18,7 +18,8 @@ from anchor.evaluation.report import (
     format_mean_std,
     load_run,
 )
-from anchor.evaluation.results import METRIC_KEYS, CostSummary, Kind, MetricsReport, RunConfig
+from anchor.evaluation.results import METRIC_KEYS, Kind, MetricsReport, RunConfig
+from anchor.types import StageCost
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 EMBEDDED = {"backend": "embedded", "base_url": None, "model": None}  # what LLMSettings.describe() gives
@@ -55,7 +56,7 @@ def write_run(
     llm: dict[str, Any] | None = None,
     small_model: bool = False,
     calibration: dict[str, Any] | None = None,
-    cost: dict[str, CostSummary] | None = None,
+    cost: dict[str, StageCost] | None = None,
     n_instances: int = 20,
     write_metrics: bool = True,
 ) -> Path:
@@ -102,25 +103,27 @@ def pair(
             "covered_f1_micro": avg + 0.01}
 
 
-def anchor_cost() -> dict[str, CostSummary]:
+def anchor_cost() -> dict[str, StageCost]:
     stages = {
-        "abduction.generate": CostSummary(llm_calls=12, logical_requests=12, prompt_tokens=3000, completion_tokens=1500,
-                                          wall_seconds=9.5, request_seconds=12.0),
-        "voting": CostSummary(llm_calls=30, logical_requests=30, cache_hits=4, prompt_tokens=2000, completion_tokens=300,
-                              wall_seconds=4.0, request_seconds=6.0),
-        "mapping.select": CostSummary(llm_calls=20, logical_requests=19, failed_attempts=1, prompt_tokens=2500,
-                                      completion_tokens=200, wall_seconds=3.0, request_seconds=3.5),
-        "inference.phi": CostSummary(llm_calls=40, logical_requests=40, prompt_tokens=4000, completion_tokens=400,
-                                     wall_seconds=5.5, request_seconds=8.0),
+        "abduction.generate": StageCost(stage="abduction.generate", llm_calls=12, logical_requests=12,
+                                        prompt_tokens=3000, completion_tokens=1500, wall_seconds=9.5,
+                                        llm_seconds=12.0),
+        "voting": StageCost(stage="voting", llm_calls=30, logical_requests=30, cache_hits=4, prompt_tokens=2000,
+                            completion_tokens=300, wall_seconds=4.0, llm_seconds=6.0),
+        "mapping.select": StageCost(stage="mapping.select", llm_calls=20, logical_requests=19, failed_attempts=1,
+                                    prompt_tokens=2500, completion_tokens=200, wall_seconds=3.0, llm_seconds=3.5),
+        "inference.phi": StageCost(stage="inference.phi", llm_calls=40, logical_requests=40, prompt_tokens=4000,
+                                   completion_tokens=400, wall_seconds=5.5, llm_seconds=8.0),
     }
-    total = CostSummary(
+    total = StageCost(
+        stage="total",
         llm_calls=sum(c.llm_calls for c in stages.values()),
         logical_requests=sum(c.logical_requests or 0 for c in stages.values()),
         failed_attempts=1, cache_hits=4,
         prompt_tokens=sum(c.prompt_tokens for c in stages.values()),
         completion_tokens=sum(c.completion_tokens for c in stages.values()),
         wall_seconds=sum(c.wall_seconds for c in stages.values()),
-        request_seconds=sum(c.request_seconds for c in stages.values()),
+        llm_seconds=sum(c.llm_seconds for c in stages.values()),
     )
     return {**stages, "total": total}
 
@@ -174,10 +177,11 @@ def test_full_report_mixed_kinds(tmp_path: Path) -> None:
     bma = write_run(runs, "anchor-bma", ablations=["bma"], values=[pair(0.575)])
     oracle = write_run(runs, "factor", method="factor-based", values=[pair(0.55)])
     vanilla = write_run(runs, "vanilla-c2s", method="vanilla", values=[pair(0.47)],
-                        cost={"baseline.vanilla": CostSummary(llm_calls=40, prompt_tokens=5000,
-                                                              completion_tokens=800, wall_seconds=6.0),
-                              "total": CostSummary(llm_calls=40, prompt_tokens=5000, completion_tokens=800,
-                                                   wall_seconds=6.0)})
+                        cost={"baseline.vanilla": StageCost(stage="baseline.vanilla", llm_calls=40,
+                                                            prompt_tokens=5000, completion_tokens=800,
+                                                            wall_seconds=6.0),
+                              "total": StageCost(stage="total", llm_calls=40, prompt_tokens=5000,
+                                                 completion_tokens=800, wall_seconds=6.0)})
     today = write_run(runs, "anchor-today", kind="decision", dataset="today",
                       values=[{"accuracy": 0.7, "accuracy_covered": 0.72, "coverage": 0.97},
                               {"accuracy": 0.74, "accuracy_covered": 0.75, "coverage": 0.99}],
@@ -334,7 +338,8 @@ def test_single_small_model_run(tmp_path: Path) -> None:
 def test_all_null_metrics_and_zero_cost(tmp_path: Path) -> None:
     nothing = {k: None for k in ("f1_context1", "f1_context2", "f1_same", "f1_micro")}
     run = write_run(tmp_path, "unknowns", values=[{**nothing, "coverage": 0.0}, {**nothing, "coverage": 0.0}],
-                    cost={"voting": CostSummary(cache_hits=12), "total": CostSummary(cache_hits=12)},
+                    cost={"voting": StageCost(stage="voting", cache_hits=12),
+                          "total": StageCost(stage="total", cache_hits=12)},
                     calibration={"brier": None, "ece": None, "n_skipped": 20,
                                  "reliability": [{"lo": 0.0, "hi": 1.0, "count": 0, "mean_confidence": None,
                                                   "observed": None}]})
@@ -423,7 +428,7 @@ def test_other_loading_errors(tmp_path: Path) -> None:
         load_run(run)
 
     (run / "metrics.json").write_text('{"dataset": "x"}', encoding="utf-8")
-    with pytest.raises(ReportError, match=r"metrics\.json: does not match MetricsReport \(kind: Field "):
+    with pytest.raises(ReportError, match=r"metrics\.json: not a metrics report \(kind: Field "):
         load_run(run)
 
     (run / "config.json").unlink()

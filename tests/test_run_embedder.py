@@ -85,14 +85,14 @@ def test_runs_written_before_the_embedder_was_recorded_stay_resumable(tmp_path):
     path = tmp_path / "run" / "config.json"
     new = json.loads(path.read_text())
     path.write_text(json.dumps(_old_config(new, "bundled MiniLM")))
-    check_resumable(path, new, tmp_path / "run")
+    check_resumable(tmp_path / "run", new)
     server = {**new, "embedder": {"model": "my-embed", "dimension": 5, "where": "http://127.0.0.1:9/v1"}}
     with pytest.raises(EvalError, match="embedder.dimension was 384, now 5"):
-        check_resumable(path, server, tmp_path / "run")
+        check_resumable(tmp_path / "run", server)
     # An older run on a server: its width was never written, so only the model and the server count.
     path.write_text(json.dumps(_old_config(new, {"base_url": "http://127.0.0.1:9/v1", "model": "my-embed",
                                                  "api_key": None})))
-    check_resumable(path, server, tmp_path / "run")
+    check_resumable(tmp_path / "run", server)
     with pytest.raises(EvalError, match="embedder.where was 'http://127.0.0.1:9/v1', now 'http://127.0.0.1:8/v1'"):
-        check_resumable(path, {**server, "embedder": {**server["embedder"], "where": "http://127.0.0.1:8/v1"}},
-                        tmp_path / "run")
+        check_resumable(tmp_path / "run", {**server, "embedder": {**server["embedder"],
+                                                                   "where": "http://127.0.0.1:8/v1"}})

@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 FACTOR_SPACE_SCHEMA_VERSION = 1
 #: Default abduction window (``BuildParams.abduction_window``); see docs/speed.md for the measurements.
@@ -237,7 +237,7 @@ class ClusteringStats(_Model):
 
 
 class StageCost(_Model):
-    """LLM cost of one stage, summed over its calls."""
+    """LLM cost of one stage (or ``stage="total"``), summed over its calls, as run directories record it."""
 
     stage: str
     llm_calls: int = Field(default=0, description="Attempts with a known outcome (answered, or failed), retries "
@@ -256,8 +256,9 @@ class StageCost(_Model):
     cache_hits: int = Field(default=0, description="Answers served from the cache (no request made).")
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    llm_seconds: float = Field(default=0.0, description="Request time summed over requests (requests that run "
-                                                        "at once overlap, so this can exceed the elapsed time).")
+    llm_seconds: float = Field(default=0.0, validation_alias=AliasChoices("llm_seconds", "request_seconds"),
+                               description="Request time summed over requests (overlapping ones each in full); "
+                                           "request_seconds in older metrics.json.")
     wall_seconds: float = Field(default=0.0, description="Elapsed time during which at least one request of "
                                                          "this stage was in flight.")
 

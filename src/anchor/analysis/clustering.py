@@ -33,7 +33,6 @@ without running UMAP); the result says which and why.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Sequence
@@ -50,6 +49,8 @@ from anchor.analysis.common import (
     markdown_table,
     write_analysis,
 )
+from anchor.evaluation.rundir import RunDirectory
+from anchor.evaluation.rundir.names import CONFIG, SPACES
 from anchor.plots import colours, new_figure, save_figure
 from anchor.progress import ProgressEvent, Reporter, silent
 from anchor.space.io import load_space
@@ -176,29 +177,26 @@ def collect_spaces(paths: Sequence[Path | str]) -> list[NamedSpace]:
 
 
 def _run_dataset(folder: Path) -> str | None:
-    config = folder / "config.json"
-    if not (config.is_file() and (folder / "spaces").is_dir()):
+    run = RunDirectory(folder, error=ValueError)
+    if not (run.is_run() and run.artefacts().is_dir()):
         return None
-    try:
-        dataset = json.loads(config.read_text(encoding="utf-8")).get("dataset")
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as exc:
-        raise ValueError(f"{config}: not a run configuration ({exc})") from None
+    dataset = (run.read_config_data() or {}).get("dataset")
     if not isinstance(dataset, str) or not dataset:
-        raise ValueError(f"{config}: names no dataset")
+        raise ValueError(f"{run.config_path}: names no dataset")
     return dataset
 
 
 def _spaces_in(path: Path, depth: int) -> list[tuple[str, Path]]:
     if path.is_file():
-        dataset = _run_dataset(path.parent.parent) if path.parent.name == "spaces" else None
+        dataset = _run_dataset(path.parent.parent) if path.parent.name == SPACES else None
         return [(dataset or path.parent.resolve().name, path)]
     dataset = _run_dataset(path)
     if dataset is not None:
-        return [(dataset, f) for f in sorted((path / "spaces").glob("*.json"))]
-    if (path / "config.json").is_file():
+        return [(dataset, f) for f in sorted(RunDirectory(path).artefacts().glob("*.json"))]
+    if RunDirectory(path).is_run():
         return []  # a run directory without spaces of its own (it reused another run's)
     # An `anchor analyze` folder holds its result files next to runs/: those are not spaces.
-    files = sorted(f for f in path.glob("*.json") if f.name != "config.json" and f.stem not in ANALYSIS_RESULTS)
+    files = sorted(f for f in path.glob("*.json") if f.name != CONFIG and f.stem not in ANALYSIS_RESULTS)
     if files:
         return [(path.resolve().name, f) for f in files]
     if depth >= 2:

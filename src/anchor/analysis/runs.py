@@ -41,8 +41,9 @@ from anchor.analysis.estimator import (
 from anchor.analysis.factors import FactorCountAnalysis, factor_count_analysis, factor_grid
 from anchor.analysis.retrieval import DEFAULT_RETRIEVERS, K_SETTINGS, RetrievalAnalysis, retrieval_analysis
 from anchor.config import AnchorConfig
-from anchor.evaluation.results import MetricsReport, RunConfig, TraceRecord
-from anchor.evaluation.runner import EvalError, EvalRunner, JsonLines, make_run_config
+from anchor.evaluation.results import MetricsReport, RunConfig
+from anchor.evaluation.rundir import RunDirectory
+from anchor.evaluation.runner import EvalError, EvalRunner, make_run_config
 from anchor.llm.settings import LLMSettings
 from anchor.mapping.config import RETRIEVER_NAMES
 from anchor.progress import ProgressEvent, Reporter, silent
@@ -118,7 +119,7 @@ class AnalysisRunner:
         return report
 
     def built_spaces(self, cell: str) -> list[FactorSpace]:
-        folder = self.run_dir(cell) / "spaces"
+        folder = RunDirectory(self.run_dir(cell)).artefacts()
         return [load_space(p) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
 
 
@@ -131,7 +132,7 @@ async def run_factor_analysis(runner: AnalysisRunner, *, points: int = FACTOR_PO
     full = await runner.evaluate("full")
     spaces = runner.built_spaces("full")
     if not spaces:
-        raise EvalError(f"no factor space could be built (see {runner.run_dir('full') / 'metrics.json'}, "
+        raise EvalError(f"no factor space could be built (see {RunDirectory(runner.run_dir('full')).metrics_path}, "
                         "'failures'); nothing to truncate")
     largest = max(len(s.factors) for s in spaces)
     grid = factor_grid(largest, step=step, points=points)
@@ -190,10 +191,8 @@ class NothingToCompare(EvalError):
 def read_traces(run_dir: Path) -> dict[tuple[int, str, int], InferenceResult]:
     """The last trace of every (run, instance, side) of a run directory (a retried instance
     appends new traces; the last one is the one its prediction used)."""
-    out: dict[tuple[int, str, int], InferenceResult] = {}
-    for t in JsonLines(run_dir / "traces.jsonl", TraceRecord).read():
-        out[(t.run, t.id, t.side)] = InferenceResult.model_validate(t.result)
-    return out
+    traces, _ = RunDirectory(run_dir, error=EvalError).anchor_traces()
+    return {(run, iid, side): t.result for (run, iid), sides in traces.items() for side, t in sides.items()}
 
 
 def same_mapping(a: InferenceResult, b: InferenceResult) -> bool:
@@ -211,7 +210,7 @@ async def run_estimator_analysis(runner: AnalysisRunner, estimator: LLMSettings)
     if not main_phis or not other_phis:
         cell = "main" if not main_phis else "estimator"
         which = "main model" if not main_phis else "estimator"
-        metrics = runner.run_dir(cell) / "metrics.json"
+        metrics = RunDirectory(runner.run_dir(cell)).metrics_path
         if main.n_failed or other.n_failed:  # another attempt asks the failed ones again
             raise EvalError(f"the {which} gave no factor a phi on this slice (every condition unknown or failed; "
                             f"see {metrics}): nothing to compare; run it again to retry the failed ones")

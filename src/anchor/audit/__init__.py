@@ -17,12 +17,12 @@ from anchor.audit.runs import (
     IndexRow,
     RunIndexError,
     RunIndexResult,
-    TraceRecord,
     index_rows,
     read_traces,
     run_index_html,
     write_run_index,
 )
+from anchor.evaluation.results import TraceRecord
 from anchor.files import PageWriteError
 
 __all__ = [

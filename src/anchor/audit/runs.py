@@ -1,18 +1,19 @@
 """The HTML index of an evaluation run, and the explanation page of each of its instances.
 
-Reads a run directory:
+Reads a run directory (through :class:`~anchor.evaluation.rundir.RunDirectory`, strictly: a line
+that is not a record is an error naming it):
 
 ``DIR/config.json``       ``RunConfig`` (required: it says what kind of task the run was)
-``DIR/predictions.jsonl`` one ``Prediction`` per line (a torn last line is ignored)
-``DIR/traces.jsonl``      optional; one object per line, one per evaluated condition::
+``DIR/predictions.jsonl`` one ``Prediction`` per line (the last line of a (run, id) counts)
+``DIR/traces.jsonl``      optional; one ``TraceRecord`` per evaluated condition::
 
     {"run": 0, "id": "c2s-17", "side": 0, "condition": "...", "space": "<key>" | null,
      "result": <InferenceResult>}
 
   ``side`` is 0 for decision and fact-check instances, 0 and 1 for the two conditions of a
   pairwise instance; ``space`` names ``DIR/spaces/<key>.json``. When the same (run, id, side)
-  appears twice (a resumed run), the later line wins. A torn last line is ignored. A line whose
-  ``result`` is some other method's trail (not an ANCHOR ``InferenceResult``) gives no page.
+  appears twice (a resumed run), the later line wins. A line whose ``result`` is some other
+  method's trail (not an ANCHOR ``InferenceResult``) gives no page.
 ``DIR/spaces/<key>.json`` factor spaces; a run made with ``--spaces-from OTHER`` finds the spaces
   it reused in ``OTHER/spaces/``.
 
@@ -24,41 +25,26 @@ for every factor space they use. Links are relative, so the folder can be moved 
 from __future__ import annotations
 
 import hashlib
-import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from anchor.audit.index_page import IndexRow, Status, instance_intro, run_index_html
 from anchor.audit.pages import explanation_document, space_html
 from anchor.evaluation import datasets
 from anchor.evaluation.datasets.selection import load_cases, load_eval_data
-from anchor.evaluation.results import Prediction, RunCalibration, RunConfig
+from anchor.evaluation.results import AnchorTrace, Prediction, RunCalibration, RunConfig
+from anchor.evaluation.rundir import RunDirectory
 from anchor.files import write_text_atomic
 from anchor.llm.errors import AnchorError
 from anchor.space.io import SpaceFileError, load_space
-from anchor.types import FactorSpace, InferenceResult, Scenario
+from anchor.types import FactorSpace, Scenario
 
 
 class RunIndexError(AnchorError):
     """A run directory (or one of its files) that the index cannot be built from, with the reason."""
-
-
-class TraceRecord(BaseModel):
-    """One line of ``traces.jsonl``: the full result for one condition of one instance."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    run: int = Field(ge=0)
-    id: str = Field(min_length=1)
-    side: Literal[0, 1] = 0
-    condition: str
-    space: str | None = Field(default=None, description="Key of DIR/spaces/<key>.json, or null.")
-    result: InferenceResult
 
 
 @dataclass
@@ -75,117 +61,12 @@ class RunIndexResult:
 # --------------------------------------------------------------------------- reading
 
 
-def _complete_lines(path: Path) -> Iterable[tuple[int, str]]:
-    """(line number, text) of the non-blank lines. A last line without its newline is the one a
-    killed writer left unfinished: it is kept only if it is complete JSON."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise RunIndexError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
-    cut = raw.rfind(b"\n") + 1
-    body, tail = raw[:cut], raw[cut:]
-    try:
-        lines = body.decode("utf-8").split("\n")[:-1] if body else []
-    except UnicodeDecodeError as exc:
-        raise RunIndexError(f"{path}: not a UTF-8 text file") from exc
-    for n, line in enumerate(lines, 1):
-        if line.strip():
-            yield n, line
-    if tail.strip():
-        try:
-            text = tail.decode("utf-8")
-            json.loads(text)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return
-        yield len(lines) + 1, text
-
-
-def _problem(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"{where}: {err['msg']}{more}"
-
-
-class _OtherTrace(BaseModel):
-    """A trace line in the runner's shape whose ``result`` is not an ANCHOR result."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    run: int = Field(ge=0)
-    id: str = Field(min_length=1)
-    side: int = Field(ge=0)
-    condition: str
-    result: dict[str, Any]
-
-
-def _read_traces(path: Path) -> tuple[dict[tuple[int, str], dict[int, TraceRecord]], int]:
-    """The ANCHOR trace records of ``path`` and the number of lines holding another method's trail."""
-    if not path.exists():
-        return {}, 0
-    out: dict[tuple[int, str], dict[int, TraceRecord]] = {}
-    other = 0
-    for n, line in _complete_lines(path):
-        try:
-            rec = TraceRecord.model_validate_json(line)
-        except ValidationError as exc:
-            try:
-                _OtherTrace.model_validate_json(line)
-            except ValidationError:
-                raise RunIndexError(f"{path}, line {n}: not a trace record ({_problem(exc)})") from exc
-            if all(err["loc"] and err["loc"][0] == "result" for err in exc.errors()):
-                other += 1
-                continue
-            raise RunIndexError(f"{path}, line {n}: not a trace record ({_problem(exc)})") from exc
-        out.setdefault((rec.run, rec.id), {})[rec.side] = rec
-    return out, other
-
-
-def read_traces(path: Path | str) -> dict[tuple[int, str], dict[int, TraceRecord]]:
-    """``{(run, id): {side: record}}`` from a ``traces.jsonl``; ``{}`` when the file does not exist.
-
-    Lines in the same shape whose ``result`` is another method's trail (not an ANCHOR result) are
-    left out. Raises :class:`RunIndexError` naming the line and field of a line that is not a trace
-    record (other than a torn last line, which is skipped)."""
-    return _read_traces(Path(path))[0]
-
-
-def read_predictions(path: Path | str) -> list[Prediction]:
-    """The predictions in file order, the later of two lines for the same (run, id) winning."""
-    return [pred for _, pred in read_numbered_predictions(path)]
-
-
-def read_numbered_predictions(path: Path | str) -> list[tuple[int, Prediction]]:
-    """:func:`read_predictions` with the line each prediction was read from (to name it in an error)."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    done: dict[tuple[int, str], tuple[int, Prediction]] = {}
-    for n, line in _complete_lines(path):
-        try:
-            pred = Prediction.model_validate_json(line)
-        except ValidationError as exc:
-            raise RunIndexError(f"{path}, line {n}: not a prediction record ({_problem(exc)})") from exc
-        done[(pred.run, pred.id)] = (n, pred)
-    return list(done.values())
-
-
-def read_config(run_dir: Path) -> RunConfig:
-    path = run_dir / "config.json"
-    if not run_dir.is_dir():
-        raise RunIndexError(f"{run_dir}: no such run directory")
-    if not path.exists():
-        raise RunIndexError(f"{run_dir}: not an evaluation run directory (no config.json)")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RunIndexError(f"{path}: cannot be read ({exc})") from exc
-    except json.JSONDecodeError as exc:
-        raise RunIndexError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
-    try:
-        return RunConfig.model_validate(data)
-    except ValidationError as exc:
-        raise RunIndexError(f"{path}: not a run configuration ({_problem(exc)})") from exc
+def read_traces(run_dir: Path | str) -> dict[tuple[int, str], dict[int, AnchorTrace]]:
+    """``{(run, id): {side: record}}`` of a run directory's ANCHOR traces; ``{}`` when it has no
+    ``traces.jsonl``. Lines whose ``result`` is another method's trail are left out. Raises
+    :class:`RunIndexError` naming the line and field of a line that is not a trace record (the
+    unfinished last line a kill leaves is passed over)."""
+    return RunDirectory(run_dir, error=RunIndexError).anchor_traces()[0]
 
 
 def _dataset_texts(config: RunConfig) -> tuple[dict[str, tuple[Scenario, list[str]]], str | None]:
@@ -221,14 +102,11 @@ def _dataset_texts(config: RunConfig) -> tuple[dict[str, tuple[Scenario, list[st
     return out, None
 
 
-def _calibration(run_dir: Path, notes: list[str]) -> RunCalibration | None:
+def _calibration(run: RunDirectory, notes: list[str]) -> RunCalibration | None:
     """``DIR/calibration.json`` (written by ``anchor calibrate report``), or None; unreadable: a note."""
-    path = run_dir / "calibration.json"
-    if not path.exists():
-        return None
     try:
-        return RunCalibration.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValidationError) as exc:
+        return run.read_calibration()
+    except RunIndexError as exc:
         notes.append(f"calibration.json is not shown: it cannot be read ({str(exc).splitlines()[0]}).")
         return None
 
@@ -303,7 +181,7 @@ def page_name(run: int, instance_id: str) -> str:
 def index_rows(
     predictions: Sequence[Prediction],
     config: RunConfig,
-    traces: dict[tuple[int, str], dict[int, TraceRecord]] | None = None,
+    traces: dict[tuple[int, str], dict[int, AnchorTrace]] | None = None,
     texts: dict[str, tuple[Scenario, list[str]]] | None = None,
     pages: dict[tuple[int, str], str] | None = None,
     claims: dict[str, str] | None = None,
@@ -343,12 +221,13 @@ def write_run_index(run_dir: Path | str, out_dir: Path | str | None = None, *,
     directory itself by default). Raises :class:`RunIndexError` for a directory that is not a run
     or a file that cannot be read; a missing ``traces.jsonl`` or space file only costs the links."""
     run_dir = Path(run_dir)
+    run = RunDirectory(run_dir, error=RunIndexError)
     out = Path(out_dir) if out_dir is not None else run_dir
-    config = read_config(run_dir)
-    predictions = sorted(read_predictions(run_dir / "predictions.jsonl"), key=lambda p: natural_key(p.run, p.id))
-    traces, other_traces = _read_traces(run_dir / "traces.jsonl")
+    config = run.read_config()
+    predictions = sorted(run.latest_predictions().values(), key=lambda p: natural_key(p.run, p.id))
+    traces, other_traces = run.anchor_traces()
     notes: list[str] = []
-    if not (run_dir / "traces.jsonl").exists():
+    if not run.traces.exists():
         notes.append("This run has no traces.jsonl, so its rows have no explanation pages.")
     if other_traces:
         notes.append(f"{other_traces} trace line(s) hold another method's audit trail, not an ANCHOR result; "
@@ -365,10 +244,10 @@ def write_run_index(run_dir: Path | str, out_dir: Path | str | None = None, *,
     result = RunIndexResult(index=out / "index.html")
     space_pages: dict[str, str] = {}
     for key in sorted({rec.space for sides in traces.values() for rec in sides.values() if rec.space}):
-        path = run_dir / "spaces" / f"{key}.json"
+        path = run.artefacts() / f"{key}.json"
         source = config.spaces_source(run_dir)
         if not path.exists() and source is not None:
-            path = source / "spaces" / f"{key}.json"  # reused from an earlier run
+            path = RunDirectory(source).artefacts() / f"{key}.json"  # reused from an earlier run
         try:
             space = load_space(path)
         except SpaceFileError as exc:
@@ -412,7 +291,7 @@ def write_run_index(run_dir: Path | str, out_dir: Path | str | None = None, *,
     data = Path(config.data_path).name if config.kind == "cases" and config.data_path else config.dataset
     heading = title or f"Run: {data} · {config.method}" + (
         f" ({', '.join(config.ablations)})" if config.ablations else "")
-    calibration = _calibration(run_dir, notes)
+    calibration = _calibration(run, notes)
     write_text_atomic(result.index, run_index_html(rows, title=heading, config=config, notes=notes,
                                                    calibration=calibration))
     result.rows = rows

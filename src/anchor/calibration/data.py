@@ -22,13 +22,14 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from anchor.audit.runs import natural_key, read_numbered_predictions
+from anchor.audit.runs import natural_key
 from anchor.calibration.contract import CalibratorError, method_label
 from anchor.evaluation.datasets.bundled import bundled_file
 from anchor.evaluation.datasets.factcheck import DatasetWarning
-from anchor.evaluation.datasets.selection import read_sample, select_instances
+from anchor.evaluation.datasets.selection import select_instances
 from anchor.evaluation.report.loading import ReportError, load_run
 from anchor.evaluation.results import RunConfig
+from anchor.evaluation.rundir import RunDirectory
 from anchor.types import Scenario, scenario_key
 
 
@@ -99,12 +100,14 @@ def load_labelled_run(path: Path | str) -> LabelledRun:
             f"{path}: {config.dataset} is pairwise data: an instance there compares two conditions and has no "
             "gold outcome of its own to calibrate P(O1) against; use decision (common2sense, plasma, today) or "
             "fact-checking runs")
-    scenarios = _scenarios(path, config)
+    run = RunDirectory(path, error=CalibratorError)
+    scenarios = _scenarios(run, config)
     use_raw = config.calibrator is not None
     field = "p_outcome1_raw" if use_raw else "p_outcome1"
-    preds_path = path / "predictions.jsonl"
+    preds_path = run.predictions.path
     instances = []
-    for line, pred in read_numbered_predictions(preds_path):
+    # Strictly: a calibrator fitted on what a damaged file leaves would not say what it lost.
+    for line, pred in run.numbered_predictions().values():
         if pred.id not in scenarios or pred.run >= config.runs:
             continue
         where = f"{preds_path}, line {line} ({pred.id}, run {pred.run})"
@@ -129,8 +132,9 @@ def load_labelled_run(path: Path | str) -> LabelledRun:
     return LabelledRun(path=path, config=config, small_model=loaded.metrics.small_model, instances=instances)
 
 
-def _scenarios(path: Path, config: RunConfig) -> dict[str, str]:
+def _scenarios(run: RunDirectory, config: RunConfig) -> dict[str, str]:
     """Instance id -> canonical scenario key, from the run's own dataset file and sample."""
+    path = run.path
     source = Path(config.data_path) if config.data_path else None
     try:
         data = source.read_bytes() if source is not None else bundled_file(config.dataset).read_bytes()
@@ -144,7 +148,7 @@ def _scenarios(path: Path, config: RunConfig) -> dict[str, str]:
         with warnings.catch_warnings():
             # Rows the run skipped are counted in its metrics.json already.
             warnings.simplefilter("ignore", DatasetWarning)
-            instances, _, _ = select_instances(config, read_sample(path))
+            instances, _, _ = select_instances(config, run.read_sample())
     except (OSError, ValueError) as exc:
         raise CalibratorError(f"{path}: its instances cannot be read back ({exc})") from None
     return {inst.id: canonical_scenario_key(inst.scenario) for inst in instances}

@@ -25,11 +25,11 @@ from anchor.calibration.folds import DEFAULT_FOLDS
 from anchor.calibration.plots import plot_reliability, plot_risk_coverage
 from anchor.calibration.registry import KINDS
 from anchor.evaluation.results import CalibrationRow, RunCalibration
+from anchor.evaluation.rundir import RunDirectory
 from anchor.files import write_atomic
 
 REPORT_MD = "calibration-report.md"
 REPORT_JSON = "calibration-report.json"
-RUN_FILE = "calibration.json"
 REPORT_SCHEMA_VERSION = 1
 FOLD_RULE = ("GroupKFold over the distinct instances of each dataset (all runs in the report), grouped by "
              "scenario: one scenario's instances are always in one fold; the same folds for every method")
@@ -104,7 +104,7 @@ def build_calibration_report(run_dirs: Sequence[Path | str], out_dir: Path | str
             for r in g.runs:
                 curve = next(c for run, _, c in curves if run is r)
                 summary = _run_summary(g, curve, out, plots[id(r)])
-                report.run_files.append(write_atomic(r.path / RUN_FILE, summary.model_dump_json(indent=2) + "\n"))
+                report.run_files.append(RunDirectory(r.path).write_calibration(summary))
     return report
 
 

@@ -44,6 +44,7 @@ from anchor.evaluation.datasets import DATASET_NAMES
 from anchor.evaluation.datasets.sampling import SampleError, parse_sample_size
 from anchor.evaluation.methods import METHODS
 from anchor.evaluation.results import MetricsReport, RunConfig
+from anchor.evaluation.rundir import RunDirectory
 from anchor.files import check_directory
 from anchor.secrets import redact_argv
 
@@ -203,7 +204,7 @@ def eval_command(
             out.print(f"cost: {t.logical_requests} LLM requests in {t.llm_calls} attempts ({t.failed_attempts} "
                       f"failed; retries are attempts, not requests), {t.cache_hits} answered from the cache, "
                       f"{t.prompt_tokens}+{t.completion_tokens} tokens; requests were in flight for "
-                      f"{t.wall_seconds:.1f} s ({t.request_seconds:.1f} s summed over requests)"
+                      f"{t.wall_seconds:.1f} s ({t.llm_seconds:.1f} s summed over requests)"
                       + (f"; {t.interrupted} more interrupted by a kill (outcome unknown)" if t.interrupted else ""))
         n_pred = metrics.n_instances * metrics.n_runs
         unknown = metrics.n_unknown if metrics.n_unknown is not None else metrics.n_abstained + metrics.n_failed
@@ -217,7 +218,7 @@ def eval_command(
                       "them[/yellow]")
         for note in metrics.notes:
             out.print(f"[bright_black]note: {escape(note)}[/bright_black]", highlight=False)
-        out.print(f"[bold]wrote[/bold] {out_dir}/metrics.json  (render with: anchor report {out_dir})")
+        out.print(f"[bold]wrote[/bold] {RunDirectory(out_dir).metrics_path}  (render with: anchor report {out_dir})")
 
 
 def unknown_parts(metrics: MetricsReport, unknown: int) -> str:

@@ -42,6 +42,7 @@ from anchor.cli.options import (
 from anchor.config import ABLATIONS, AnchorConfig
 from anchor.evaluation.methods import METHODS
 from anchor.evaluation.results import MetricsReport
+from anchor.evaluation.rundir import RunDirectory
 from anchor.files import check_directory
 from anchor.secrets import redact_argv
 
@@ -204,7 +205,7 @@ def _summary_json(runner: Any, metrics: MetricsReport, out_dir: Path, index: Any
             "unknown": metrics.n_unknown, "failed": metrics.n_failed,
             "metrics": metrics.mean if metrics.runs and metrics.runs[0].get("labelled") else None,
             "calibration": metrics.calibration, "cost": metrics.cost["total"].model_dump() if "total" in metrics.cost
-            else None, "predictions": str(out_dir / "predictions.jsonl"),
+            else None, "predictions": str(RunDirectory(out_dir).predictions.path),
             "table": str(runner.table_path) if runner.table_path else None,
             "index": str(index.index) if index is not None else None, "notes": metrics.notes}
 
@@ -213,7 +214,7 @@ def _print_summary(runner: Any, metrics: MetricsReport, out_dir: Path, index: An
     n = metrics.n_instances
     run = metrics.runs[0] if metrics.runs else {}
     out.print(f"[bold]{escape(metrics.method)} on {escape(str(runner.cases.path))}[/bold]: {n} row(s) answered"
-              + (f", {runner.rejected} bad row(s) in {escape(str(out_dir / 'rejected.jsonl'))}" if runner.rejected
+              + (f", {runner.rejected} bad row(s) in {escape(str(RunDirectory(out_dir).rejected_path))}" if runner.rejected
                  else ", no bad row"), highlight=False, soft_wrap=True)
     unknown = metrics.n_unknown or 0
     if unknown:
@@ -238,8 +239,9 @@ def _print_summary(runner: Any, metrics: MetricsReport, out_dir: Path, index: An
         out.print(f"[yellow]{metrics.n_failed} row(s) failed; run the same command again to retry them[/yellow]")
     for note in metrics.notes:
         out.print(f"[bright_black]note: {escape(note)}[/bright_black]", highlight=False, soft_wrap=True)
-    wrote = [str(out_dir / "predictions.jsonl"), *([str(runner.table_path)] if runner.table_path else []),
-             str(out_dir / "metrics.json")]
+    run = RunDirectory(out_dir)
+    wrote = [str(run.predictions.path), *([str(runner.table_path)] if runner.table_path else []),
+             str(run.metrics_path)]
     out.print("[bold]wrote[/bold] " + escape(", ".join(wrote)), highlight=False, soft_wrap=True)
     if index is not None:
         err.print(index_summary(index), markup=False, highlight=False, soft_wrap=True)

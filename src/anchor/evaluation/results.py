@@ -1,4 +1,5 @@
-"""The files an evaluation run writes, as typed models.
+"""The files an evaluation run writes, as typed models (written and read by :mod:`anchor.evaluation.rundir`,
+which owns the directory: its file names, schema version, locking and strict or lenient reading).
 
 ``DIR/config.json``       ``RunConfig``: everything needed to rerun (no secrets).
 ``DIR/predictions.jsonl`` one ``Prediction`` per line, appended as instances finish; a retried
@@ -9,7 +10,8 @@
                           (a request cut off by one is counted apart, as interrupted).
 ``DIR/sample.json``       ``SampleRecord`` (evaluation/datasets/sampling.py): the seeded sample of
                           instance ids the run scores (with ``--limit N``, the first N of them), when the run samples.
-``DIR/metrics.json``      ``MetricsReport``: per-run metrics, mean and std over runs, calibration, cost.
+``DIR/metrics.json``      ``MetricsReport``: per-run metrics, mean and std over runs, calibration, cost
+                          (``StageCost`` records per stage).
 ``DIR/spaces/*.json``     factor spaces (ANCHOR), built once per scenario (and run, or shared).
 ``DIR/calibration.json``  ``RunCalibration``: this run's held-out calibration figures, written by
                           ``anchor calibrate report`` and shown in the run's HTML index.
@@ -23,11 +25,11 @@ as a table, ``DIR/predictions.csv`` or ``.parquet``, when asked for.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from anchor.types import CalibratedProbability, CriticalPath, TextTruncation
+from anchor.types import CalibratedProbability, CriticalPath, InferenceResult, StageCost, TextTruncation
 
 Kind = Literal["pairwise", "decision", "factcheck", "cases"]
 Status = Literal["ok", "abstained", "failed"]
@@ -46,6 +48,9 @@ class _Model(BaseModel):
 
 
 class RunConfig(_Model):
+    schema_version: int = Field(default=1, ge=1, description=(
+        "The run-directory layout (anchor.evaluation.rundir.SCHEMA_VERSION) of the directory this configuration "
+        "was written in; 1 when absent (written before it was recorded). Not part of the run's identity."))
     anchor_version: str
     dataset: str
     data_path: str | None = None
@@ -156,44 +161,30 @@ class Prediction(_Model):
     seconds: float = 0.0
 
 
-class TraceRecord(_Model):
-    """The audit trail of one answered condition (``DIR/traces.jsonl``)."""
+R = TypeVar("R")
 
-    run: int
-    id: str
-    side: int = Field(description="0 for a decision instance; 0 and 1 for the two conditions of a pair.")
+
+class TraceRecord(_Model, Generic[R]):
+    """The audit trail of one answered condition (``DIR/traces.jsonl``).
+
+    ``result`` is the method's own trail (a JSON object): an ANCHOR ``InferenceResult`` for ANCHOR's
+    methods, another shape for the others; as written by the runner and read without a type, a dict.
+    ``AnchorTrace`` (``TraceRecord[InferenceResult]``) is the typed view of an ANCHOR line: a line of
+    another method's trail fails it on ``result`` alone."""
+
+    run: int = Field(ge=0)
+    id: str = Field(min_length=1)
+    side: Literal[0, 1] = Field(default=0, description="0 for a decision instance; 0 and 1 for the two "
+                                                       "conditions of a pair.")
     condition: str
     space: str | None = Field(default=None, description="Key of the factor space used (DIR/spaces/<key>.json).")
-    result: dict[str, Any]
+    result: R
     calibration: CalibratedProbability | None = Field(default=None, description=(
         "The raw and the calibrated P(O1), when the run applied a calibrator (result holds the raw one)."))
 
 
-class CostSummary(_Model):
-    llm_calls: int = Field(default=0, description="Attempts: requests sent whose outcome is known (answered, or "
-                                                 "failed), every retry and failed one included; interrupted "
-                                                 "requests are counted apart.")
-    logical_requests: int | None = Field(default=None, description=(
-        "Logical requests: the requests the run asked for, each once however many attempts the transport "
-        "needed (a transient failure it retried and a refused request format are attempts only; a re-ask after "
-        "an unusable answer is a request), so the same against a server that fails some attempts as against one "
-        "that fails none. None in reports written before they were counted."))
-    failed_attempts: int = Field(default=0, description="Of the attempts, how many failed (HTTP error, unusable "
-                                                        "answer).")
-    interrupted: int = Field(default=0, description=(
-        "Requests sent when the process was killed, before an answer came: the server may or may not have "
-        "received (and answered) them, so they are neither in llm_calls nor failed, and their tokens are unknown."))
-    interrupted_prompt_tokens: int = Field(default=0, description=(
-        "The client's estimate of the interrupted requests' prompt tokens (not in prompt_tokens)."))
-    samples: int = Field(default=0, description="Answers the server returned to those requests; more than the "
-                                                "requests when a request carried several samples (n).")
-    cache_hits: int = Field(default=0, description="Answers served from the response cache (no request).")
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    request_seconds: float = Field(default=0.0, description="Request time summed over requests (overlapping "
-                                                            "requests each count in full).")
-    wall_seconds: float = Field(default=0.0, description="Elapsed time with at least one request of this stage in "
-                                                         "flight.")
+AnchorTrace = TraceRecord[InferenceResult]
+"""A trace line whose result is ANCHOR's (an ``InferenceResult``), typed."""
 
 
 class CriticalPathReport(_Model):
@@ -239,12 +230,13 @@ class MetricsReport(_Model):
     fallback: str | None = Field(default=None, description="The fallback method, when the run had one.")
     failures: list[dict[str, Any]] = Field(default_factory=list, description="Failed predictions: run, id, reason.")
     calibration: dict[str, Any] | None = None
-    cost: dict[str, CostSummary] = Field(default_factory=dict, description="Per stage, plus 'total'.")
+    cost: dict[str, StageCost] = Field(default_factory=dict, description="Per stage, plus 'total'.")
     cost_scope: str = ""
-    cost_reused: dict[str, CostSummary] = Field(default_factory=dict, description="Build cost of artefacts reused "
-                                                                                  "from another run directory "
-                                                                                  "(not in 'cost').")
-    cost_per_instance: CostSummary | None = None
+    cost_reused: dict[str, StageCost] = Field(default_factory=dict, description="Build cost of artefacts reused "
+                                                                                "from another run directory "
+                                                                                "(not in 'cost').")
+    cost_per_instance: StageCost | None = Field(default=None, description="The total divided by the predictions "
+                                                                          "(stage 'total').")
     critical_path: CriticalPathReport | None = Field(default=None, description=(
         "The longest chain of dependent requests per scenario, from calls.jsonl (None in older reports)."))
     data: dict[str, Any] | None = Field(default=None, description=(
@@ -256,6 +248,23 @@ class MetricsReport(_Model):
     n_truncated: int = Field(default=0, description="Predictions (over all runs) whose condition was cut to fit "
                                                     "the model's context window.")
     notes: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named_costs(cls, data: Any) -> Any:
+        """Costs written before they were ``StageCost`` records (run-directory schema 1) carry no stage:
+        it is the key they are filed under (``request_seconds`` is read as ``llm_seconds``, see StageCost)."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for key in ("cost", "cost_reused"):
+            if isinstance(data.get(key), dict):
+                data[key] = {stage: {"stage": stage, **c} if isinstance(c, dict) and "stage" not in c else c
+                             for stage, c in data[key].items()}
+        per = data.get("cost_per_instance")
+        if isinstance(per, dict) and "stage" not in per:
+            data["cost_per_instance"] = {"stage": "total", **per}
+        return data
 
 
 class CalibrationRow(_Model):

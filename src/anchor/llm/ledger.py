@@ -22,10 +22,9 @@ import contextvars
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from anchor.llm import chain
 from anchor.types import StageCost
@@ -206,30 +205,6 @@ def busy_seconds(records: Iterable[CallRecord]) -> float:
             busy += hi - end
             end = hi
     return busy
-
-
-def read_call_log(path: Path) -> list[CallRecord]:
-    """A run's ``calls.jsonl`` read back, each request once (``collapse_sent``); lines that are not a
-    record (a torn last line) are skipped, and a missing file is an empty log. ``anchor cost`` reads
-    strictly instead, naming the line."""
-    if not path.exists():
-        return []
-    # Read line by line, collapsing as it goes: a "sent" record is held only until its outcome comes
-    # (a run's log holds two lines a request; a large run's would not fit in memory twice).
-    out: list[CallRecord | None] = []
-    waiting: dict[str, int] = {}
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            try:
-                record = CallRecord.model_validate_json(line)
-            except ValidationError:
-                continue
-            if record.outcome == "sent" and record.request_id:
-                waiting[record.request_id] = len(out)
-            elif record.request_id in waiting:
-                out[waiting.pop(record.request_id)] = None
-            out.append(record)
-    return collapse_sent(r for r in out if r is not None)
 
 
 def collapse_sent(records: Iterable[CallRecord]) -> list[CallRecord]:

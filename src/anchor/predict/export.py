@@ -1,21 +1,21 @@
-"""The outputs of an ``anchor predict`` run in input order: ``predictions.jsonl`` (the full records) put
-back in the order of the cases file, and the same predictions as a flat table (CSV or Parquet).
+"""The predictions of an ``anchor predict`` run as a flat table (CSV or Parquet), one row per case in
+input order.
 
-While a run goes on, ``predictions.jsonl`` grows in the order rows finish (a resumed run appends, and a
-row answered again appends a newer line). :func:`order_predictions` rewrites it once the run ends: one
-line a row, the newest, in input order. Only an index of (row, offset) is held, never the records.
+``predictions.jsonl`` (the full records) is the run directory's, written and put back in input order
+when the run ends by :class:`~anchor.evaluation.rundir.RunDirectory`; the table is made from it, one
+record at a time.
 """
 
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 from anchor.cases import PARQUET_EXTRA_HINT, CasesError
 from anchor.evaluation.results import Prediction
+from anchor.evaluation.rundir import RunDirectory
 from anchor.files import write_atomic_stream
 
 TableFormat = Literal["jsonl", "csv", "parquet"]
@@ -28,49 +28,6 @@ TABLE_COLUMNS = ("id", "line", "label", "p_outcome1", "p_outcome2", "prediction"
 #: Separates the mapped factors in a CSV cell (a factor's text may hold commas).
 FACTOR_SEPARATOR = " | "
 _PARQUET_BATCH = 2048
-
-
-def order_predictions(path: Path) -> int:
-    """Rewrite ``path`` (a predict run's ``predictions.jsonl``) in input order, keeping the last line of
-    each id; returns the number of rows. Lines that are not JSON objects with an ``id`` (a torn last
-    line) are dropped."""
-    index: dict[str, tuple[int, int, int]] = {}  # id -> (line in the cases file, offset, length)
-    offset = 0
-    with open(path, "rb") as fh:
-        for raw in fh:
-            try:
-                record = json.loads(raw) if raw.strip() else None
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                record = None
-            if isinstance(record, dict) and isinstance(record.get("id"), str):
-                index[record["id"]] = (int(record.get("line") or 0), offset, len(raw))
-            offset += len(raw)
-    order = sorted(index.values())
-
-    def lines() -> Iterator[bytes]:
-        with open(path, "rb") as src:
-            for _, start, length in order:
-                src.seek(start)
-                line = src.read(length)
-                yield line if line.endswith(b"\n") else line + b"\n"
-
-    write_atomic_stream(path, lines())
-    return len(order)
-
-
-def read_ordered(path: Path, *, without_cost: bool = False) -> Iterator[Prediction]:
-    """The predictions of an ordered ``predictions.jsonl``, one at a time (``without_cost``: their
-    per-stage ``cost`` left empty)."""
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            if without_cost:
-                record = json.loads(line)
-                record["cost"] = []
-                yield Prediction.model_validate(record)
-            else:
-                yield Prediction.model_validate_json(line)
 
 
 def why_unknown(pred: Prediction) -> str | None:
@@ -123,13 +80,14 @@ def check_table_format(fmt: TableFormat) -> None:
             raise CasesError(f"--format parquet: {PARQUET_EXTRA_HINT}") from None
 
 
-def write_table(source: Path, target: Path, fmt: TableFormat, *, calibrated: bool) -> Path | None:
-    """Write the ordered predictions of ``source`` as ``target`` (CSV or Parquet, atomically); jsonl
-    needs no table (``source`` is the JSON-lines output). Returns what was written."""
+def write_table(run: RunDirectory, fmt: TableFormat, *, calibrated: bool) -> Path | None:
+    """Write the ordered predictions of ``run`` as its table (CSV or Parquet, atomically); jsonl needs
+    no table (``predictions.jsonl`` is the JSON-lines output). Returns what was written."""
     if fmt == "jsonl":
         return None
+    target = run.table_path(fmt)
     columns = table_columns(calibrated)
-    rows = (table_row(p, calibrated) for p in read_ordered(source))
+    rows = (table_row(p, calibrated) for p in run.iter_predictions())
     if fmt == "csv":
         write_atomic_stream(target, _csv_lines(rows, columns))
     else:

@@ -9,7 +9,7 @@ its instances:
   ``instance_slots`` rows are in flight; reading waits for a free slot, so memory does not grow with
   the file.
 * Rows are answered in any order, and ``predictions.jsonl`` grows in that order; when the run ends
-  it is rewritten in input order (:func:`~anchor.predict.export.order_predictions`).
+  it is rewritten in input order (:meth:`~anchor.evaluation.rundir.RunDirectory.order_predictions`).
 * Each bad row is written to ``rejected.jsonl`` with its line and reason; ``--strict`` stops before
   any request at the first one.
 * Per-scenario artefacts (factor spaces, BIRD models) are named by their content and can live in a
@@ -19,7 +19,6 @@ its instances:
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -30,19 +29,17 @@ from anchor.cases import BadCaseRow, CaseCheck, CaseRow, CasesError, RejectedRow
 from anchor.evaluation.datasets.instances import DecisionInstance
 from anchor.evaluation.methods.contract import Method, PairJudge
 from anchor.evaluation.results import MetricsReport, Prediction, RunConfig, TraceRecord
-from anchor.evaluation.runner import EvalError, EvalRunner, JsonLines, instance_slots
+from anchor.evaluation.rundir import JsonLines, Skipped
+from anchor.evaluation.rundir.names import REJECTED
+from anchor.evaluation.runner import EvalRunner, instance_slots
 from anchor.evaluation.runner.loop import Instance
-from anchor.files import write_atomic_stream
-from anchor.llm.ledger import CallRecord, read_call_log
+from anchor.llm.ledger import CallRecord
 from anchor.llm.settings import LLMSettings
 from anchor.pipeline import AnchorConfig
 from anchor.predict.config import CasesInput
-from anchor.predict.export import TableFormat, order_predictions, read_ordered, write_table
+from anchor.predict.export import TableFormat, write_table
 from anchor.progress import ProgressEvent, Reporter, silent
 from anchor.types import Scenario, StageCost
-
-PREDICTIONS = "predictions.jsonl"
-REJECTED = "rejected.jsonl"
 
 
 class PredictRunner(EvalRunner):
@@ -106,13 +103,11 @@ class PredictRunner(EvalRunner):
         assert self.client is not None
         if self.summary is None:
             self.check_input()
-        d = self.out_dir
-        journal = JsonLines(d / PREDICTIONS, Prediction, durable=True)
-        traces = JsonLines(d / "traces.jsonl", TraceRecord)
-        calls = JsonLines(d / "calls.jsonl", CallRecord)
+        d = self.directory
+        journal, traces, calls = d.logs()
         for log in (journal, traces, calls):
             log.repair()
-        status = answered(d / PREDICTIONS)
+        status = d.prediction_statuses()
         stop_logging = self.client.ledger.subscribe(calls.append)
         stop_watching = self.client.ledger.subscribe(self._watch)
         try:
@@ -127,11 +122,15 @@ class PredictRunner(EvalRunner):
             traces.close()
             calls.close()
         self._tick(force=True)
-        order_predictions(d / PREDICTIONS)
-        self.table_path = write_table(d / PREDICTIONS, d / f"predictions.{self.table}", self.table,
-                                      calibrated=self.calibrator is not None)
-        report = self._score(d / PREDICTIONS, read_call_log(d / "calls.jsonl"))
-        write_atomic_stream(d / "metrics.json", [report.model_dump_json(indent=2).encode("utf-8")])
+        d.order_predictions(key=lambda record: int(record.get("line") or 0))
+        self.table_path = write_table(d, self.table, calibrated=self.calibrator is not None)
+        # Leniently: the run's answers are all in; a damaged line of the call log costs its figures only,
+        # and metrics.json says so.
+        damaged = Skipped()
+        report = self._score(d.call_log(skipped=damaged))
+        if damaged:
+            report.notes.append(f"Cost: {damaged.note()}.")
+        d.write_metrics(report)
         return report
 
     async def _answer_all(self, method: Method | PairJudge, status: dict[str, str], journal: JsonLines[Prediction],
@@ -151,9 +150,8 @@ class PredictRunner(EvalRunner):
             if not task.cancelled() and task.exception() is not None:
                 failures.append(task.exception())  # type: ignore[arg-type]
 
-        part = self.out_dir / (REJECTED + ".part")
         taken = 0
-        with open(part, "w", encoding="utf-8") as rejected, self.cases.open(strict=self.strict) as stream:
+        with self.directory.rejected_rows() as rejected, self.cases.open(strict=self.strict) as stream:
             for item in stream:
                 if isinstance(item, RejectedRow):
                     rejected.write(item.model_dump_json() + "\n")
@@ -175,9 +173,8 @@ class PredictRunner(EvalRunner):
                 task.add_done_callback(finished)
             if running:
                 await asyncio.gather(*running, return_exceptions=True)
-        if failures:
-            raise failures[0]
-        part.replace(self.out_dir / REJECTED)
+            if failures:
+                raise failures[0]
 
     def _remember(self, row: CaseRow) -> None:
         self._scenarios.setdefault(row.group, row.to_scenario())
@@ -222,14 +219,14 @@ class PredictRunner(EvalRunner):
             info["retry"] = self._retry
         self.report(ProgressEvent("rows", self._counts["done"], self._counts["total"], "", info))
 
-    def _score(self, predictions: Path, calls: Iterable[CallRecord]) -> MetricsReport:
+    def _score(self, calls: Iterable[CallRecord]) -> MetricsReport:
         """``metrics.json`` of the rows the run scored (its predictions, read back in input order)."""
         instances = [DecisionInstance.model_construct(id=iid, dataset=self.config.dataset, scenario=self._scenarios[g],
                                                       condition="", label=label)
                      for iid, g, label in self._rows]
         # Without the per-stage cost of each row (the run's cost comes from calls.jsonl): a large run's
         # predictions are held here all at once.
-        done = {(0, p.id): p for p in read_ordered(predictions, without_cost=True)}
+        done = {(0, p.id): p for p in self.directory.iter_predictions(without_cost=True)}
         report = self.compute_metrics(instances, done, calls)
         report.data = self.data_summary()
         return report
@@ -240,25 +237,6 @@ class PredictRunner(EvalRunner):
         return {"source": s.source, "format": s.format, "rows": s.rows, "usable": s.good, "skipped": s.bad,
                 "labelled": s.labelled, "groups": s.groups, "rejected_file": REJECTED,
                 "skipped_rows": [{"line": r.line, "problem": r.reason} for r in s.rejected]}
-
-
-def answered(path: Path) -> dict[str, str]:
-    """Each row's id and the status of its latest prediction in ``path`` (the records themselves are
-    not kept: a large run's would not fit). A line that is not a prediction stops the run, naming it."""
-    status: dict[str, str] = {}
-    if not path.exists():
-        return status
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                status[str(record["id"])] = str(record["status"])
-            except (ValueError, KeyError, TypeError):
-                raise EvalError(f"{path}, line {n}: not a prediction record; move the file away to start the run "
-                                "afresh") from None
-    return status
 
 
 def _short(n: int) -> str:

@@ -18,6 +18,9 @@ the reproduction's pilot leaves: the first scenario of every run, done before th
 
 Analyses are not piloted; their cells are estimated from the ANCHOR run of their dataset, as if no
 cell found an answer in the cache (an upper bound: cells share many answers).
+
+The ledgers are read leniently: a damaged line (not the unfinished last line a kill leaves, which is
+no damage) is left out of the figures, counted in ``Spent.damaged``, and the estimate's note says so.
 """
 
 from __future__ import annotations
@@ -26,11 +29,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from anchor.evaluation.cost.phases import phase_of
-from anchor.evaluation.results import Prediction
-from anchor.llm.ledger import CallRecord, read_call_log
+from anchor.evaluation.rundir import RunDirectory, Skipped
+from anchor.evaluation.rundir.names import CALLS
+from anchor.llm.ledger import CallRecord
 from anchor.types import scenario_key
 
 Source = Literal["counted", "extrapolated", "derived", "none"]
@@ -48,10 +52,11 @@ class Spent(BaseModel):
     requests: int = 0
     tokens: int = 0
     attempts: int = 0
+    damaged: int = Field(default=0, description="Damaged ledger lines left out of these figures.")
 
     def __add__(self, other: Spent) -> Spent:
         return Spent(requests=self.requests + other.requests, tokens=self.tokens + other.tokens,
-                     attempts=self.attempts + other.attempts)
+                     attempts=self.attempts + other.attempts, damaged=self.damaged + other.damaged)
 
 
 class CostEstimate(BaseModel):
@@ -80,32 +85,19 @@ def made(records: Sequence[CallRecord]) -> list[CallRecord]:
     return [r for r in records if r.outcome_known]
 
 
-def spent_of(records: Sequence[CallRecord]) -> Spent:
+def spent_of(records: Sequence[CallRecord], damaged: int = 0) -> Spent:
     """The requests, tokens and attempts of ``records`` (attempts with a known outcome)."""
     return Spent(requests=sum(r.ends_request for r in records), attempts=len(records),
-                 tokens=sum(r.prompt_tokens + r.completion_tokens for r in records))
+                 tokens=sum(r.prompt_tokens + r.completion_tokens for r in records), damaged=damaged)
 
 
 def spent_in(folder: Path) -> Spent:
     """What every run directory at or under ``folder`` spent (its calls.jsonl files)."""
     total = Spent()
-    for path in sorted(folder.rglob("calls.jsonl")) if folder.is_dir() else []:
-        total += spent_of(made(read_call_log(path)))
+    for path in sorted(folder.rglob(CALLS)) if folder.is_dir() else []:
+        damaged = Skipped()
+        total += spent_of(made(RunDirectory(path.parent).call_log(skipped=damaged)), damaged.count)
     return total
-
-
-def read_predictions(path: Path) -> dict[tuple[int, str], Prediction]:
-    """The last prediction of every (run, id) (a retried one appends a new line)."""
-    out: dict[tuple[int, str], Prediction] = {}
-    if not path.exists():
-        return out
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            p = Prediction.model_validate_json(line)
-        except ValidationError:
-            continue
-        out[(p.run, p.id)] = p
-    return out
 
 
 class Rates(BaseModel):
@@ -123,12 +115,14 @@ class Rates(BaseModel):
 
 def rates(run_dir: Path, instances: Sequence[Any], per_run_builds: bool) -> Rates | None:
     """The run's rates, or None when it has finished no prediction yet."""
-    done = read_predictions(run_dir / "predictions.jsonl")
+    damaged = Skipped()
+    run = RunDirectory(run_dir)
+    done = run.latest_predictions(skipped=damaged)
     by_id = {inst.id: inst for inst in instances}
     done = {k: p for k, p in done.items() if k[1] in by_id}
     if not done:
         return None
-    records = made(read_call_log(run_dir / "calls.jsonl"))
+    records = made(run.call_log(skipped=damaged))
     builds = {(r if per_run_builds else 0, scenario_key(by_id[i].scenario)) for r, i in done}
     build = [r for r in records if phase_of(r.stage) == "construction"]
     rest = [r for r in records if phase_of(r.stage) != "construction"]
@@ -140,7 +134,7 @@ def rates(run_dir: Path, instances: Sequence[Any], per_run_builds: bool) -> Rate
 
     return Rates(per_build=per(build, len(builds)), per_prediction=per(rest, len(done)),
                  per_prediction_inference=per(inference, len(done)),
-                 spent=spent_of(records),
+                 spent=spent_of(records, damaged.count),
                  scenarios=len({scenario_key(by_id[i].scenario) for _, i in done}))
 
 
@@ -150,9 +144,23 @@ def extrapolate(rate: Rates, *, builds: int, predictions: int) -> Spent:
                  tokens=round((rate.per_build.tokens * builds + rate.per_prediction.tokens * predictions) / 1000))
 
 
+def said(estimate: CostEstimate) -> CostEstimate:
+    """The estimate, its note saying how many damaged ledger lines its figures leave out (if any)."""
+    if not estimate.spent.damaged:
+        return estimate
+    damage = f"{estimate.spent.damaged} damaged ledger line(s) could not be read and are left out"
+    return estimate.model_copy(update={"note": f"{estimate.note}; {damage}" if estimate.note else damage})
+
+
 def estimate_run(name: str, run_dir: Path, instances: Sequence[Any], runs: int, *, finished: bool,
                  per_run_builds: bool = True) -> tuple[CostEstimate, Rates | None]:
     """The estimate of one run (counted when finished, else extrapolated from its ledger so far)."""
+    found, rate = _estimate_run(name, run_dir, instances, runs, finished=finished, per_run_builds=per_run_builds)
+    return said(found), rate
+
+
+def _estimate_run(name: str, run_dir: Path, instances: Sequence[Any], runs: int, *, finished: bool,
+                  per_run_builds: bool) -> tuple[CostEstimate, Rates | None]:
     rate = rates(run_dir, instances, per_run_builds)
     if rate is None:
         spent = spent_in(run_dir)
@@ -173,6 +181,12 @@ def derived_estimate(name: str, cells: int, predictions: int, rate: Rates | None
                      spent: Spent | None = None, finished: bool = False, what: str = "") -> CostEstimate:
     """An analysis: ``cells`` cells of ``predictions`` each at ``rate``'s per-prediction cost, plus
     ``inference_only`` cells that only elicit (the estimator's), as if none were cached."""
+    return said(_derived_estimate(name, cells, predictions, rate, inference_only=inference_only, spent=spent,
+                                  finished=finished, what=what))
+
+
+def _derived_estimate(name: str, cells: int, predictions: int, rate: Rates | None, *, inference_only: int,
+                      spent: Spent | None, finished: bool, what: str) -> CostEstimate:
     spent = spent or Spent()
     if finished:
         return CostEstimate(name=name, requests=spent.requests, tokens=spent.tokens, spent=spent, source="counted")

@@ -25,12 +25,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from anchor.analysis.runs import EvalSlice
 from anchor.config import AnchorConfig
 from anchor.evaluation.methods.registry import METHODS
-from anchor.evaluation.results import MetricsReport, RunConfig
+from anchor.evaluation.results import RunConfig
+from anchor.evaluation.rundir import RunDirectory, RunDirError, Skipped
 from anchor.evaluation.runner import (
     DirectoryBusy,
     DirectoryLock,
@@ -241,11 +242,12 @@ class Reproduction:
 
     def finished(self, run: PlannedRun) -> bool:
         folder = self.run_dir(run.name)
+        directory = RunDirectory(folder)
         try:
-            metrics = MetricsReport.model_validate_json((folder / "metrics.json").read_text(encoding="utf-8"))
-            stored = RunConfig.model_validate_json((folder / "config.json").read_text(encoding="utf-8"))
-        except (OSError, ValidationError, ValueError):
-            return False
+            metrics = directory.read_metrics()
+            stored = directory.read_config()
+        except RunDirError:
+            return False  # unfinished, or not a run this version reads (check_resumable says which)
         planned, _ = self.run_config(run)
         if identity_difference(stored.model_dump(mode="json"), planned.model_dump(mode="json"), folder) is not None:
             return False
@@ -255,11 +257,12 @@ class Reproduction:
     def check_resumable(self) -> None:
         """Refuse, before any request, a directory whose runs were made with other settings."""
         for run in self.plan.runs:
-            path = self.run_dir(run.name) / "config.json"
-            if path.exists():
+            directory = RunDirectory(self.run_dir(run.name), error=EvalError)
+            if directory.is_run():
+                directory.schema_version()  # a newer layout is refused as such, not as other settings
                 planned, _ = self.run_config(run)
                 try:
-                    check_resumable(path, planned.model_dump(mode="json"), self.run_dir(run.name))
+                    check_resumable(self.run_dir(run.name), planned.model_dump(mode="json"))
                 except EvalError as exc:
                     raise EvalError(f"--out {self.out_dir} holds a reproduction with other settings ({exc})") from None
         for run in self.plan.runs:
@@ -270,7 +273,7 @@ class Reproduction:
             return "failed"
         if self.finished(run):
             return "finished"
-        return "started" if (self.run_dir(run.name) / "predictions.jsonl").exists() else "new"
+        return "started" if RunDirectory(self.run_dir(run.name)).predictions.exists() else "new"
 
     # ------------------------------------------------------------------ analyses
 
@@ -413,7 +416,8 @@ class Reproduction:
         return True
 
     def _first_scenario_done(self, run: PlannedRun) -> bool:
-        done = est.read_predictions(self.run_dir(run.name) / "predictions.jsonl")
+        # Leniently: a damaged line leaves its instance undone here, and the run, resumed, names the line.
+        done = RunDirectory(self.run_dir(run.name)).latest_predictions(skipped=Skipped())
         wanted = [(r, inst.id) for r in range(run.runs) for inst in self._first_scenario(run)]
         return all(k in done and (done[k].status != "failed" or not self.retry_failed) for k in wanted)
 

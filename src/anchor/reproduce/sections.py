@@ -16,7 +16,8 @@ from anchor.analysis.clustering import ClusteringAnalysis
 from anchor.analysis.common import TaskScores
 from anchor.analysis.retrieval import RetrievalAnalysis
 from anchor.evaluation.cost.compare_plot import plot as plot_cost
-from anchor.llm.ledger import read_call_log, recorded_requests
+from anchor.evaluation.rundir import RunDirectory
+from anchor.llm.ledger import recorded_requests
 from anchor.reproduce.cells import ESTIMATOR_TABLES, TIMED_METRICS, Ours, Value
 from anchor.reproduce.document import Document
 from anchor.reproduce.published import PublishedCell, PublishedNumbers, PublishedSource
@@ -141,7 +142,8 @@ def _cost_figure(doc: Document, ours: Ours, out_dir: Path) -> None:
     # its own answers, which its ledger already counts).
     hits = []
     for side in ("a", "b"):
-        foreign, unrecorded = recorded_requests(read_call_log(Path(cost[side]["dir"]) / "calls.jsonl"))
+        # Strictly, as `anchor cost` read it for the figures above.
+        foreign, unrecorded = recorded_requests(RunDirectory(cost[side]["dir"]).call_log())
         if foreign or unrecorded:
             hits.append(side)
     notes = [f"From `anchor cost` of the two runs ({cost['slice']['scenarios']} scenario(s) x {cost['slice']['runs']} "

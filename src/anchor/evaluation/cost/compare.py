@@ -30,16 +30,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from anchor.evaluation.cost.attribution import RUN_LEVEL, by_scenario, critical_paths, scope_scenarios
 from anchor.evaluation.cost.phases import PHASES, phase_of
 from anchor.evaluation.datasets.reading import DatasetError
 from anchor.evaluation.datasets.sampling import SampleError
-from anchor.evaluation.datasets.selection import read_sample, select_instances
-from anchor.evaluation.results import Prediction, RunConfig
+from anchor.evaluation.datasets.selection import select_instances
+from anchor.evaluation.results import RunConfig
+from anchor.evaluation.rundir import RunDirectory, Skipped
 from anchor.llm.errors import AnchorError
-from anchor.llm.ledger import CallRecord, busy_seconds, collapse_sent
+from anchor.llm.ledger import CallRecord, busy_seconds
 from anchor.types import CriticalPath
 
 #: Run settings that define a dataset slice: two runs compare only when all of them agree.
@@ -108,6 +109,8 @@ class RunCost:
     stage_names: list[str] = field(default_factory=list)
     data_note: str | None = None
     """Rows of the run's data file that were skipped (one line), when any were."""
+    damaged_note: str | None = None
+    """Lines of predictions.jsonl that could not be read (one line), when any were."""
 
     @property
     def concurrency(self) -> int | None:
@@ -123,59 +126,35 @@ class RunCost:
         return self.config.method + (f" --stage {self.config.stage}" if self.config.stage else "")
 
 
-def _load_records(path: Path) -> list[CallRecord]:
-    out = []
-    if not path.exists():
-        raise CostCompareError(f"{path.parent}: no calls.jsonl (not a run directory written by `anchor eval`)")
-    lines = path.read_bytes().splitlines()
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            out.append(CallRecord.model_validate_json(line.decode("utf-8")))
-        except (ValidationError, UnicodeDecodeError) as exc:
-            if n == len(lines):
-                continue  # a torn last line left by a killed process
-            what = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else "not a call record"
-            raise CostCompareError(f"{path}, line {n}: {what}") from None
-    return collapse_sent(out)
-
-
 def load_run_cost(path: Path) -> RunCost:
-    """Read a run directory's configuration, call log and the scenario of each instance it scored."""
-    path = Path(path)
-    if not path.is_dir():
-        raise CostCompareError(f"{path}: no such run directory")
-    cfg_path = path / "config.json"
-    try:
-        config = RunConfig.model_validate_json(cfg_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CostCompareError(f"{path}: no config.json (not a run directory written by `anchor eval`)") from None
-    except (ValidationError, ValueError) as exc:
-        raise CostCompareError(f"{cfg_path}: not a run configuration ({str(exc).splitlines()[0]})") from exc
-    records = _load_records(path / "calls.jsonl")
+    """Read a run directory's configuration, call log and the scenario of each instance it scored. The
+    call log is read strictly (a damaged line is an error naming it: the figures are its sums)."""
+    run = RunDirectory(path, error=CostCompareError)
+    config = run.read_config()
+    if not run.calls.exists():
+        raise CostCompareError(f"{run.path}: no calls.jsonl (not a run directory written by `anchor eval` or "
+                               "`anchor predict`)")
+    records = run.call_log()
     # The instances the run scored, selected as the runner did (its sample.json when it sampled).
     try:
-        instances, data, _ = select_instances(config, read_sample(path))
+        instances, data, _ = select_instances(config, run.read_sample())
     except (DatasetError, SampleError, OSError) as exc:
         raise CostCompareError(f"{path}: cannot tell which instances the run scored, which the figures per "
                                f"scenario need: {str(exc).splitlines()[0]}") from exc
-    # An artefact a prediction used names the scenario as evaluated (e.g. after --negation llm).
+    # An artefact a prediction used names the scenario as evaluated (e.g. after --negation llm). Read
+    # leniently: a damaged line only leaves its instance under the scenario its data file names.
     artefact_of: dict[str, str] = {}
-    preds = path / "predictions.jsonl"
-    if preds.exists():
-        for line in preds.read_text(encoding="utf-8", errors="replace").splitlines():  # bad lines are skipped
-            try:
-                p = Prediction.model_validate_json(line)
-            except ValidationError:
-                continue
-            keys = [s.artefact for s in p.sides if s.artefact]
-            if keys:
-                artefact_of[p.id] = keys[0][:16]
+    damaged = Skipped()
+    for p in run.latest_predictions(skipped=damaged).values():
+        keys = [s.artefact for s in p.sides if s.artefact]
+        if keys:
+            artefact_of[p.id] = keys[0][:16]
     scopes = scope_scenarios(instances, config.runs, artefact_of)
     scenarios = list(dict.fromkeys(scopes[f"negation:{inst.id}"] for inst in instances))
     return RunCost(path=path, config=config, records=records, scopes=scopes, scenarios=scenarios,
-                   data_note=data.summary() if data is not None else None)
+                   data_note=data.summary() if data is not None else None,
+                   damaged_note=f"{damaged.note()}; their instances are placed by their data file's scenario"
+                   if damaged else None)
 
 
 def check_same_slice(a: RunCost, b: RunCost) -> None:
@@ -286,7 +265,8 @@ def compare(dir_a: Path, dir_b: Path) -> dict[str, Any]:
                          "critical_path": _path_row(sa["mean_path"], sb["mean_path"])},
         "stages": stages,
         "scenarios": scenarios,
-        "data_notes": list(dict.fromkeys(n for n in (a.data_note, b.data_note) if n)),
+        "data_notes": list(dict.fromkeys(n for n in (a.data_note, b.data_note, a.damaged_note, b.damaged_note)
+                                         if n)),
         "notes": [
             "requests: logical requests, each request the run asked for counted once however many attempts the "
             "transport needed (a retry after HTTP 429/5xx, a time-out or a dropped connection, and a request "

@@ -8,8 +8,8 @@
   order, unless a sample is asked for (:func:`resolve_sample`).
 * The sample is drawn before ``--limit`` (which then takes the first N of the sample, itself a
   fair sample since samples are nested) and recorded in the run directory as ``sample.json``
-  (:func:`record_sample`), so a resumed run, or another method given the same data and sample
-  settings, scores exactly the same ids.
+  (:meth:`anchor.evaluation.rundir.RunDirectory.record_sample`), so a resumed run, or another method
+  given the same data and sample settings, scores exactly the same ids.
 
 :func:`select_instances` is that whole selection for a run's configuration, used by the runner and
 by whatever reads a run directory back (``anchor cost``), so both see the same instances.
@@ -17,7 +17,6 @@ by whatever reads a run directory back (``anchor cost``), so both see the same i
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -37,18 +36,15 @@ from anchor.evaluation.datasets.sampling import (
     parse_sample_size,
 )
 from anchor.evaluation.results import RunConfig
-from anchor.files import write_atomic
+from anchor.evaluation.rundir.names import SAMPLE
 
 __all__ = [
     "MAX_LISTED_SKIPPED",
-    "SAMPLE_FILE",
     "cases_stream",
     "data_summary",
     "default_sample",
     "load_cases",
     "load_eval_data",
-    "read_sample",
-    "record_sample",
     "resolve_sample",
     "sample_summary",
     "select_instances",
@@ -56,8 +52,6 @@ __all__ = [
 
 Instance = DecisionInstance | PairwiseInstance
 
-#: The file in a run directory that lists the sampled ids.
-SAMPLE_FILE = "sample.json"
 #: Skipped rows listed (line and reason) in metrics.json; all of them are counted.
 MAX_LISTED_SKIPPED = 50
 
@@ -144,17 +138,6 @@ def select_instances(config: RunConfig, recorded: SampleRecord | None = None
     return instances, data, record
 
 
-def read_sample(folder: Path) -> SampleRecord | None:
-    """The sample recorded in run directory ``folder`` (None when it has none)."""
-    path = folder / SAMPLE_FILE
-    if not path.exists():
-        return None
-    try:
-        return SampleRecord.model_validate(json.loads(path.read_text(encoding="utf-8")))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise SampleError(f"{path} is not a sample record ({exc}); move it away to draw the sample again") from exc
-
-
 def data_summary(data: FactcheckData | None) -> dict[str, Any] | None:
     """What ``metrics.json`` says about the file: rows read, usable, skipped (and the first reasons)."""
     if data is None:
@@ -173,23 +156,4 @@ def sample_summary(record: SampleRecord | None, used: int) -> dict[str, Any] | N
     if record is None:
         return None
     return {"seed": record.seed, "requested": record.requested, "population": record.population,
-            "size": len(record.ids), "used": used, "file": SAMPLE_FILE, "note": record.note}
-
-
-def record_sample(folder: Path, record: SampleRecord) -> Path:
-    """Write ``folder/sample.json``, or check that the one already there lists the same ids.
-
-    A run directory keeps one sample for its whole life: a resume that drew different ids (a
-    changed file would already have been refused by the run identity) is an error rather than a
-    silent mix of two samples.
-    """
-    path = folder / SAMPLE_FILE
-    old = read_sample(folder)
-    if old is not None:
-        if (old.seed, old.requested, old.ids) != (record.seed, record.requested, record.ids):
-            raise SampleError(f"{path} lists another sample than the one drawn now (seed {old.seed}, "
-                              f"{len(old.ids)} ids); use another --out, or move the file away")
-        return path
-    write_atomic(path, record.model_dump_json(indent=2))
-    return path
-
+            "size": len(record.ids), "used": used, "file": SAMPLE, "note": record.note}

@@ -8,8 +8,8 @@ from pathlib import Path
 from anchor.evaluation.report.cost_table import stage_costs, stage_sort_key, tokens_of
 from anchor.evaluation.report.names import SMALL_MARK
 from anchor.evaluation.report.runs import ReportedRun
-from anchor.evaluation.results import CostSummary
 from anchor.plots import colours, new_figure, save_figure
+from anchor.types import StageCost
 
 
 def plot_cost(runs: Sequence[ReportedRun], glabels: dict[int, str], path: Path) -> str | None:
@@ -22,7 +22,7 @@ def plot_cost(runs: Sequence[ReportedRun], glabels: dict[int, str], path: Path) 
         return "no run recorded any LLM calls, tokens or time per stage (no cost data, or fully cached runs)"
     stages = sorted({s for _, st in data for s in st}, key=stage_sort_key)
     known = all(c.logical_requests is not None for _, st in data for c in st.values())
-    metrics: list[tuple[str, Callable[[CostSummary], float]]] = [
+    metrics: list[tuple[str, Callable[[StageCost], float]]] = [
         ("LLM requests", lambda c: c.logical_requests or 0) if known else
         ("LLM attempts (retries included)", lambda c: c.llm_calls),
         ("tokens (prompt + completion)", lambda c: tokens_of(c)),

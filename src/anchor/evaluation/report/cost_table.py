@@ -9,7 +9,8 @@ from anchor.evaluation.cost.phases import phase_of
 from anchor.evaluation.report.markdown import int_cell, md_table, seconds_cell
 from anchor.evaluation.report.names import DASH, SMALL_MARK
 from anchor.evaluation.report.runs import ReportedRun
-from anchor.evaluation.results import CostSummary
+from anchor.llm.ledger import empty_cost, merge_costs
+from anchor.types import StageCost
 
 #: Stage order in the cost table and plot (paper order: construction, mapping, inference).
 STAGE_ORDER = (
@@ -41,34 +42,23 @@ def _phase(stage: str) -> str:
     return "factor space" if phase == "construction" else phase
 
 
-def stage_costs(r: ReportedRun) -> list[tuple[str, CostSummary]]:
+def stage_costs(r: ReportedRun) -> list[tuple[str, StageCost]]:
     return sorted(((s, c) for s, c in r.m.cost.items() if s != "total"), key=lambda sc: stage_sort_key(sc[0]))
 
 
-def total_cost(r: ReportedRun) -> CostSummary:
+def total_cost(r: ReportedRun) -> StageCost:
+    """The run's total, or (a report without one) its stages added up."""
     if "total" in r.m.cost:
         return r.m.cost["total"]
-    tot = CostSummary()
-    tot.logical_requests = 0
-    for _, c in stage_costs(r):
-        tot.llm_calls += c.llm_calls
-        tot.logical_requests = (None if tot.logical_requests is None or c.logical_requests is None
-                                else tot.logical_requests + c.logical_requests)
-        tot.failed_attempts += c.failed_attempts
-        tot.interrupted += c.interrupted
-        tot.cache_hits += c.cache_hits
-        tot.prompt_tokens += c.prompt_tokens
-        tot.completion_tokens += c.completion_tokens
-        tot.request_seconds += c.request_seconds
-        tot.wall_seconds += c.wall_seconds
-    return tot
+    stages = [c for _, c in stage_costs(r)]
+    return merge_costs(stages, label="total")[0] if stages else empty_cost("total")
 
 
-def tokens_of(c: CostSummary) -> int:
+def tokens_of(c: StageCost) -> int:
     return c.prompt_tokens + c.completion_tokens
 
 
-def requests_cell(c: CostSummary) -> str:
+def requests_cell(c: StageCost) -> str:
     """Logical requests, or a dash where the report was written before they were counted."""
     return DASH if c.logical_requests is None else int_cell(c.logical_requests)
 
@@ -87,12 +77,12 @@ def cost_section(runs: Sequence[ReportedRun], glabels: dict[int, str]) -> list[s
                              int_cell(c.failed_attempts),
                              int_cell(c.interrupted), int_cell(c.cache_hits),
                              f"{int_cell(tokens_of(c))} ({int_cell(c.prompt_tokens)} + {int_cell(c.completion_tokens)})",
-                             seconds_cell(c.wall_seconds), seconds_cell(c.request_seconds)])
+                             seconds_cell(c.wall_seconds), seconds_cell(c.llm_seconds)])
             t = total_cost(r)
             rows.append([f"**{glabels[id(r)]}**", "", "**total**", f"**{requests_cell(t)}**", int_cell(t.llm_calls),
                          int_cell(t.failed_attempts), int_cell(t.interrupted), int_cell(t.cache_hits),
                          f"**{int_cell(tokens_of(t))}**", f"**{seconds_cell(t.wall_seconds)}**",
-                         f"**{seconds_cell(t.request_seconds)}**"])
+                         f"**{seconds_cell(t.llm_seconds)}**"])
         lines += md_table(header, rows, ["l", "l", "l", "r", "r", "r", "r", "r", "r", "r", "r"])
         lines.append("")
         lines += ["Per instance:", ""]
@@ -160,6 +150,6 @@ def _per_instance(r: ReportedRun) -> tuple[tuple[float | None, float, float, flo
         return None, "no instances"
     t = total_cost(r)
     requests = None if t.logical_requests is None else t.logical_requests / n
-    return (requests, t.llm_calls / n, tokens_of(t) / n, t.request_seconds / n), (
+    return (requests, t.llm_calls / n, tokens_of(t) / n, t.llm_seconds / n), (
         f"total ÷ ({r.m.n_instances} instances × {runs} run{'s' if runs != 1 else ''})"
     )

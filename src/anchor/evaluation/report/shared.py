@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from anchor.audit.runs import RunIndexError, read_predictions
 from anchor.evaluation.methods.registry import METHODS
 from anchor.evaluation.report.loading import LoadedRun, ReportError
 from anchor.evaluation.results import Prediction
@@ -45,15 +44,13 @@ class SharedInstances:
 
 
 def _predictions(run: LoadedRun) -> dict[tuple[int, str], Prediction]:
-    path = run.path / "predictions.jsonl"
-    if not path.exists():
-        raise ReportError(f"{path}: missing; the run is shown beside runs that scored other instances, so it is "
-                          "scored again on the instances they share, which needs its predictions")
-    try:
-        preds = read_predictions(path)
-    except RunIndexError as exc:
-        raise ReportError(str(exc)) from None
-    return {(p.run, p.id): p for p in preds if p.run < run.config.runs}
+    """The run's predictions, read strictly: a score computed here must not quietly lose a line."""
+    log = run.directory.predictions
+    if not log.exists():
+        raise ReportError(f"{log.path}: missing; the run is shown beside runs that scored other instances, so it "
+                          "is scored again on the instances they share, which needs its predictions")
+    preds = run.directory.latest_predictions()
+    return {key: p for key, p in preds.items() if p.run < run.config.runs}
 
 
 def _check_same_data(group: Sequence[LoadedRun]) -> None:
@@ -102,7 +99,7 @@ def on_shared_instances(runs: Sequence[LoadedRun]) -> tuple[list[LoadedRun], lis
         ids = {id(r): {i for _, i in done[id(r)]} for r in group}
         for r in group:
             if len(ids[id(r)]) < r.metrics.n_instances:
-                raise ReportError(f"{r.path / 'predictions.jsonl'}: predictions for {len(ids[id(r)])} of the "
+                raise ReportError(f"{r.directory.predictions.path}: predictions for {len(ids[id(r)])} of the "
                                   f"{r.metrics.n_instances} instances metrics.json scores; the file was cut short or "
                                   "is not this run's")
         shared = set.intersection(*ids.values())

@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from anchor.evaluation.cost.phases import phase_of
+from anchor.evaluation.report.loading import ReportError
 from anchor.evaluation.results import MetricsReport, RunConfig
-from anchor.llm.ledger import busy_seconds, read_call_log, recorded_requests
+from anchor.evaluation.rundir import RunDirectory, Skipped
+from anchor.llm.ledger import busy_seconds, recorded_requests
 
 BASELINE = "bird-relaxed"
 TRANSPLANT = "bird-on-anchor"
@@ -54,6 +56,8 @@ class MappingCost:
     """Cached mapping answers with no recorded cost (cached by an earlier version): not counted."""
     from_log: bool = True
     """False when the run has no calls.jsonl (tokens from metrics.json, time summed over stages)."""
+    damaged: int = 0
+    """Lines of calls.jsonl that could not be read: left out of these figures (the table says so)."""
 
     @property
     def source(self) -> str:
@@ -67,6 +71,8 @@ class MappingCost:
             parts.append(f"recorded cost of {self.recorded} cached")
         if self.unrecorded:
             parts.append(f"{self.unrecorded} cached without a recorded cost, not counted")
+        if self.damaged:
+            parts.append(f"{self.damaged} damaged line(s) of calls.jsonl left out")
         return "; ".join(parts)
 
 
@@ -75,8 +81,8 @@ def mapping_cost(config: RunConfig, metrics: MetricsReport, path: Path) -> Mappi
     of the answers it took from the response cache (and of reused artefacts, from metrics.json)."""
     reused = sum(c.prompt_tokens + c.completion_tokens for s, c in metrics.cost_reused.items()
                  if s != "total" and phase_of(s) == "mapping")
-    calls = path / "calls.jsonl"
-    if not calls.exists():
+    run = RunDirectory(path, error=ReportError)
+    if not run.calls.exists():
         tokens = sum(c.prompt_tokens + c.completion_tokens for s, c in metrics.cost.items()
                      if s != "total" and phase_of(s) == "mapping")
         seconds = sum(c.wall_seconds for s, c in metrics.cost.items() if s != "total" and phase_of(s) == "mapping")
@@ -85,13 +91,15 @@ def mapping_cost(config: RunConfig, metrics: MetricsReport, path: Path) -> Mappi
                                                                                  for c in stages)
         return MappingCost(tokens=tokens + reused, seconds=seconds, made=made,
                            attempts=sum(c.llm_calls for c in stages), from_log=False)
-    mapping = [r for r in read_call_log(calls) if phase_of(r.stage) == "mapping"]
+    # Leniently: a damaged line of a finished run's log costs its own figures, and the row says so.
+    damaged = Skipped()
+    mapping = [r for r in run.call_log(skipped=damaged) if phase_of(r.stage) == "mapping"]
     made = [r for r in mapping if r.outcome_known]
     behind, unrecorded = recorded_requests(mapping)
     tokens = sum(r.prompt_tokens + r.completion_tokens for r in (*made, *behind))
     return MappingCost(tokens=tokens + reused, seconds=busy_seconds([*made, *behind]),
                        made=sum(r.ends_request for r in made), attempts=len(made),
-                       recorded=len(behind), unrecorded=unrecorded)
+                       recorded=len(behind), unrecorded=unrecorded, damaged=damaged.count)
 
 
 @dataclass(frozen=True)
@@ -191,6 +199,11 @@ def transplant_notes(rows: Sequence[TransplantRow]) -> list[str]:
                      "for by another run, e.g. the ANCHOR run whose spaces were reused); their tokens and time "
                      "are those the cache recorded for the requests that produced them (without failed "
                      "attempts before them). Give a run its own --cache-dir to measure requests it makes itself.")
+    damaged = [r for r in rows if r.cost.damaged]
+    if damaged:
+        notes.append("Some lines of " + ", ".join(f"{r.label}'s calls.jsonl ({r.cost.damaged})" for r in damaged)
+                     + " are damaged and could not be read: those rows leave their requests out, so they "
+                     "understate the mapping cost.")
     if any(r.cost.unrecorded for r in rows):
         notes.append("Some cached mapping answers have no recorded cost (cached by an earlier version of "
                      "anchor): they are not counted, so those rows understate the mapping cost.")

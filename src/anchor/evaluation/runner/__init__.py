@@ -2,15 +2,16 @@
 
 * :mod:`.loop`: ``EvalRunner``, the loop over (run, instance) that asks the method and appends
   each prediction as it finishes;
-* :mod:`.store`: the run directory's append-only JSON-lines logs and its lock;
 * :mod:`.config`: ``make_run_config`` (the options, checked and recorded) and the paper's sizes;
 * :mod:`.identity`: which recorded settings must match for a rerun to resume a run directory;
 * :mod:`.scoring`: ``metrics.json``, the metrics, calibration, cost and notes of a run;
 * :mod:`.errors`: ``EvalError``.
 
-The names below are re-exported so that ``anchor.evaluation.runner.X`` keeps working.
+The run directory's files, its lock and its logs are :mod:`anchor.evaluation.rundir`'s. The names below
+are re-exported so that ``anchor.evaluation.runner.X`` keeps working.
 """
 
+from anchor.evaluation.rundir import DirectoryBusy, DirectoryLock, JsonLines
 from anchor.evaluation.runner.config import (
     BUILD_SIZES,
     dataset_kind,
@@ -27,7 +28,6 @@ from anchor.evaluation.runner.identity import (
 )
 from anchor.evaluation.runner.loop import EvalRunner, Instance, instance_slots
 from anchor.evaluation.runner.scoring import RunScorer
-from anchor.evaluation.runner.store import DirectoryBusy, DirectoryLock, JsonLines
 
 __all__ = [
     "BUILD_SIZES",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +11,13 @@ from anchor.embed import KNOWN_DIMENSIONS, MiniLMEmbedder
 from anchor.embed_server import DEFAULT_SERVER_MODEL
 from anchor.evaluation.methods.registry import METHODS
 from anchor.evaluation.results import RunConfig
+from anchor.evaluation.rundir import RunDirectory
 from anchor.evaluation.runner.errors import EvalError
 from anchor.pipeline import AnchorConfig
 from anchor.types import with_legacy_build
 
 #: RunConfig fields that do not define a run: a rerun may change them and still resume.
-NOT_IDENTITY = {"command", "data_path", "anchor_version"}
+NOT_IDENTITY = {"command", "data_path", "anchor_version", "schema_version"}
 #: Of the LLM description, only these define a run (not where the server listens or how the key arrives).
 LLM_IDENTITY = ("backend", "model", "seed", "context_tokens")
 #: Of the calibrator applied (anchor eval --calibrator), these define a run.
@@ -115,15 +115,12 @@ def _same_directory(old: dict[str, Any], new: dict[str, Any], run_dir: Path) -> 
     return found[0] is not None and found[1] is not None and found[0].resolve() == found[1].resolve()
 
 
-def check_resumable(path: Path, new: dict[str, Any], out_dir: Path) -> None:
-    """Raise :class:`EvalError` unless the run configuration at ``path`` (the ``config.json`` of
-    ``out_dir``) has the identity of ``new``, so that the run there can go on."""
-    try:
-        old = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(old, dict):
-            raise ValueError("not a JSON object")
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise EvalError(f"{path} is not a run configuration ({exc}); move it away to start afresh") from exc
+def check_resumable(out_dir: Path, new: dict[str, Any]) -> None:
+    """Raise :class:`EvalError` unless the run directory ``out_dir`` holds no run yet or a run with the
+    identity of ``new``, so that the run there can go on (a directory of a newer layout is refused too)."""
+    old = RunDirectory(out_dir, error=EvalError).read_config_data()
+    if old is None:
+        return
     diff = identity_difference(old, new, out_dir)
     if diff is not None:
         field, was, now = diff

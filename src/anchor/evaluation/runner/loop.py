@@ -1,9 +1,10 @@
 """Evaluation runs: resumable, repeatable over seeds, with metrics and exact costs on disk.
 
-A run directory holds ``config.json`` (written first), ``predictions.jsonl`` (one line appended and
-flushed per finished instance), ``traces.jsonl`` (the audit trail of each answered condition, for
-methods that have one), ``calls.jsonl`` (every LLM request and cache hit as it happens), per-scenario
-artefacts such as ``spaces/`` (ANCHOR's factor spaces) and finally ``metrics.json``.
+A run directory (:class:`~anchor.evaluation.rundir.RunDirectory`, which writes and reads it) holds
+``config.json`` (written first), ``predictions.jsonl`` (one line appended and flushed per finished
+instance), ``traces.jsonl`` (the audit trail of each answered condition, for methods that have one),
+``calls.jsonl`` (every LLM request and cache hit as it happens), per-scenario artefacts such as
+``spaces/`` (ANCHOR's factor spaces) and finally ``metrics.json``.
 
 Starting the same command again skips every (run, instance) already answered; an instance whose
 prediction *failed* (the model could not answer in schema, the server could not be reached) is
@@ -34,16 +35,15 @@ from anchor.embed_server import make_embedder
 from anchor.evaluation.datasets.factcheck import FactcheckData
 from anchor.evaluation.datasets.instances import DecisionInstance, PairwiseInstance, scenario_key
 from anchor.evaluation.datasets.sampling import SampleRecord
-from anchor.evaluation.datasets.selection import record_sample, select_instances
+from anchor.evaluation.datasets.selection import select_instances
 from anchor.evaluation.methods.contract import Estimate, Method, MethodContext, PairJudge
 from anchor.evaluation.methods.registry import METHODS, build_method
 from anchor.evaluation.metrics import pairwise_prediction
 from anchor.evaluation.results import MetricsReport, Prediction, RunConfig, SideRecord, TraceRecord
+from anchor.evaluation.rundir import RunDirectory
 from anchor.evaluation.runner.errors import EvalError
 from anchor.evaluation.runner.identity import check_resumable
 from anchor.evaluation.runner.scoring import RunScorer
-from anchor.evaluation.runner.store import DirectoryLock, JsonLines
-from anchor.files import write_atomic
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import CallRecord, empty_cost, summarize
@@ -94,6 +94,8 @@ class EvalRunner:
         self.spec = spec
         self.config = config
         self.out_dir = Path(out_dir)
+        self.directory = RunDirectory(self.out_dir, error=EvalError,
+                                      hint="move the file away to start the run afresh")
         self.settings = settings
         self.anchor_config = anchor_config
         self.report = report
@@ -124,16 +126,14 @@ class EvalRunner:
 
     def check_dir(self) -> None:
         """Refuse a run directory that holds a run with other settings (it is left as it is)."""
-        path = self.out_dir / "config.json"
-        if path.exists():
-            check_resumable(path, self.config.model_dump(mode="json"), self.out_dir)
+        check_resumable(self.out_dir, self.config.model_dump(mode="json"))
 
     def prepare_dir(self) -> None:
         """Create the run directory and its config.json, or check that it holds this same run."""
         self.check_dir()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         # Rewritten on every start (of this same run) so the recorded command and connection details are the latest.
-        write_atomic(self.out_dir / "config.json", self.config.model_dump_json(indent=2))
+        self.directory.write_config(self.config)
 
     async def _identify_embedder(self) -> None:
         """Record the embedder's identity in the run's configuration, the width of its vectors included.
@@ -152,10 +152,11 @@ class EvalRunner:
         store = self._stores.get(kind)
         if store is None:
             source = self.config.spaces_source(self.out_dir)
-            reuse = source / kind if source is not None else None
+            reuse = RunDirectory(source).artefacts(kind) if source is not None else None
             # Artefacts named by their content (anchor predict) can go into a store shared by runs: what this
             # run builds is published there too. Otherwise the other directory is only read.
-            store = self._stores[kind] = ArtefactStore(self.out_dir / kind, load=load, save=save, reuse_from=reuse,
+            store = self._stores[kind] = ArtefactStore(self.directory.artefacts(kind), load=load, save=save,
+                                                       reuse_from=reuse,
                                                        uses=uses, publish=self.config.artefact_keys == "content")
         return store
 
@@ -193,11 +194,11 @@ class EvalRunner:
             if self.spec.uses_anchor_config:
                 await self._identify_embedder()
             self.out_dir.mkdir(parents=True, exist_ok=True)
-            with DirectoryLock(self.out_dir):
+            with self.directory.lock():
                 # Under the lock: a start refused because another process runs here leaves config.json as it is.
                 self.prepare_dir()
                 if self.sample_record is not None:
-                    record_sample(self.out_dir, self.sample_record)
+                    self.directory.record_sample(self.sample_record)
                 return await self._run_locked(instances)
         finally:
             # Also when the run is refused before it starts (a resume with other settings): the
@@ -209,11 +210,11 @@ class EvalRunner:
     async def _run_locked(self, instances: list[Instance]) -> MetricsReport:
         assert self.client is not None
         c = self.config
-        predictions = JsonLines(self.out_dir / "predictions.jsonl", Prediction, durable=True)
-        traces = JsonLines(self.out_dir / "traces.jsonl", TraceRecord)
-        calls = JsonLines(self.out_dir / "calls.jsonl", CallRecord)
-        done = {(p.run, p.id): p for p in predictions.read()}
-        traces.read()  # drops a torn last line before appending
+        predictions, traces, calls = self.directory.logs()
+        for log in (predictions, traces, calls):
+            log.repair()  # the line a killed run left unfinished, before appending
+        done = self.directory.latest_predictions()
+        traces.read()  # every line checked before the run adds to the file
         calls.read()
         stop_logging = self.client.ledger.subscribe(calls.append)
         stop_watching = self.client.ledger.subscribe(self._watch)
@@ -245,8 +246,8 @@ class EvalRunner:
                 self._tick(force=True)
 
             await chain.gather(*(one(r, inst) for r, inst in pending))
-            report = self.compute_metrics(instances, done, calls.read())
-            write_atomic(self.out_dir / "metrics.json", report.model_dump_json(indent=2))
+            report = self.compute_metrics(instances, done, self.directory.call_log())
+            self.directory.write_metrics(report)
             return report
         finally:
             stop_logging()

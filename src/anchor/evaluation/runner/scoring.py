@@ -20,7 +20,7 @@ from anchor.evaluation.datasets.instances import DecisionInstance, PairwiseInsta
 from anchor.evaluation.datasets.sampling import SampleRecord
 from anchor.evaluation.datasets.selection import data_summary, sample_summary
 from anchor.evaluation.methods.contract import MethodSpec
-from anchor.evaluation.results import CostSummary, MetricsReport, Prediction, RunConfig
+from anchor.evaluation.results import MetricsReport, Prediction, RunConfig
 from anchor.evaluation.runner.config import default_build_params
 from anchor.evaluation.scores import score_runs
 from anchor.llm.ledger import CallRecord, merge_costs, summarize
@@ -67,12 +67,12 @@ class RunScorer:
         if final:
             t = cost["total"]
             n = len(final)
-            per_inst = CostSummary(
-                llm_calls=round(t.llm_calls / n), failed_attempts=round(t.failed_attempts / n),
+            per_inst = StageCost(
+                stage="total", llm_calls=round(t.llm_calls / n), failed_attempts=round(t.failed_attempts / n),
                 logical_requests=None if t.logical_requests is None else round(t.logical_requests / n),
                 samples=round(t.samples / n),
                 cache_hits=round(t.cache_hits / n), prompt_tokens=round(t.prompt_tokens / n),
-                completion_tokens=round(t.completion_tokens / n), request_seconds=round(t.request_seconds / n, 4),
+                completion_tokens=round(t.completion_tokens / n), llm_seconds=round(t.llm_seconds / n, 4),
                 wall_seconds=round(t.wall_seconds / n, 4))
         llm = dict(c.llm)
         small = not llm.get("base_url")
@@ -205,12 +205,12 @@ class RunScorer:
         return notes
 
     def _cost(self, final: Sequence[Prediction], calls: list[CallRecord]
-              ) -> tuple[dict[str, CostSummary], dict[str, CostSummary], str]:
+              ) -> tuple[dict[str, StageCost], dict[str, StageCost], str]:
         """Cost from the call log (every request once), plus the recorded cost of reused artefacts."""
         stages = summarize(calls)
         total = [ledger_total(calls)]
-        cost = {s.stage: _summary(s) for s in [*stages, *total]}
-        reused: dict[str, CostSummary] = {}
+        cost = {s.stage: _rounded(s) for s in [*stages, *total]}
+        reused: dict[str, StageCost] = {}
         reused_keys: list[str] = []
         if self.config.spaces_from:
             used = {s.artefact for p in final for s in p.sides if s.artefact}
@@ -218,7 +218,7 @@ class RunScorer:
             reused_keys = [key for key, _ in found]
             rows: list[StageCost] = [c for _, item in found if item is not None for c in item.cost]
             if rows:
-                reused = {s.stage: _summary(s) for s in [*merge_costs(rows), *merge_costs(rows, label="total")]}
+                reused = {s.stage: _rounded(s) for s in [*merge_costs(rows), *merge_costs(rows, label="total")]}
         t = total[0]
         scope = (f"every LLM request made for this run directory, counted once each from calls.jsonl across "
                  f"interruptions and resumes, including the builds of per-scenario artefacts (factor spaces) made "
@@ -236,10 +236,6 @@ class RunScorer:
         return cost, reused, scope
 
 
-def _summary(c: StageCost) -> CostSummary:
-    return CostSummary(llm_calls=c.llm_calls, logical_requests=c.logical_requests,
-                       failed_attempts=c.failed_attempts, samples=c.samples,
-                       interrupted=c.interrupted, interrupted_prompt_tokens=c.interrupted_prompt_tokens,
-                       cache_hits=c.cache_hits,
-                       prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens,
-                       request_seconds=round(c.llm_seconds, 4), wall_seconds=round(c.wall_seconds, 4))
+def _rounded(c: StageCost) -> StageCost:
+    """A stage's cost as metrics.json records it: seconds to 0.1 ms."""
+    return c.model_copy(update={"llm_seconds": round(c.llm_seconds, 4), "wall_seconds": round(c.wall_seconds, 4)})

@@ -1,0 +1,25 @@
+"""The names of a run directory's files, and the version of its layout (no imports: any module may read them)."""
+
+from __future__ import annotations
+
+#: The run-directory layout this version of anchor writes. ``config.json`` records it
+#: (``RunConfig.schema_version``); a directory written before it was recorded is version 1.
+#:
+#: 1. config.json, predictions.jsonl, traces.jsonl, calls.jsonl, sample.json, metrics.json,
+#:    calibration.json, rejected.jsonl, the artefact folders; metrics.json's costs by stage with
+#:    ``request_seconds`` and no ``stage``.
+#: 2. config.json records ``schema_version``; metrics.json's costs are ``StageCost`` records
+#:    (``stage`` and ``llm_seconds``), as the costs of predictions.jsonl always were.
+SCHEMA_VERSION = 2
+
+CONFIG = "config.json"
+PREDICTIONS = "predictions.jsonl"
+TRACES = "traces.jsonl"
+CALLS = "calls.jsonl"
+METRICS = "metrics.json"
+SAMPLE = "sample.json"
+CALIBRATION = "calibration.json"
+REJECTED = "rejected.jsonl"
+LOCK = ".lock"
+SPACES = "spaces"
+"""ANCHOR's factor spaces (one folder per kind of per-scenario artefact; BIRD's are ``bird/``, ...)."""
