@@ -33,6 +33,7 @@ from anchor.cli.options import (
     ConnectionOptions,
     InferenceOptions,
     MappingOptions,
+    ScaleOptions,
     SeedOption,
     expand_options,
     given_flags,
@@ -135,6 +136,7 @@ def eval_command(
     conn: ConnectionOptions = None,  # type: ignore[assignment]
     cache: CacheOptions = None,  # type: ignore[assignment]
     seed: SeedOption = None,  # type: ignore[assignment]
+    scale: ScaleOptions = None,  # type: ignore[assignment]
 ) -> None:
     """Evaluate a method on a dataset; writes config.json, predictions.jsonl and metrics.json.
 
@@ -179,8 +181,9 @@ def eval_command(
             out_dir = Path("runs") / "-".join([name, method, *([stage] if stage else []), *ablations,
                                                f"s{settings.seed}"])
         check_directory(out_dir, "--out")  # before the first request to the server
+        workers, ray = scale.resolve(settings.uses_server)
         runner = EvalRunner(config, out_dir, settings=settings, anchor_config=anchor_config,
-                            retry_failed=retry_failed, calibrator=calibrator)
+                            retry_failed=retry_failed, calibrator=calibrator, workers=workers, ray=ray)
         instances = runner.load_instances()  # a broken data file fails here, before any directory is made
         with RichReporter(enabled=True) as report:
             runner.report = report

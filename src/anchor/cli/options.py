@@ -156,6 +156,37 @@ def llm_settings(conn: ConnectionOptions, cache: CacheOptions | None = None, see
     return LLMSettings.from_env(**values)
 
 
+ENV_WORKERS = "ANCHOR_WORKERS"
+ENV_RAY = "ANCHOR_RAY"
+SCALE_PANEL = "Processes and clusters"
+
+
+@dataclasses.dataclass
+class ScaleOptions:
+    """Where instances are answered: this process, helper processes, or a Ray cluster."""
+
+    workers: Annotated[int | None, opt("--workers", panel=SCALE_PANEL, env=ENV_WORKERS, help=(
+        "Processes that answer scenario groups, each with its share of --concurrency; the run directory is "
+        "written by this one. Default: every core with a server, 1 with the embedded model. With --ray: the "
+        "number of Ray actors (default: the cluster's CPUs)."))] = None
+    ray: Annotated[str | None, opt("--ray", panel=SCALE_PANEL, env=ENV_RAY, metavar="ADDRESS", help=(
+        "Answer on a Ray cluster (pip install 'anchor-infer[ray]'): 'auto' = the one `ray start` began, "
+        "ray://HOST:10001 or HOST:6379 = another, 'local' = a new one in this process. See docs/scale.md."))] = None
+
+    @staticmethod
+    def default_workers(uses_server: bool) -> int:
+        """Every core for a server; one process for the embedded model, which already uses every core."""
+        return (os.cpu_count() or 1) if uses_server else 1
+
+    def resolve(self, uses_server: bool) -> tuple[int, str | None]:
+        """(workers, Ray address), checked; the defaults filled in."""
+        if self.workers is not None and self.workers < 1:
+            raise typer.BadParameter(f"must be at least 1, got {self.workers}", param_hint="--workers")
+        if self.ray is not None:
+            return self.workers or 0, self.ray.strip()
+        return (self.workers if self.workers is not None else self.default_workers(uses_server)), None
+
+
 @dataclasses.dataclass
 class EstimatorOptions:
     """A second LLM that elicits only phi and the latent parameters (``anchor analyze estimator``)."""

@@ -33,6 +33,7 @@ from anchor.cli.options import (
     ConnectionOptions,
     InferenceOptions,
     MappingOptions,
+    ScaleOptions,
     SeedOption,
     expand_options,
     given_flags,
@@ -115,6 +116,7 @@ def predict_command(
     conn: ConnectionOptions = None,  # type: ignore[assignment]
     cache: CacheOptions = None,  # type: ignore[assignment]
     seed: SeedOption = None,  # type: ignore[assignment]
+    scale: ScaleOptions = None,  # type: ignore[assignment]
 ) -> None:
     """Answer every case of a table: P(outcome1) and P(outcome2) for each row, with the reason.
 
@@ -173,9 +175,10 @@ def predict_command(
         if out_dir is None:
             out_dir = Path("runs") / "-".join([cases.stem, method, *([stage] if stage else []), *ablations,
                                                f"s{settings.seed}"])
+        workers, ray = scale.resolve(settings.uses_server)
         runner = PredictRunner(config, out_dir, cases=source, settings=settings, anchor_config=anchor_config,
                                retry_failed=retry_failed, calibrator=calibrator, strict=strict,
-                               table=table)  # type: ignore[arg-type]
+                               table=table, workers=workers, ray=ray)  # type: ignore[arg-type]
         summary = runner.check_input()  # the whole file is read and checked before any request
         estimate = estimate_predict(summary, spec, anchor_config, limit)
         if check:

@@ -18,6 +18,7 @@ from anchor.cli.options import (
     FLAG_NAMES,
     ConnectionOptions,
     EstimatorOptions,
+    ScaleOptions,
     SeedOption,
     expand_options,
     llm_settings,
@@ -95,6 +96,7 @@ def reproduce_command(
     conn: ConnectionOptions = None,  # type: ignore[assignment]
     est: EstimatorOptions = None,  # type: ignore[assignment]
     seed: SeedOption = None,  # type: ignore[assignment]
+    scale: ScaleOptions = None,  # type: ignore[assignment]
 ) -> None:
     """Check the paper on your model: Tables 1-4, the cost and factor-count figures and the appendix
     analyses, each cell beside the paper's with the difference, and the paper's claims checked.
@@ -133,8 +135,10 @@ def reproduce_command(
             chosen = selection if paper_model else selection.model_copy(
                 update={"paper_model": paper_model_for(resolved.model, _paper_models())})
             check_model_runs(chosen)
+            workers, ray = scale.resolve(settings.uses_server)
             repro = Reproduction(plan.model_copy(update={"selection": chosen}), out_dir, settings=resolved,
-                                 estimator=est_resolved, command=command, retry_failed=retry_failed, budget=budget)
+                                 estimator=est_resolved, command=command, retry_failed=retry_failed, budget=budget,
+                                 workers=workers, ray=ray)
             for note in repro.notes():
                 err.print(f"[bold]note:[/bold] {escape(note)}", highlight=False, soft_wrap=True)
             repro.check_resumable()  # before any request: a folder of another reproduction is refused

@@ -19,20 +19,21 @@ its instances:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from anchor.calibration.registry import FileCalibrator
 from anchor.cases import BadCaseRow, CaseCheck, CaseRow, CasesError, RejectedRow, check_cases
 from anchor.evaluation.datasets.instances import DecisionInstance
-from anchor.evaluation.methods.contract import Method, PairJudge
 from anchor.evaluation.results import MetricsReport, Prediction, RunConfig, TraceRecord
 from anchor.evaluation.rundir import JsonLines, Skipped
 from anchor.evaluation.rundir.names import REJECTED
 from anchor.evaluation.runner import EvalRunner, instance_slots
 from anchor.evaluation.runner.loop import Instance
+from anchor.evaluation.runner.worker import WorkerSetup
 from anchor.llm.ledger import CallRecord
 from anchor.llm.settings import LLMSettings
 from anchor.pipeline import AnchorConfig
@@ -59,9 +60,12 @@ class PredictRunner(EvalRunner):
         calibrator: FileCalibrator | None = None,
         strict: bool = False,
         table: TableFormat = "jsonl",
+        workers: int = 1,
+        ray: str | None = None,
     ) -> None:
         super().__init__(config, out_dir, settings=settings, anchor_config=anchor_config, report=report,
-                         retry_failed=retry_failed, estimator_settings=estimator_settings, calibrator=calibrator)
+                         retry_failed=retry_failed, estimator_settings=estimator_settings, calibrator=calibrator,
+                         workers=workers, ray=ray)
         self.cases = cases
         self.strict = strict
         self.table = table
@@ -111,10 +115,7 @@ class PredictRunner(EvalRunner):
         stop_logging = self.client.ledger.subscribe(calls.append)
         stop_watching = self.client.ledger.subscribe(self._watch)
         try:
-            if self.spec.trains_on_conditions:
-                self._scenario_conditions = self._conditions_by_group()
-            method = self._method(0)
-            await self._answer_all(method, status, journal, traces)
+            await self._answer_all(status, journal, traces)
         finally:
             stop_logging()
             stop_watching()
@@ -133,7 +134,7 @@ class PredictRunner(EvalRunner):
         d.write_metrics(report)
         return report
 
-    async def _answer_all(self, method: Method | PairJudge, status: dict[str, str], journal: JsonLines[Prediction],
+    async def _answer_all(self, status: dict[str, str], journal: JsonLines[Prediction],
                           traces: JsonLines[TraceRecord]) -> None:
         """One pass over the file: bad rows to rejected.jsonl, every good row not yet answered to the method."""
         assert self.client is not None
@@ -168,7 +169,7 @@ class PredictRunner(EvalRunner):
                 if failures:
                     slots.release()
                     break
-                task = asyncio.get_running_loop().create_task(self._answer(item, method, journal, traces))
+                task = asyncio.get_running_loop().create_task(self._answer(item, journal, traces))
                 running.add(task)
                 task.add_done_callback(finished)
             if running:
@@ -180,17 +181,24 @@ class PredictRunner(EvalRunner):
         self._scenarios.setdefault(row.group, row.to_scenario())
         self._rows.append((row.id, row.group, row.label))
 
-    async def _answer(self, row: CaseRow, method: Method | PairJudge, journal: JsonLines[Prediction],
-                      traces: JsonLines[TraceRecord]) -> None:
+    async def _answer(self, row: CaseRow, journal: JsonLines[Prediction], traces: JsonLines[TraceRecord]) -> None:
         inst = DecisionInstance(id=row.id, dataset=self.config.dataset, scenario=self._scenarios[row.group],
                                 condition=row.condition, label=row.label)
-        pred, trace_records = await self._evaluate(0, inst, method)
+        assert self.pool is not None
+        pred, trace_records = await self.pool.answer(0, inst, row.group)
         pred.line = row.line
         for t in trace_records:
             traces.append(t)
         journal.append(pred)
         self._counts.update(done=1, unknown=int(pred.unknown), failed=int(pred.status == "failed"))
         self._tick(force=True)
+
+    def worker_setup(self, instances: Sequence[Instance] = ()) -> WorkerSetup:
+        """The evaluation's setup, with every condition of each group for a method that learns from them first."""
+        setup = super().worker_setup(instances)
+        if self.spec.trains_on_conditions:
+            setup = dataclasses.replace(setup, conditions=self._conditions_by_group())
+        return setup
 
     def _conditions_by_group(self) -> dict[str, list[str]]:
         """Every condition of every group, for a method that learns from them all before answering any."""
@@ -211,7 +219,8 @@ class PredictRunner(EvalRunner):
             return
         self._last_tick = now
         total = self.client.ledger.tally() if self.client else StageCost(stage="total")
-        built = sum(len(store.built) for store in self._stores.values())
+        stores = self.pool.stores() if self.pool is not None else {}
+        built = sum(len(store.built) for store in stores.values())
         info: dict[str, object] = {**({"spaces": built} if self.spec.per_scenario_artefact else {}),
                                    "req": _short(total.logical_requests or 0),
                                    "tok": _short(total.prompt_tokens + total.completion_tokens)}

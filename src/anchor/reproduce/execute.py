@@ -142,8 +142,10 @@ class Reproduction:
 
     def __init__(self, plan: Plan, out_dir: Path, *, settings: LLMSettings, estimator: LLMSettings | None = None,
                  report: Reporter = silent, command: str = "", retry_failed: bool = True,
-                 budget: Budget | None = None) -> None:
+                 budget: Budget | None = None, workers: int = 1, ray: str | None = None) -> None:
         self.plan = plan
+        self.workers = workers
+        self.ray = ray
         self.out_dir = Path(out_dir)
         self.settings = settings
         self.estimator = estimator
@@ -230,7 +232,8 @@ class Reproduction:
         config, anchor = self.run_config(run)
 
         return EvalRunner(config, self.run_dir(run.name), settings=self.settings_for(run), anchor_config=anchor,
-                          report=self._relabelled(run.name), retry_failed=self.retry_failed)
+                          report=self._relabelled(run.name), retry_failed=self.retry_failed, workers=self.workers,
+                          ray=self.ray)
 
     def instances(self, run: PlannedRun) -> list[Any]:
         """The run's instances (read once; a broken data file fails here, before any request)."""

@@ -11,8 +11,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from anchor.evaluation.methods.contract import CostShape, Estimate, MethodContext, MethodSpec
+from anchor.evaluation.methods.contract import ArtefactKind, CostShape, Estimate, MethodContext, MethodSpec
+from anchor.space.io import load_space, save_space, space_settings
 from anchor.types import Scenario
+
+#: ANCHOR's factor spaces, one file a scenario (``DIR/spaces/<key>.json``).
+SPACES = ArtefactKind("spaces", load_space, save_space)
 
 
 class AnchorMethod:
@@ -21,7 +25,6 @@ class AnchorMethod:
     def __init__(self, ctx: MethodContext) -> None:
         from anchor import offload  # start-up time, see the module docstring
         from anchor.pipeline import Anchor, AnchorConfig
-        from anchor.space.io import load_space, save_space, space_settings
 
         config = ctx.anchor_config or AnchorConfig()
         # Start loading MiniLM (in its helper process) now, not when the first condition or space
@@ -36,7 +39,7 @@ class AnchorMethod:
         self.builder = Anchor(client=ctx.artefact_client, embedder=ctx.embedder(),
                               config=config.model_copy(update={"build": config.build.model_copy(
                                   update={"seed": self.seed})}))
-        self.spaces = ctx.store("spaces", load_space, save_space)
+        self.spaces = ctx.store(SPACES)
         settings = space_settings(self.builder.config.build, ctx.artefact_client.backend.model, ctx.config.embedder)
         self.key = lambda scenario: ctx.artefact_key(scenario, settings)
 
@@ -100,5 +103,5 @@ def anchor_cost_shape(config: Any) -> CostShape:
 
 SPECS = (
     MethodSpec("anchor", AnchorMethod, "ANCHOR (factor space, mapping, NB + latent CBN)", uses_anchor_config=True,
-               per_scenario_artefact=True, cost_shape=anchor_cost_shape),
+               per_scenario_artefact=True, cost_shape=anchor_cost_shape, artefacts=lambda: (SPACES,)),
 )

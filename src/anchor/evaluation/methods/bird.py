@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from anchor.evaluation.methods.anchor_method import anchor_cost_shape
-from anchor.evaluation.methods.contract import CostShape, Method, MethodContext, MethodSpec
+from anchor.evaluation.methods.anchor_method import SPACES, anchor_cost_shape
+from anchor.evaluation.methods.contract import ArtefactKind, CostShape, Method, MethodContext, MethodSpec
 
 
 def bird_method_config(dataset: str) -> dict[str, Any]:
@@ -41,6 +41,18 @@ def _on_anchor(ctx: MethodContext) -> Method:
     return BirdOnAnchorMethod(ctx)
 
 
+def _bird_artefacts() -> tuple[ArtefactKind, ...]:
+    from anchor.evaluation.methods.bird_eval import BIRD_MODELS  # start-up time, see the module docstring
+
+    return (BIRD_MODELS,)
+
+
+def _transplant_artefacts() -> tuple[ArtefactKind, ...]:
+    from anchor.evaluation.methods.bird_on_anchor import TRANSPLANTS
+
+    return (SPACES, TRANSPLANTS)
+
+
 def bird_cost_shape(config: Any) -> CostShape:
     """BIRD's usual requests, as the reference code makes them (docs/bird.md): about 136 + 3 x F0 to
     build a model (F0 the factors found, seven at most), 3 x F + 1 to map a condition over F factors."""
@@ -58,12 +70,14 @@ def bird_on_anchor_cost_shape(config: Any) -> CostShape:
 SPECS = (
     MethodSpec("bird", _strict, "BIRD, strict mapping (the paper's BIRD-dagger): nothing mapped -> unknown; "
                "CoT answers instead on decision data", fallback="cot", fallback_kinds=("decision", "factcheck"),
-               method_config=bird_method_config, per_scenario_artefact=True, cost_shape=bird_cost_shape),
+               method_config=bird_method_config, per_scenario_artefact=True, cost_shape=bird_cost_shape,
+               artefacts=_bird_artefacts),
     MethodSpec("bird-relaxed", _relaxed, "BIRD with the relaxed mapping (BIRD-double-dagger): the closest "
                "value when nothing maps", fallback="cot", fallback_kinds=("decision", "factcheck"),
-               method_config=bird_method_config, per_scenario_artefact=True, cost_shape=bird_cost_shape),
+               method_config=bird_method_config, per_scenario_artefact=True, cost_shape=bird_cost_shape,
+               artefacts=_bird_artefacts),
     MethodSpec("bird-on-anchor", _on_anchor, "BIRD-double-dagger's CPT on ANCHOR's factor space (the "
                "paper's Table 4; --stage factors|mapping|pool)", uses_anchor_config=True, trains_on_conditions=True,
                stages=("factors", "mapping", "pool"), method_config=bird_method_config, per_scenario_artefact=True,
-               cost_shape=bird_on_anchor_cost_shape),
+               cost_shape=bird_on_anchor_cost_shape, artefacts=_transplant_artefacts),
 )

@@ -17,11 +17,15 @@ from anchor.bird.builder import build_bird_model
 from anchor.bird.io import load_model, save_model
 from anchor.bird.method import BirdMethod, reusable
 from anchor.bird.types import BirdConfig, BirdModel
-from anchor.evaluation.methods.contract import Estimate, MethodContext
+from anchor.evaluation.methods.contract import ArtefactKind, Estimate, MethodContext
 from anchor.types import Scenario
 
 #: The stages that count as "mapping" in the transplant table (BIRD's and ANCHOR's mapping calls).
 MAPPING_STAGES = ("bird.mapping", "bird.reflect", "bird.mapping.relaxed", "mapping.select", "mapping.reflect")
+
+
+#: BIRD's trained models, one file a scenario (``DIR/bird/<key>.json``), shared by both mappings.
+BIRD_MODELS = ArtefactKind("bird", load_model, save_model)
 
 
 def bird_config_for(dataset: str) -> BirdConfig:
@@ -50,7 +54,7 @@ class BirdEvalMethod:
         settings = {"bird": self.config.model_dump(mode="json"), "model": ctx.artefact_client.backend.model}
         self.key = lambda scenario: ctx.artefact_key(scenario, settings)
         self.estimator = BirdMethod(ctx.client, self.config, relaxed=relaxed)
-        self.models = ctx.store("bird", load_model, save_model)
+        self.models = ctx.store(BIRD_MODELS)
 
     async def prepare(self, scenario: Scenario) -> BirdModel:
         key = self.key(scenario)

@@ -30,9 +30,9 @@ from anchor.bird.transplant import (
     transplant_probability,
 )
 from anchor.bird.types import BIRD_MODEL_SCHEMA_VERSION, BirdMappingTrace, TransplantModel
-from anchor.evaluation.methods.anchor_method import AnchorMethod
+from anchor.evaluation.methods.anchor_method import SPACES, AnchorMethod
 from anchor.evaluation.methods.bird_eval import run_bird_config
-from anchor.evaluation.methods.contract import Estimate, MethodContext
+from anchor.evaluation.methods.contract import ArtefactKind, Estimate, MethodContext
 from anchor.files import write_atomic
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
@@ -80,6 +80,12 @@ def load_transplant(path: Path) -> TransplantArtefact:
         raise BirdModelFileError(f"{path}: not a usable bird-on-anchor artefact ({str(exc).splitlines()[0]})") from exc
 
 
+#: BIRD's CPT trained on an ANCHOR space with the scenario's conditions mapped (``DIR/bird-on-anchor/``),
+#: built on the space it names.
+TRANSPLANTS = ArtefactKind("bird-on-anchor", load_transplant, save_transplant,
+                           uses=lambda item: {SPACES.name: item.space})
+
+
 class BirdOnAnchorMethod:
     """BIRD-double-dagger's CPT on ANCHOR's factor space, at one ``--stage`` of the paper's Table 4."""
 
@@ -99,8 +105,7 @@ class BirdOnAnchorMethod:
         self.anchor_config = self.anchor.engine.config
         self.conditions = ctx.conditions
         self.mapping_kind: Literal["bird", "anchor"] = "bird" if stage == "factors" else "anchor"
-        self.store = ctx.store("bird-on-anchor", load_transplant, save_transplant,
-                               uses=lambda item: {"spaces": item.space})
+        self.store = ctx.store(TRANSPLANTS)
         self.max_length = DEFAULT_MAX_LENGTH
         self._stages: dict[tuple[int, int], tuple[FactorSpace, LLMClient, Any, Any]] = {}
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel
@@ -59,6 +60,18 @@ class Estimate(BaseModel):
         return cls(status="failed", reason=scrub(str(exc))[:800])
 
 
+@dataclass(frozen=True)
+class ArtefactKind:
+    """One kind of per-scenario artefact (factor spaces, BIRD models, ...): the folder it lives in
+    (its name) and how one file of it is read and written. ``uses(item)`` names the artefacts of other
+    kinds it was built on (``{kind: key}``), so that the cost of a reused one can be traced."""
+
+    name: str
+    load: Callable[[Path], Any]
+    save: Callable[[Any, Path], Any]
+    uses: Callable[[Any], dict[str, str]] | None = None
+
+
 @dataclass
 class MethodContext:
     """What the runner hands a method: the run's client (seeded for the run), shared resources,
@@ -71,10 +84,9 @@ class MethodContext:
     config: RunConfig
     anchor_config: AnchorConfig | None
     embedder: Callable[[], Embedder]
-    store: Callable[..., ArtefactStore[Any]]
-    """``store(kind, load, save, uses=None)``: the run directory's store for one kind of artefact
-    ("spaces", ...), shared by every run; ``load``/``save`` read and write one artefact file, ``uses``
-    is the store's ``ArtefactStore.uses``."""
+    store: Callable[[ArtefactKind], ArtefactStore[Any]]
+    """``store(kind)``: the run's store for one kind of artefact, shared by every run (the kinds a
+    method uses are listed on its spec, ``MethodSpec.artefacts``)."""
     extras: dict[str, Any] = field(default_factory=dict)
     conditions: Callable[[Scenario], list[str]] = lambda scenario: []
     """The conditions of this run's instances that belong to ``scenario`` (for methods that train on
@@ -169,6 +181,9 @@ class MethodSpec:
     per_scenario_artefact: bool = False
     """Builds an artefact once per scenario (a factor space, a BIRD model), stored in the run
     directory and kept per run or shared according to ``--spaces``."""
+    artefacts: Callable[[], tuple[ArtefactKind, ...]] = tuple
+    """The kinds of artefact it keeps (its own and those it builds on), for whoever stores them; a
+    function, so that listing the methods does not import what reads their artefacts."""
     fallback: str | None = None
     """A method (by name) that answers instead when this one abstains, on the data kinds listed in
     ``fallback_kinds`` (BIRD falls back to CoT on decision data, as the paper does)."""

@@ -22,12 +22,10 @@ import functools
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 from anchor import offload, prompts
-from anchor.artefacts import INSTANCE_FAILURES, ArtefactFailed, ArtefactStore
 from anchor.calibration.contract import CalibratorMismatchWarning, method_label
 from anchor.calibration.registry import FileCalibrator
 from anchor.embed import Embedder, embedder_identity
@@ -36,21 +34,22 @@ from anchor.evaluation.datasets.factcheck import FactcheckData
 from anchor.evaluation.datasets.instances import DecisionInstance, PairwiseInstance, scenario_key
 from anchor.evaluation.datasets.sampling import SampleRecord
 from anchor.evaluation.datasets.selection import select_instances
-from anchor.evaluation.methods.contract import Estimate, Method, MethodContext, PairJudge
-from anchor.evaluation.methods.registry import METHODS, build_method
-from anchor.evaluation.metrics import pairwise_prediction
-from anchor.evaluation.results import MetricsReport, Prediction, RunConfig, SideRecord, TraceRecord
+from anchor.evaluation.methods.registry import METHODS
+from anchor.evaluation.results import MetricsReport, Prediction, RunConfig
 from anchor.evaluation.rundir import RunDirectory
 from anchor.evaluation.runner.errors import EvalError
 from anchor.evaluation.runner.identity import check_resumable
+from anchor.evaluation.runner.pool import LocalPool, ProcessPool, WorkerPool
+from anchor.evaluation.runner.ray_pool import RayPool
 from anchor.evaluation.runner.scoring import RunScorer
+from anchor.evaluation.runner.worker import InstanceWorker, WorkerSetup
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
-from anchor.llm.ledger import CallRecord, empty_cost, summarize
+from anchor.llm.ledger import CallRecord, empty_cost
 from anchor.llm.settings import LLMSettings, make_client
 from anchor.pipeline import AnchorConfig
 from anchor.progress import ProgressEvent, Reporter, silent
-from anchor.types import CalibratedProbability, Scenario
+from anchor.types import Scenario
 
 Instance = DecisionInstance | PairwiseInstance
 
@@ -77,6 +76,8 @@ class EvalRunner:
         retry_failed: bool = True,
         estimator_settings: LLMSettings | None = None,
         calibrator: FileCalibrator | None = None,
+        workers: int = 1,
+        ray: str | None = None,
     ) -> None:
         spec = METHODS.get(config.method)
         if spec is None:
@@ -105,9 +106,14 @@ class EvalRunner:
         """Applied to every P(O1) the method gives (the raw one is kept beside it); see ``_side``."""
         if calibrator is not None and config.calibrator is None:
             config.calibrator = calibrator.describe()
+        if workers < 1 and ray is None:
+            raise EvalError(f"--workers must be at least 1, got {workers}")
+        self.workers = workers
+        """Processes that answer instances (``--workers``); on a Ray cluster (``ray``: its address), actors."""
+        self.ray = ray
         self.client: LLMClient | None = None
         self.estimator: LLMClient | None = None
-        self._stores: dict[str, ArtefactStore[Any]] = {}
+        self.pool: WorkerPool | None = None
         self._counts: Counter[str] = Counter()
         self._retry = ""
         self._last_tick = 0.0
@@ -147,19 +153,6 @@ class EvalRunner:
             identity = await asyncio.to_thread(embedder_identity, self._embedder)
             self.config.embedder = identity.model_dump(mode="json")
 
-    def _store(self, kind: str, load: Callable[[Path], Any], save: Callable[[Any, Path], Any],
-               uses: Callable[[Any], dict[str, str]] | None = None) -> ArtefactStore[Any]:
-        store = self._stores.get(kind)
-        if store is None:
-            source = self.config.spaces_source(self.out_dir)
-            reuse = RunDirectory(source).artefacts(kind) if source is not None else None
-            # Artefacts named by their content (anchor predict) can go into a store shared by runs: what this
-            # run builds is published there too. Otherwise the other directory is only read.
-            store = self._stores[kind] = ArtefactStore(self.directory.artefacts(kind), load=load, save=save,
-                                                       reuse_from=reuse,
-                                                       uses=uses, publish=self.config.artefact_keys == "content")
-        return store
-
     @functools.cached_property
     def _embedder(self) -> Embedder:
         """One embedder (and vector cache) for every space and run: a server's, or MiniLM (loaded on
@@ -172,7 +165,7 @@ class EvalRunner:
         """Evaluate ``instances`` (default: ``load_instances()``) and write the run directory."""
         if instances is None:
             instances = self.load_instances()
-        if self.spec.uses_anchor_config:
+        if self.spec.uses_anchor_config and self.workers == 1 and self.ray is None:
             # ANCHOR's methods embed from their first request on: start loading the model now, in its
             # helper process, while this one sets up the client (the SDK alone takes half a second).
             offload.warm_up(self._embedder)
@@ -199,7 +192,12 @@ class EvalRunner:
                 self.prepare_dir()
                 if self.sample_record is not None:
                     self.directory.record_sample(self.sample_record)
-                return await self._run_locked(instances)
+                self.pool = self._make_pool(instances)
+                try:
+                    await self.pool.start()
+                    return await self._run_locked(instances)
+                finally:
+                    await self.pool.close()
         finally:
             # Also when the run is refused before it starts (a resume with other settings): the
             # connections opened to ask the server for its model belong to this event loop.
@@ -231,13 +229,13 @@ class EvalRunner:
                     self._counts["unknown"] += int(p.unknown)
                     self._counts["failed"] += int(p.status == "failed")
             self._tick(force=True)
-            self._scenario_conditions = _conditions_by_scenario(instances)
-            methods = [self._method(r) for r in range(c.runs)]
+            assert self.pool is not None
+            pool = self.pool
             limit = asyncio.Semaphore(instance_slots(self.client.concurrency))
 
             async def one(r: int, inst: Instance) -> None:
                 async with limit:
-                    pred, trace_records = await self._evaluate(r, inst, methods[r])
+                    pred, trace_records = await pool.answer(r, inst, scenario_key(inst.scenario))
                 for t in trace_records:
                     traces.append(t)
                 predictions.append(pred)
@@ -256,18 +254,28 @@ class EvalRunner:
             traces.close()
             calls.close()
 
-    def _method(self, run: int) -> Method | PairJudge:
-        assert self.client is not None
-        ctx = MethodContext(
-            client=self.client.with_seed(self.config.seed + run), base_client=self.client, run=run,
-            config=self.config, anchor_config=self.anchor_config, embedder=lambda: self._embedder,
-            store=self._store, conditions=self._conditions_of,
-            estimator=None if self.estimator is None else self.estimator.with_seed(self.estimator.seed + run),
-        )
-        return build_method(self.spec, ctx)
+    def worker_setup(self, instances: Sequence[Instance] = ()) -> WorkerSetup:
+        """What a worker needs to answer this run's instances (the run's configuration as resolved)."""
+        c = self.config
+        source = c.spaces_source(self.out_dir)
+        cal = self.calibrator
+        return WorkerSetup(
+            config=c, settings=self.settings, artefacts=self.out_dir, anchor_config=self.anchor_config,
+            estimator_settings=self.estimator_settings, calibrator=cal.file if cal else None,
+            calibrator_path=cal.path if cal else None, calibrator_sha256=cal.sha256 if cal else None,
+            reuse=source, publish=c.artefact_keys == "content",
+            conditions=_conditions_by_scenario(instances) if self.spec.trains_on_conditions else {})
 
-    def _conditions_of(self, scenario: Scenario) -> list[str]:
-        return list(self._scenario_conditions.get(scenario_key(scenario), []))
+    def _make_pool(self, instances: Sequence[Instance]) -> WorkerPool:
+        """Where the instances are answered: here (one worker), in helper processes, or on Ray."""
+        setup = self.worker_setup(instances)
+        assert self.client is not None
+        if self.ray is not None:
+            return RayPool(setup, self.workers, self.client.ledger, self.ray)
+        if self.workers > 1:
+            return ProcessPool(setup, self.workers, self.client.ledger)
+        return LocalPool(InstanceWorker(setup, client=self.client, estimator=self.estimator,
+                                        embedder=self._embedder))
 
     def _watch(self, record: CallRecord) -> None:
         """Keep the progress line alive while requests fail and back off (nothing else moves then)."""
@@ -307,102 +315,11 @@ class EvalRunner:
 
         return list(await chain.gather(*(negate(i) for i in instances)))
 
-    # ------------------------------------------------------------------ one instance
-
-    async def _side(self, method: Method, scenario: Scenario, condition: str, gold: int | None) -> Estimate:
-        try:
-            estimate = await method.estimate(scenario, condition, gold)
-        except (ArtefactFailed, *INSTANCE_FAILURES) as exc:
-            return Estimate.failed(exc)
-        if self.calibrator is None or estimate.p_outcome1 is None:
-            # An unknown stays unknown: the calibrator maps answers, it never makes or removes one.
-            return estimate
-        return estimate.model_copy(update={"p_outcome1": self.calibrator.calibrate(estimate.p_outcome1),
-                                           "p_outcome1_raw": estimate.p_outcome1})
-
-    async def _evaluate(self, run: int, inst: Instance, method: Method | PairJudge
-                        ) -> tuple[Prediction, list[TraceRecord]]:
-        c = self.config
-        assert self.client is not None
-        started = time.perf_counter()
-        chain.reset()  # the instance's chain of dependent requests starts here (plus the builds it waits for)
-        pred = Prediction(run=run, id=inst.id, seed=c.seed + run, kind=c.kind)
-        traces: list[TraceRecord] = []
-        with self.client.ledger.scope(f"instance:{run}:{inst.id}") as records:
-            if isinstance(inst, PairwiseInstance):
-                pred.human, pred.gold = inst.human, inst.gold
-                if isinstance(method, PairJudge):
-                    gold_text = inst.scenario.outcome1 if inst.gold == 1 else inst.scenario.outcome2
-                    try:
-                        pred.choice = await method.compare(inst.scenario, gold_text, inst.condition1, inst.condition2)
-                        pred.prediction = pred.choice
-                    except INSTANCE_FAILURES as exc:
-                        self._fill(pred, [Estimate.failed(exc)])
-                else:
-                    conditions = (inst.condition1, inst.condition2)
-                    estimates = await chain.gather(*(self._side(method, inst.scenario, cond, inst.gold)  # type: ignore[arg-type]
-                                                     for cond in conditions))
-                    p_gold = [None if e.p_outcome1 is None else (e.p_outcome1 if inst.gold == 1 else 1.0 - e.p_outcome1)
-                              for e in estimates]
-                    pred.p_gold_1, pred.p_gold_2 = p_gold
-                    pred.prediction = pairwise_prediction(pred.p_gold_1, pred.p_gold_2)
-                    self._fill(pred, estimates)
-                    traces = self._traces(run, inst.id, conditions, estimates, self.calibrator)
-            else:
-                assert isinstance(method, Method)
-                pred.label = inst.label
-                estimate = await self._side(method, inst.scenario, inst.condition, inst.label)
-                pred.p_outcome1, pred.p_outcome1_raw = estimate.p_outcome1, estimate.p_outcome1_raw
-                pred.p_outcome2 = None if estimate.p_outcome1 is None else 1.0 - estimate.p_outcome1
-                if estimate.p_outcome1 is not None and c.kind == "factcheck":
-                    # The fact-check decision: 'support' (1) only above the decision threshold.
-                    pred.prediction = 1 if estimate.p_outcome1 > c.decision_threshold else 2
-                elif estimate.p_outcome1 is not None:
-                    pred.prediction = 1 if estimate.p_outcome1 > 0.5 else 2 if estimate.p_outcome1 < 0.5 else None
-                self._fill(pred, [estimate])
-                traces = self._traces(run, inst.id, (inst.condition,), [estimate], self.calibrator)
-        pred.unknown = pred.prediction is None
-        pred.cost = [c_.model_dump() for c_ in summarize(records)]
-        pred.seconds = round(time.perf_counter() - started, 4)
-        return pred, traces
-
-    @staticmethod
-    def _fill(pred: Prediction, estimates: Sequence[Estimate]) -> None:
-        """Per-side records, the instance's status and its error line (which side, and why)."""
-        pred.sides = [SideRecord(condition=k, p_outcome1=e.p_outcome1, p_outcome1_raw=e.p_outcome1_raw,
-                                 status=e.status, reason=e.reason,
-                                 n_factors=e.n_factors, artefact=e.artefact, fallback=e.fallback,
-                                 truncated=e.truncated, factors=e.factors)
-                      for k, e in enumerate(estimates, 1)]
-        pred.truncated = any(e.truncated is not None for e in estimates)
-        statuses = {e.status for e in estimates}
-        pred.status = "failed" if "failed" in statuses else "abstained" if "abstained" in statuses else "ok"
-        counts = [e.n_factors for e in estimates]
-        if any(n is not None for n in counts):
-            pred.n_factors = [n or 0 for n in counts]
-        problems = [(k, e) for k, e in enumerate(estimates, 1) if e.status != "ok" and e.reason]
-        if len(estimates) == 1:
-            pred.error = problems[0][1].reason if problems else None
-        else:
-            pred.error = "; ".join(f"condition {k} {e.status}: {e.reason}" for k, e in problems) or None
-
-    @staticmethod
-    def _traces(run: int, iid: str, conditions: Sequence[str], estimates: Sequence[Estimate],
-                calibrator: FileCalibrator | None = None) -> list[TraceRecord]:
-        def calibration(e: Estimate) -> CalibratedProbability | None:
-            if calibrator is None or e.p_outcome1_raw is None or e.p_outcome1 is None:
-                return None
-            return CalibratedProbability(p_raw=e.p_outcome1_raw, p_calibrated=e.p_outcome1, kind=calibrator.kind,
-                                         fitted_on=calibrator.file.fitted_on.summary())
-
-        return [TraceRecord(run=run, id=iid, side=k, condition=cond, space=e.artefact, result=e.trace,
-                            calibration=calibration(e))
-                for k, (cond, e) in enumerate(zip(conditions, estimates, strict=True)) if e.trace is not None]
-
     def compute_metrics(self, instances: Sequence[Instance], done: dict[tuple[int, str], Prediction],
                         calls: Iterable[CallRecord] = ()) -> MetricsReport:
         """The run's ``MetricsReport`` (see :mod:`anchor.evaluation.runner.scoring`)."""
-        scorer = RunScorer(self.config, self.spec, self.anchor_config, self._stores, self.data, self.sample_record)
+        stores = self.pool.stores() if self.pool is not None else {}
+        scorer = RunScorer(self.config, self.spec, self.anchor_config, stores, self.data, self.sample_record)
         return scorer.report(instances, done, calls)
 
 

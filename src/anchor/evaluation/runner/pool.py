@@ -1,0 +1,320 @@
+"""Where instances are answered: in the runner's own process, in helper processes (``--workers N``),
+or on a Ray cluster (:mod:`anchor.evaluation.runner.ray_pool`).
+
+Every pool takes (run, instance, scenario key) and gives back the prediction and its trace records;
+the runner alone writes the run directory. A pool of several workers sends all the instances of a
+scenario to the same worker (by its key), so that the scenario's factor space is built once, by one
+worker, and stays in its memory for the scenario's other instances.
+
+A remote worker (another process or machine) does not write the run directory either:
+
+* its LLM requests are sent back as they happen and recorded in the runner's ledger, so
+  ``calls.jsonl``, the progress line and the cost see them as they would in one process;
+* the artefacts it needs (a space built before a kill, or found in the ``--spaces`` store) are sent
+  with the first instance of their scenario, and the artefacts it builds come back with the instance
+  that built them; the runner saves them (and publishes them to the store, for content-named ones).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import multiprocessing
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Protocol
+
+from anchor.artefacts import ArtefactStore
+from anchor.evaluation.methods.registry import METHODS
+from anchor.evaluation.results import Prediction, TraceRecord
+from anchor.evaluation.runner.errors import EvalError
+from anchor.evaluation.runner.worker import Instance, InstanceWorker, WorkerSetup
+from anchor.files import write_atomic
+from anchor.llm.ledger import CallRecord, CostLedger
+
+Answer = tuple[Prediction, list[TraceRecord]]
+#: Artefact files by kind, then by file name: what travels with an instance, both ways.
+Artefacts = dict[str, dict[str, str]]
+
+
+class WorkerPool(Protocol):
+    """What the runner asks of a pool."""
+
+    workers: int
+
+    async def start(self) -> None: ...
+
+    async def answer(self, run: int, inst: Instance, group: str) -> Answer: ...
+
+    def stores(self) -> dict[str, ArtefactStore[Any]]: ...
+
+    async def close(self) -> None: ...
+
+
+def worker_of(group: str, workers: int) -> int:
+    """The worker that answers every instance of scenario ``group`` (a hex key)."""
+    return int(group[:8], 16) % workers
+
+
+class LocalPool:
+    """One worker in the runner's own process, with the runner's client (the default, ``--workers 1``)."""
+
+    workers = 1
+
+    def __init__(self, worker: InstanceWorker) -> None:
+        self.worker = worker
+
+    async def start(self) -> None:
+        await self.worker.start()
+
+    async def answer(self, run: int, inst: Instance, group: str) -> Answer:
+        return await self.worker.evaluate(run, inst)
+
+    def stores(self) -> dict[str, ArtefactStore[Any]]:
+        return self.worker.stores
+
+    async def close(self) -> None:
+        await self.worker.close()
+
+
+# --------------------------------------------------------------------------- artefacts across processes
+
+
+@dataclass
+class ArtefactCourier:
+    """The runner's side of artefacts answered elsewhere: what to send with a scenario's first
+    instance, and where to save what comes back. Its stores (one per kind) are the runner's view, used
+    to count builds and to cost reused artefacts, exactly as in one process."""
+
+    setup: WorkerSetup
+    stores_by_kind: dict[str, ArtefactStore[Any]] = field(default_factory=dict)
+    _sent: set[tuple[int, str]] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        s = self.setup
+        for kind in METHODS[s.config.method].artefacts():
+            self.stores_by_kind[kind.name] = ArtefactStore(
+                s.artefacts / kind.name, load=kind.load, save=kind.save, uses=kind.uses,
+                reuse_from=s.reuse / kind.name if s.reuse is not None else None, publish=s.publish)
+
+    def outgoing(self, worker: int, group: str) -> Artefacts | None:
+        """The stored artefacts of scenario ``group``, the first time ``worker`` gets one of its instances."""
+        if (worker, group) in self._sent:
+            return None
+        self._sent.add((worker, group))
+        out: Artefacts = {}
+        for kind, store in self.stores_by_kind.items():
+            for prefix, folder in (("own", store.folder), ("reuse", store.reuse_from)):
+                if folder is None or not folder.is_dir():
+                    continue
+                for path in folder.glob(f"{group}*.json"):
+                    out.setdefault(f"{prefix}:{kind}", {})[path.name] = path.read_text(encoding="utf-8")
+        return out
+
+    def forget(self, worker: int) -> None:
+        """A worker that was lost and started again has none of what it was sent."""
+        self._sent = {(w, g) for w, g in self._sent if w != worker}
+
+    def incoming(self, built: Artefacts) -> None:
+        """Save the artefacts a worker built (and add content-named ones to the shared store)."""
+        for kind, files in built.items():
+            store = self.stores_by_kind[kind]
+            for name, text in files.items():
+                write_atomic(store.folder / name, text)
+                if store.publish and store.reuse_from is not None:
+                    write_atomic(store.reuse_from / name, text)
+                key = name.removesuffix(".json")
+                if key not in store.built:
+                    store.built.append(key)
+
+
+def unpack_artefacts(artefacts: Artefacts, own: Path, reuse: Path) -> None:
+    """A worker's side: the artefacts sent with an instance, into its scratch folders."""
+    for where_kind, files in artefacts.items():
+        where, _, kind = where_kind.partition(":")
+        folder = (own if where == "own" else reuse) / kind
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (folder / name).write_text(text, encoding="utf-8")
+
+
+def pack_built(worker: InstanceWorker, shipped: set[tuple[str, str]]) -> Artefacts:
+    """A worker's side: the artefacts it built and has not sent back yet, as file texts."""
+    out: Artefacts = {}
+    for kind, keys in worker.built().items():
+        store = worker.stores[kind]
+        for key in keys:
+            if (kind, key) not in shipped:
+                shipped.add((kind, key))
+                out.setdefault(kind, {})[f"{key}.json"] = store.path(key).read_text(encoding="utf-8")
+    return out
+
+
+def remote_setup(setup: WorkerSetup, scratch: Path) -> WorkerSetup:
+    """The setup of a worker elsewhere: its artefacts in scratch folders, published by the runner."""
+    return dataclasses.replace(setup, artefacts=scratch / "own", publish=False,
+                               reuse=scratch / "reuse" if setup.reuse is not None else None)
+
+
+def replay(ledger: CostLedger, record: CallRecord) -> None:
+    """A request made by a remote worker, into the runner's ledger (and so its call log and progress)."""
+    if record.outcome == "sent":
+        ledger.announce(record)
+    else:
+        ledger.record(record)
+
+
+# --------------------------------------------------------------------------- helper processes
+
+
+def _process_main(conn: Connection, setup: WorkerSetup) -> None:
+    """A helper process: answers the instances it is sent until told to stop."""
+    asyncio.run(_serve(conn, setup))
+
+
+async def _serve(conn: Connection, setup: WorkerSetup) -> None:
+    loop = asyncio.get_running_loop()
+    lock = threading.Lock()
+
+    def send(message: tuple[Any, ...]) -> None:
+        with lock:
+            conn.send(message)
+
+    with tempfile.TemporaryDirectory(prefix="anchor-worker-") as scratch:
+        local = remote_setup(setup, Path(scratch))
+        worker = InstanceWorker(local)
+        await worker.start()
+        assert worker.client is not None
+        worker.client.ledger.subscribe(lambda record: send(("call", record.model_dump_json())))
+        shipped: set[tuple[str, str]] = set()
+        inbox: asyncio.Queue[Any] = asyncio.Queue()
+        threading.Thread(target=lambda: [loop.call_soon_threadsafe(inbox.put_nowait, m) for m in _receive(conn)],
+                         daemon=True).start()
+        tasks: set[asyncio.Task[None]] = set()
+
+        async def one(item: int, run: int, inst: Instance, artefacts: Artefacts | None) -> None:
+            if artefacts:
+                unpack_artefacts(artefacts, local.artefacts, Path(scratch) / "reuse")
+            try:
+                pred, traces = await worker.evaluate(run, inst)
+                send(("answer", item, pred.model_dump_json(), [t.model_dump_json() for t in traces],
+                      pack_built(worker, shipped)))
+            except BaseException as exc:  # noqa: BLE001 - reported to the runner, which stops the run
+                send(("error", item, f"{type(exc).__name__}: {exc}"))
+
+        while True:
+            message = await inbox.get()
+            if message is None:
+                # The runner is gone (killed): its answers have nowhere to go, so stop asking for them.
+                for task in tasks:
+                    task.cancel()
+                break
+            if message[0] == "stop":
+                break
+            _, item, run, inst, artefacts = message
+            task = asyncio.create_task(one(item, run, inst, artefacts))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        await worker.close()
+
+
+def _receive(conn: Connection) -> Any:
+    while True:
+        try:
+            yield conn.recv()
+        except (EOFError, OSError):
+            yield None
+            return
+
+
+class ProcessPool:
+    """``workers`` helper processes on this machine, each with its own client and embedder, sharing the
+    response cache. Each gets its share of ``--concurrency``, so the server sees at most as many
+    requests in flight as with one process."""
+
+    def __init__(self, setup: WorkerSetup, workers: int, ledger: CostLedger) -> None:
+        self.workers = workers
+        self.ledger = ledger
+        self.courier = ArtefactCourier(setup)
+        share = max(1, setup.settings.max_concurrency // workers)
+        self.setup = dataclasses.replace(setup, settings=setup.settings.model_copy(update={"max_concurrency": share}))
+        self._conns: list[Connection] = []
+        self._procs: list[Any] = []
+        self._waiting: dict[int, asyncio.Future[Answer]] = {}
+        self._next = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        context = multiprocessing.get_context("spawn")  # no fork: the runner holds threads and sockets
+        for index in range(self.workers):
+            mine, theirs = context.Pipe()
+            proc = context.Process(target=_process_main, args=(theirs, self.setup), daemon=True,
+                                   name=f"anchor-worker-{index}")
+            proc.start()
+            theirs.close()
+            self._conns.append(mine)
+            self._procs.append(proc)
+            threading.Thread(target=self._listen, args=(index, mine), daemon=True).start()
+
+    def _listen(self, index: int, conn: Connection) -> None:
+        assert self._loop is not None
+        for message in _receive(conn):
+            if message is None:
+                self._loop.call_soon_threadsafe(self._lost, index)
+                return
+            self._loop.call_soon_threadsafe(self._handle, message)
+
+    def _handle(self, message: tuple[Any, ...]) -> None:
+        if message[0] == "call":
+            replay(self.ledger, CallRecord.model_validate_json(message[1]))
+            return
+        future = self._waiting.pop(message[1], None)
+        if future is None or future.done():
+            return
+        if message[0] == "error":
+            future.set_exception(EvalError(f"a worker process failed: {message[2]}"))
+            return
+        _, _, pred, traces, built = message
+        self.courier.incoming(built)
+        future.set_result((Prediction.model_validate_json(pred), [TraceRecord.model_validate_json(t) for t in traces]))
+
+    def _lost(self, index: int) -> None:
+        if all(p.is_alive() for p in self._procs):
+            return
+        for future in self._waiting.values():
+            if not future.done():
+                future.set_exception(EvalError(f"worker process {index} stopped (exit code "
+                                               f"{self._procs[index].exitcode}); run the same command again to "
+                                               "resume"))
+        self._waiting.clear()
+
+    async def answer(self, run: int, inst: Instance, group: str) -> Answer:
+        assert self._loop is not None
+        worker = worker_of(group, self.workers)
+        self._next += 1
+        future: asyncio.Future[Answer] = self._loop.create_future()
+        self._waiting[self._next] = future
+        self._conns[worker].send(("answer", self._next, run, inst, self.courier.outgoing(worker, group)))
+        return await future
+
+    def stores(self) -> dict[str, ArtefactStore[Any]]:
+        return self.courier.stores_by_kind
+
+    async def close(self) -> None:
+        for conn in self._conns:
+            try:
+                conn.send(("stop",))
+            except OSError:
+                pass
+        for proc in self._procs:
+            await asyncio.to_thread(proc.join, 60)
+            if proc.is_alive():
+                proc.kill()
+        for conn in self._conns:
+            conn.close()

@@ -1,0 +1,191 @@
+"""Answering instances on a Ray cluster (``--ray ADDRESS``, the ``anchor-infer[ray]`` extra).
+
+Each of ``workers`` Ray actors holds an :class:`~anchor.evaluation.runner.worker.InstanceWorker`
+(its own client, embedder and methods) on some node of the cluster, and answers many instances at
+once in its event loop. The runner sends each scenario's instances to one actor (by the scenario's
+key) and reads back, the answer with any artefact it built; each actor's requests come back on a stream of their
+own as they are made; the runner alone writes the run directory, so the cluster's nodes need
+no shared file system, only the same LLM endpoint.
+
+An actor that dies (its node lost, its process killed) is started again by Ray; the instances it
+was answering are sent again, with their scenario's artefacts, and only the first answer of an
+instance is ever written. Requests the lost actor had made stay in the call log: they were sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from anchor.artefacts import ArtefactStore
+from anchor.evaluation.results import Prediction, TraceRecord
+from anchor.evaluation.runner.errors import EvalError
+from anchor.evaluation.runner.pool import (
+    Answer,
+    ArtefactCourier,
+    pack_built,
+    remote_setup,
+    replay,
+    unpack_artefacts,
+    worker_of,
+)
+from anchor.evaluation.runner.worker import Instance, InstanceWorker, WorkerSetup
+from anchor.llm.ledger import CallRecord, CostLedger
+
+RAY_EXTRA_HINT = "running on Ray needs the ray package: pip install 'anchor-infer[ray]'"
+#: How often an instance is sent again after the actor answering it was lost.
+MAX_RESENDS = 3
+#: Instances one actor answers at once (its client bounds the requests in flight).
+ACTOR_CONCURRENCY = 256
+
+
+def _ray() -> Any:
+    try:
+        import ray  # an optional extra: imported only when a run asks for Ray
+    except ImportError:
+        raise EvalError(f"--ray: {RAY_EXTRA_HINT}") from None
+    return ray
+
+
+def connect(address: str) -> Any:
+    """Ray, connected: to a running instance already in this process, to the cluster at ``address``
+    ('auto': the one ``ray start`` began on this machine), or to a new local one ('local')."""
+    ray = _ray()
+    if ray.is_initialized():
+        return ray
+    try:
+        if address == "local":
+            ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(address=address, log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise EvalError(f"--ray {address}: cannot connect to a Ray cluster ({str(exc).splitlines()[0]}); start "
+                        "one with `ray start --head`, or give --ray local for one in this process") from None
+    return ray
+
+
+class _ActorWorker:
+    """The Ray actor: an instance worker kept alive between instances (Ray makes it remote). Its
+    requests leave through :meth:`calls`, a stream the runner reads for the actor's whole life."""
+
+    def __init__(self, setup: WorkerSetup) -> None:
+        self.scratch = Path(tempfile.mkdtemp(prefix="anchor-ray-worker-"))
+        self.setup = remote_setup(setup, self.scratch)
+        self.worker = InstanceWorker(self.setup)
+        self.shipped: set[tuple[str, str]] = set()
+        self.records: asyncio.Queue[str] | None = None
+        self.made = 0
+        self._starting: asyncio.Task[None] | None = None
+
+    async def _start(self) -> None:
+        if self._starting is None:
+            self.records = asyncio.Queue()
+            self._starting = asyncio.ensure_future(self._begin())
+        await self._starting
+
+    async def _begin(self) -> None:
+        await self.worker.start()
+        assert self.worker.client is not None
+        self.worker.client.ledger.subscribe(self._made)
+
+    def _made(self, record: CallRecord) -> None:
+        assert self.records is not None
+        self.made += 1
+        self.records.put_nowait(record.model_dump_json())
+
+    async def calls(self) -> Any:
+        """Every request record of this actor, as it is made (until the actor ends)."""
+        await self._start()
+        assert self.records is not None
+        while True:
+            batch = [await self.records.get()]
+            while not self.records.empty():
+                batch.append(self.records.get_nowait())
+            yield batch
+
+    async def count(self) -> int:
+        """How many request records this actor has made so far."""
+        await self._start()
+        return self.made
+
+    async def answer(self, run: int, inst: Instance, artefacts: dict[str, dict[str, str]] | None) -> Any:
+        await self._start()
+        if artefacts:
+            unpack_artefacts(artefacts, self.setup.artefacts, self.scratch / "reuse")
+        pred, traces = await self.worker.evaluate(run, inst)
+        return pred.model_dump_json(), [t.model_dump_json() for t in traces], pack_built(self.worker, self.shipped)
+
+
+class RayPool:
+    """``workers`` Ray actors answering the run's instances, the runner writing what they send back."""
+
+    def __init__(self, setup: WorkerSetup, workers: int, ledger: CostLedger, address: str) -> None:
+        self.ray = connect(address)
+        # 0: one actor for every CPU of the cluster.
+        self.workers = workers or max(1, int(self.ray.cluster_resources().get("CPU", 1)))
+        self.ledger = ledger
+        self.courier = ArtefactCourier(setup)
+        share = max(1, setup.settings.max_concurrency // self.workers)
+        self.setup = dataclasses.replace(setup, settings=setup.settings.model_copy(update={"max_concurrency": share}))
+        self._actors: list[Any] = []
+        self._readers: list[asyncio.Task[None]] = []
+        self._received: list[int] = []
+
+    async def start(self) -> None:
+        actor = self.ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=ACTOR_CONCURRENCY,
+                                num_cpus=1)(_ActorWorker)
+        self._actors = [actor.remote(self.setup) for _ in range(self.workers)]
+        self._received = [0] * self.workers
+        self._readers = [asyncio.ensure_future(self._read_calls(i)) for i in range(self.workers)]
+
+    async def _read_calls(self, index: int) -> None:
+        """Replay an actor's request records into the runner's ledger, again after a restart."""
+        lost = self.ray.exceptions.RayActorError
+        while True:
+            try:
+                async for ref in self._actors[index].calls.options(num_returns="streaming").remote():
+                    for text in await ref:
+                        replay(self.ledger, CallRecord.model_validate_json(text))
+                        self._received[index] += 1
+            except lost:
+                self._received[index] = 0  # a restarted actor counts from zero
+                await asyncio.sleep(0.5)
+
+    async def answer(self, run: int, inst: Instance, group: str) -> Answer:
+        index = worker_of(group, self.workers)
+        lost = self.ray.exceptions.RayActorError
+        for attempt in range(MAX_RESENDS + 1):
+            try:
+                pred, traces, built = await self._actors[index].answer.remote(
+                    run, inst, self.courier.outgoing(index, group))
+            except lost as exc:
+                self.courier.forget(index)  # restarted: its scratch folders and memory are gone
+                if attempt == MAX_RESENDS:
+                    raise EvalError(f"Ray worker {index} was lost {attempt + 1} times answering {inst.id} "
+                                    f"({str(exc).splitlines()[0]}); run the same command again to resume") from None
+                continue
+            self.courier.incoming(built)
+            return Prediction.model_validate_json(pred), [TraceRecord.model_validate_json(t) for t in traces]
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def stores(self) -> dict[str, ArtefactStore[Any]]:
+        return self.courier.stores_by_kind
+
+    async def close(self) -> None:
+        """Wait until every actor's request records have arrived, then end the actors."""
+        for index, actor in enumerate(self._actors):
+            try:
+                made = await actor.count.remote()
+            except self.ray.exceptions.RayActorError:
+                continue
+            while self._received[index] < made:
+                await asyncio.sleep(0.05)
+        for reader in self._readers:
+            reader.cancel()
+        for actor in self._actors:
+            self.ray.kill(actor)
+        self._actors, self._readers = [], []

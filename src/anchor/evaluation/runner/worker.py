@@ -1,0 +1,236 @@
+"""``InstanceWorker``: what answers instances, apart from what owns the run directory.
+
+A worker holds an LLM client, the embedder, the run's methods (one per repetition) and their
+per-scenario artefact stores, and turns one (run, instance) into its ``Prediction`` and trace
+records. The evaluation runner owns the run directory and decides what to answer; it asks a worker,
+in its own process (``--workers 1``), in helper processes or on a Ray cluster
+(:mod:`anchor.evaluation.runner.pool`). Everything a worker needs to be built elsewhere is in its
+picklable :class:`WorkerSetup`.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from anchor import offload
+from anchor.artefacts import INSTANCE_FAILURES, ArtefactFailed, ArtefactStore
+from anchor.calibration.contract import CalibratorFile
+from anchor.calibration.registry import FileCalibrator
+from anchor.embed import Embedder
+from anchor.embed_server import make_embedder
+from anchor.evaluation.datasets.instances import DecisionInstance, PairwiseInstance
+from anchor.evaluation.methods.contract import ArtefactKind, Estimate, Method, MethodContext, PairJudge
+from anchor.evaluation.methods.registry import METHODS, build_method
+from anchor.evaluation.metrics import pairwise_prediction
+from anchor.evaluation.results import Prediction, RunConfig, SideRecord, TraceRecord
+from anchor.llm import chain
+from anchor.llm.client import LLMClient
+from anchor.llm.ledger import summarize
+from anchor.llm.settings import LLMSettings, make_client
+from anchor.pipeline import AnchorConfig
+from anchor.types import CalibratedProbability, Scenario, scenario_key
+
+Instance = DecisionInstance | PairwiseInstance
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    """Everything a worker is built from; picklable, so a worker can be built in another process.
+
+    ``artefacts`` is the folder holding a folder per kind of artefact (a run directory), ``reuse``
+    another such folder looked in before building (``--spaces-from``, a predict store), and
+    ``publish`` says whether what is built is also added there (artefacts named by content).
+    """
+
+    config: RunConfig
+    settings: LLMSettings
+    artefacts: Path
+    anchor_config: AnchorConfig | None = None
+    estimator_settings: LLMSettings | None = None
+    calibrator: CalibratorFile | None = None
+    calibrator_path: Path | None = None
+    calibrator_sha256: str | None = None
+    reuse: Path | None = None
+    publish: bool = False
+    conditions: dict[str, list[str]] = field(default_factory=dict)
+    """Every condition of each scenario (by key), for methods that learn from them all first."""
+
+    def file_calibrator(self) -> FileCalibrator | None:
+        if self.calibrator is None:
+            return None
+        return FileCalibrator(self.calibrator, path=self.calibrator_path, sha256=self.calibrator_sha256)
+
+
+class InstanceWorker:
+    """Answers (run, instance) pairs with the run's method. ``client``, ``estimator`` and ``embedder``
+    may be handed in (the runner's own, when it answers in its own process); otherwise they are made
+    from the setup by :meth:`start`."""
+
+    def __init__(self, setup: WorkerSetup, *, client: LLMClient | None = None, estimator: LLMClient | None = None,
+                 embedder: Embedder | None = None) -> None:
+        self.setup = setup
+        self.config = setup.config
+        self.spec = METHODS[setup.config.method]
+        self.client = client
+        self.estimator = estimator
+        self._given_embedder = embedder
+        self.calibrator = setup.file_calibrator()
+        self.conditions: dict[str, list[str]] = dict(setup.conditions)
+        self.stores: dict[str, ArtefactStore[Any]] = {}
+        self._methods: dict[int, Method | PairJudge] = {}
+        self._owns_clients = client is None
+
+    async def start(self) -> None:
+        """Make and ready the clients this worker was not handed (the model is the run's, as resolved)."""
+        if self.client is None:
+            model = self.config.llm.get("model") or self.setup.settings.model
+            self.client = make_client(self.setup.settings.model_copy(update={"model": model}))
+            await self.client.ensure_ready()
+            if self.setup.estimator_settings is not None:
+                chosen = (self.config.estimator or {}).get("model") or self.setup.estimator_settings.model
+                self.estimator = make_client(self.setup.estimator_settings.model_copy(update={"model": chosen}),
+                                             ledger=self.client.ledger)
+                await self.estimator.ensure_ready()
+        if self.spec.uses_anchor_config:
+            offload.warm_up(self.embedder)
+
+    async def close(self) -> None:
+        if self._owns_clients:
+            if self.client is not None:
+                await self.client.aclose()
+            if self.estimator is not None:
+                await self.estimator.aclose()
+
+    @functools.cached_property
+    def embedder(self) -> Embedder:
+        """One embedder (and vector cache) for every space and run: a server's, or MiniLM (loaded on first use)."""
+        return self._given_embedder if self._given_embedder is not None else make_embedder(self.setup.settings)
+
+    # ------------------------------------------------------------------ artefacts and methods
+
+    def store(self, kind: ArtefactKind) -> ArtefactStore[Any]:
+        found = self.stores.get(kind.name)
+        if found is None:
+            s = self.setup
+            found = self.stores[kind.name] = ArtefactStore(
+                s.artefacts / kind.name, load=kind.load, save=kind.save, uses=kind.uses,
+                reuse_from=s.reuse / kind.name if s.reuse is not None else None, publish=s.publish)
+        return found
+
+    def method(self, run: int) -> Method | PairJudge:
+        found = self._methods.get(run)
+        if found is None:
+            assert self.client is not None, "start() the worker first"
+            ctx = MethodContext(
+                client=self.client.with_seed(self.config.seed + run), base_client=self.client, run=run,
+                config=self.config, anchor_config=self.setup.anchor_config, embedder=lambda: self.embedder,
+                store=self.store, conditions=self._conditions_of,
+                estimator=None if self.estimator is None else self.estimator.with_seed(self.estimator.seed + run))
+            found = self._methods[run] = build_method(self.spec, ctx)
+        return found
+
+    def _conditions_of(self, scenario: Scenario) -> list[str]:
+        return list(self.conditions.get(scenario_key(scenario), []))
+
+    def built(self) -> dict[str, list[str]]:
+        """The keys of the artefacts built so far, by kind."""
+        return {kind: list(store.built) for kind, store in self.stores.items() if store.built}
+
+    # ------------------------------------------------------------------ one instance
+
+    async def evaluate(self, run: int, inst: Instance) -> tuple[Prediction, list[TraceRecord]]:
+        """The prediction of ``inst`` in repetition ``run``, with the trace of each answered condition."""
+        c = self.config
+        method = self.method(run)
+        assert self.client is not None
+        started = time.perf_counter()
+        chain.reset()  # the instance's chain of dependent requests starts here (plus the builds it waits for)
+        pred = Prediction(run=run, id=inst.id, seed=c.seed + run, kind=c.kind)
+        traces: list[TraceRecord] = []
+        with self.client.ledger.scope(f"instance:{run}:{inst.id}") as records:
+            if isinstance(inst, PairwiseInstance):
+                pred.human, pred.gold = inst.human, inst.gold
+                if isinstance(method, PairJudge):
+                    gold_text = inst.scenario.outcome1 if inst.gold == 1 else inst.scenario.outcome2
+                    try:
+                        pred.choice = await method.compare(inst.scenario, gold_text, inst.condition1, inst.condition2)
+                        pred.prediction = pred.choice
+                    except INSTANCE_FAILURES as exc:
+                        fill(pred, [Estimate.failed(exc)])
+                else:
+                    conditions = (inst.condition1, inst.condition2)
+                    estimates = await chain.gather(*(self._side(method, inst.scenario, cond, inst.gold)  # type: ignore[arg-type]
+                                                     for cond in conditions))
+                    p_gold = [None if e.p_outcome1 is None else (e.p_outcome1 if inst.gold == 1 else 1.0 - e.p_outcome1)
+                              for e in estimates]
+                    pred.p_gold_1, pred.p_gold_2 = p_gold
+                    pred.prediction = pairwise_prediction(pred.p_gold_1, pred.p_gold_2)
+                    fill(pred, estimates)
+                    traces = trace_records(run, inst.id, conditions, estimates, self.calibrator)
+            else:
+                assert isinstance(method, Method)
+                pred.label = inst.label
+                estimate = await self._side(method, inst.scenario, inst.condition, inst.label)
+                pred.p_outcome1, pred.p_outcome1_raw = estimate.p_outcome1, estimate.p_outcome1_raw
+                pred.p_outcome2 = None if estimate.p_outcome1 is None else 1.0 - estimate.p_outcome1
+                if estimate.p_outcome1 is not None and c.kind == "factcheck":
+                    # The fact-check decision: 'support' (1) only above the decision threshold.
+                    pred.prediction = 1 if estimate.p_outcome1 > c.decision_threshold else 2
+                elif estimate.p_outcome1 is not None:
+                    pred.prediction = 1 if estimate.p_outcome1 > 0.5 else 2 if estimate.p_outcome1 < 0.5 else None
+                fill(pred, [estimate])
+                traces = trace_records(run, inst.id, (inst.condition,), [estimate], self.calibrator)
+        pred.unknown = pred.prediction is None
+        pred.cost = [c_.model_dump() for c_ in summarize(records)]
+        pred.seconds = round(time.perf_counter() - started, 4)
+        return pred, traces
+
+    async def _side(self, method: Method, scenario: Scenario, condition: str, gold: int | None) -> Estimate:
+        try:
+            estimate = await method.estimate(scenario, condition, gold)
+        except (ArtefactFailed, *INSTANCE_FAILURES) as exc:
+            return Estimate.failed(exc)
+        if self.calibrator is None or estimate.p_outcome1 is None:
+            # An unknown stays unknown: the calibrator maps answers, it never makes or removes one.
+            return estimate
+        return estimate.model_copy(update={"p_outcome1": self.calibrator.calibrate(estimate.p_outcome1),
+                                           "p_outcome1_raw": estimate.p_outcome1})
+
+
+def fill(pred: Prediction, estimates: Sequence[Estimate]) -> None:
+    """Per-side records, the instance's status and its error line (which side, and why)."""
+    pred.sides = [SideRecord(condition=k, p_outcome1=e.p_outcome1, p_outcome1_raw=e.p_outcome1_raw,
+                             status=e.status, reason=e.reason,
+                             n_factors=e.n_factors, artefact=e.artefact, fallback=e.fallback,
+                             truncated=e.truncated, factors=e.factors)
+                  for k, e in enumerate(estimates, 1)]
+    pred.truncated = any(e.truncated is not None for e in estimates)
+    statuses = {e.status for e in estimates}
+    pred.status = "failed" if "failed" in statuses else "abstained" if "abstained" in statuses else "ok"
+    counts = [e.n_factors for e in estimates]
+    if any(n is not None for n in counts):
+        pred.n_factors = [n or 0 for n in counts]
+    problems = [(k, e) for k, e in enumerate(estimates, 1) if e.status != "ok" and e.reason]
+    if len(estimates) == 1:
+        pred.error = problems[0][1].reason if problems else None
+    else:
+        pred.error = "; ".join(f"condition {k} {e.status}: {e.reason}" for k, e in problems) or None
+
+
+def trace_records(run: int, iid: str, conditions: Sequence[str], estimates: Sequence[Estimate],
+                  calibrator: FileCalibrator | None = None) -> list[TraceRecord]:
+    """The trace record of each condition the method left an audit trail for."""
+    def calibration(e: Estimate) -> CalibratedProbability | None:
+        if calibrator is None or e.p_outcome1_raw is None or e.p_outcome1 is None:
+            return None
+        return CalibratedProbability(p_raw=e.p_outcome1_raw, p_calibrated=e.p_outcome1, kind=calibrator.kind,
+                                     fitted_on=calibrator.file.fitted_on.summary())
+
+    return [TraceRecord(run=run, id=iid, side=k, condition=cond, space=e.artefact, result=e.trace,
+                        calibration=calibration(e))
+            for k, (cond, e) in enumerate(zip(conditions, estimates, strict=True)) if e.trace is not None]
