@@ -116,6 +116,8 @@ class PredictRunner(EvalRunner):
         stop_watching = self.client.ledger.subscribe(self._watch)
         try:
             await self._answer_all(status, journal, traces)
+            assert self.pool is not None
+            await self.pool.settle()
         finally:
             stop_logging()
             stop_watching()

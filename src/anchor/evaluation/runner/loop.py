@@ -244,6 +244,7 @@ class EvalRunner:
                 self._tick(force=True)
 
             await chain.gather(*(one(r, inst) for r, inst in pending))
+            await pool.settle()
             report = self.compute_metrics(instances, done, self.directory.call_log())
             self.directory.write_metrics(report)
             return report

@@ -49,6 +49,10 @@ class WorkerPool(Protocol):
 
     async def answer(self, run: int, inst: Instance, group: str) -> Answer: ...
 
+    async def settle(self) -> None:
+        """Return once every request record made so far is in the runner's ledger."""
+        ...
+
     def stores(self) -> dict[str, ArtefactStore[Any]]: ...
 
     async def close(self) -> None: ...
@@ -72,6 +76,9 @@ class LocalPool:
 
     async def answer(self, run: int, inst: Instance, group: str) -> Answer:
         return await self.worker.evaluate(run, inst)
+
+    async def settle(self) -> None:
+        return None  # the worker records into the runner's own ledger
 
     def stores(self) -> dict[str, ArtefactStore[Any]]:
         return self.worker.stores
@@ -302,6 +309,9 @@ class ProcessPool:
         self._waiting[self._next] = future
         self._conns[worker].send(("answer", self._next, run, inst, self.courier.outgoing(worker, group)))
         return await future
+
+    async def settle(self) -> None:
+        return None  # a process sends its requests' records before the answer they led to, on one pipe
 
     def stores(self) -> dict[str, ArtefactStore[Any]]:
         return self.courier.stores_by_kind

@@ -175,8 +175,9 @@ class RayPool:
     def stores(self) -> dict[str, ArtefactStore[Any]]:
         return self.courier.stores_by_kind
 
-    async def close(self) -> None:
-        """Wait until every actor's request records have arrived, then end the actors."""
+    async def settle(self) -> None:
+        """Wait until every request record the actors have made has reached the runner's ledger (they
+        come on a stream of their own, so an answer can arrive before its last requests' records)."""
         for index, actor in enumerate(self._actors):
             try:
                 made = await actor.count.remote()
@@ -184,6 +185,9 @@ class RayPool:
                 continue
             while self._received[index] < made:
                 await asyncio.sleep(0.05)
+
+    async def close(self) -> None:
+        await self.settle()
         for reader in self._readers:
             reader.cancel()
         for actor in self._actors:
