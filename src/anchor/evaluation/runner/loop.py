@@ -44,7 +44,7 @@ from anchor.evaluation.runner.identity import check_resumable
 from anchor.evaluation.runner.scoring import RunScorer
 from anchor.evaluation.runner.store import DirectoryLock, JsonLines
 from anchor.files import write_atomic
-from anchor.llm import chain
+from anchor.llm import chain, parallel
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import CallRecord, empty_cost, summarize
 from anchor.llm.settings import LLMSettings, make_client
@@ -233,10 +233,15 @@ class EvalRunner:
             self._scenario_conditions = _conditions_by_scenario(instances)
             methods = [self._method(r) for r in range(c.runs)]
             limit = asyncio.Semaphore(instance_slots(self.client.concurrency))
+            ranks: dict[tuple[int, str], int] = {}
 
             async def one(r: int, inst: Instance) -> None:
                 async with limit:
-                    pred, trace_records = await self._evaluate(r, inst, methods[r])
+                    # Scenarios numbered in the order they start: the requests of an earlier one (its
+                    # build included, which runs in a copy of this context) get a free slot first.
+                    rank = ranks.setdefault((r, scenario_key(inst.scenario)), len(ranks))
+                    with parallel.priority(rank):
+                        pred, trace_records = await self._evaluate(r, inst, methods[r])
                 for t in trace_records:
                     traces.append(t)
                 predictions.append(pred)
