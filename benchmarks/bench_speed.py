@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import socket
 import subprocess
@@ -132,7 +133,9 @@ def bird_completed(bird_dir: Path) -> set[str]:
     """Scenarios (keys) whose BIRD model was built to the end: factors found and the CPT trained."""
     from anchor.bird.io import load_model
 
-    return {path.stem for path in (bird_dir / "bird").glob("*.json") if load_model(path).usable}
+    # Named by scenario key, with "-s<seed>" when built per run (RunConfig.artefact_keys 'scenario').
+    return {re.sub(r"-s\d+$", "", path.stem) for path in (bird_dir / "bird").glob("*.json")
+            if load_model(path).usable}
 
 
 def checks(doc: dict[str, Any], bird_dir: Path) -> dict[str, Any]:
