@@ -33,6 +33,7 @@ from anchor.evaluation.results import MetricsReport, Prediction, RunConfig, Trac
 from anchor.evaluation.runner import EvalError, EvalRunner, JsonLines, instance_slots
 from anchor.evaluation.runner.loop import Instance
 from anchor.files import write_atomic_stream
+from anchor.llm import parallel
 from anchor.llm.ledger import CallRecord, read_call_log
 from anchor.llm.settings import LLMSettings
 from anchor.pipeline import AnchorConfig
@@ -140,6 +141,7 @@ class PredictRunner(EvalRunner):
         assert self.client is not None
         slots = asyncio.Semaphore(instance_slots(self.client.concurrency))
         running: set[asyncio.Task[None]] = set()
+        ranks: dict[str, int] = {}
         failures: list[BaseException] = []
         again = self.retry_failed
         self._counts.update(total=self.total, done=sum(1 for s in status.values() if s != "failed" or not again))
@@ -170,7 +172,10 @@ class PredictRunner(EvalRunner):
                 if failures:
                     slots.release()
                     break
-                task = asyncio.get_running_loop().create_task(self._answer(item, method, journal, traces))
+                # Groups numbered in the order they start: an earlier group's requests get a free slot
+                # first (see anchor.llm.parallel); the task keeps the priority it was created with.
+                with parallel.priority(ranks.setdefault(item.group, len(ranks))):
+                    task = asyncio.get_running_loop().create_task(self._answer(item, method, journal, traces))
                 running.add(task)
                 task.add_done_callback(finished)
             if running:
