@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +18,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn import metrics as sk
 
-from anchor.evaluation.metrics import brier_score, factcheck_metrics, log_loss, pairwise_metrics
+from anchor.evaluation.metrics import (
+    brier_score,
+    cases_metrics,
+    factcheck_metrics,
+    log_loss,
+    pairwise_metrics,
+)
 
 approx = pytest.approx
 
@@ -106,3 +113,41 @@ def test_the_scoring_module_does_not_import_sklearn() -> None:
             " print('sklearn' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_an_eval_scored_end_to_end_never_imports_sklearn(tmp_path):
+    """The whole vanilla eval, its scoring and metrics.json included, in a fresh process."""
+    import subprocess
+    import sys
+
+    code = f"""
+import sys
+from typer.testing import CliRunner
+from anchor.cli import app
+from tests.fakeserver import FakeOpenAIServer
+with FakeOpenAIServer(deterministic=True) as server:
+    result = CliRunner().invoke(app, ["eval", "--dataset", "today", "--method", "vanilla", "--limit", "3",
+                                      "--base-url", server.base_url, "--cache-dir", r"{tmp_path / 'cache'}",
+                                      "--out", r"{tmp_path / 'out'}", "--json"])
+assert result.exit_code == 0, result.output
+print(sorted({{m.split('.')[0] for m in sys.modules}} & {{'sklearn', 'scipy'}}))
+"""
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+    assert (tmp_path / "out" / "metrics.json").exists()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([1, 2]), st.one_of(st.none(), PROBS)), min_size=1, max_size=40))
+def test_cases_balanced_accuracy_matches_sklearn_with_the_undecided_as_a_third_class(
+    rows: list[tuple[int, float | None]]
+) -> None:
+    labels = [y for y, _ in rows]
+    probs = [p for _, p in rows]
+    decided = [0 if p is None or p == 0.5 else (1 if p > 0.5 else 2) for p in probs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # a class only predicted (the undecided): left out
+        expected = sk.balanced_accuracy_score(labels, decided)
+    assert cases_metrics(labels, probs)["balanced_accuracy"] == approx(float(expected), abs=1e-12)
