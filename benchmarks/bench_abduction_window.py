@@ -1,7 +1,7 @@
 """ANCHOR's cost per scenario against BIRD's for several abduction windows (``--abduction-window``).
 
 Runs ``anchor eval --dataset common2sense-pairwise --method bird`` once and ``--method anchor`` once
-per window and steering setting, each with a fresh cache, against tests/fakeserver.py (by default
+per window, each with a fresh cache, against tests/fakeserver.py (by default
 as a rough GPU server: 0.05 s + 0.3 ms per prompt token + 30 ms per completion token, 16 slots,
 deterministic answers; ``--fixed 0.2`` for a fixed latency per request instead), then compares
 each ANCHOR run with the BIRD run as ``anchor cost BIRD ANCHOR`` does. Printed per ANCHOR run: time,
@@ -11,8 +11,8 @@ again at merge time, the run's wall time and the client's CPU time (user + sys o
 and its helper processes). The answers are random, so what either method finds is meaningless: the
 figures are the shape of the cost.
 
-    python benchmarks/bench_abduction_window.py [--limit 20] [--windows 1,8,16,20] [--steering merged,none]
-                                                [--n-target N] [--concurrency 16] [--fixed SECONDS] [--runs 1]
+    python benchmarks/bench_abduction_window.py [--limit 20] [--windows 1,8,16,20] [--n-target N]
+                                                [--concurrency 16] [--fixed SECONDS] [--runs 1]
                                                 [--bird-dir DIR] [--keep DIR] [--json PATH]
 """
 
@@ -75,7 +75,6 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=20, help="Common2Sense pairs (default 20).")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--windows", default="1,8,16,20", help="Abduction windows to measure (default 1,8,16,20).")
-    parser.add_argument("--steering", default="merged", help="Steering settings to measure: merged, none or both.")
     parser.add_argument("--n-target", type=int, default=None,
                         help="ANCHOR's target factor count (default: the paper's 80); a low one makes builds reach it "
                              "(the random answers of the test server add about two factors a round), to see the "
@@ -91,7 +90,6 @@ def main() -> None:
                                  {"latency": 0.05, "per_prompt_token": 0.0003, "per_completion_token": 0.03,
                                   "slots": 16})
     windows = [int(w) for w in args.windows.split(",")]
-    steerings = args.steering.split(",")
 
     with tempfile.TemporaryDirectory() as tmp:
         base = args.keep or Path(tmp)
@@ -103,39 +101,38 @@ def main() -> None:
                 bird = base / "bird"
                 wall, cpu = run_eval(server.base_url, "bird", bird, base / "cache-bird", args)
                 print(f"bird: {wall:.1f} s wall, {cpu:.1f} s CPU, {server.stats()['requests']} requests", flush=True)
-            for steering in steerings:
-                for w in windows:
-                    server.reset_stats()
-                    name = f"anchor-w{w}-{steering}"
-                    out = base / name
-                    target = ["--n-target", str(args.n_target)] if args.n_target else []
-                    wall, cpu = run_eval(server.base_url, "anchor", out, base / f"cache-{name}", args,
-                                         "--abduction-window", str(w), "--abduction-steering", steering, *target)
-                    doc = compare(bird, out)
-                    total = doc["per_scenario"]["total"]
-                    row = {"window": w, "steering": steering, "wall": round(wall, 1), "cpu": round(cpu, 1),
-                           "server_requests": server.stats()["requests"], **abduction_figures(out),
-                           "seconds": total["b"]["seconds"], "calls": total["b"]["requests"],
-                           "tokens": total["b"]["tokens"], "bird_seconds": total["a"]["seconds"],
-                           "bird_calls": total["a"]["requests"], "bird_tokens": total["a"]["tokens"],
-                           "ratio": total["ratio"]}
-                    rows.append(row)
-                    r = row["ratio"]
-                    print(f"w={w} {steering}: {row['seconds']:.1f} s/scenario ({r['seconds']:.2f}x BIRD), "
-                          f"{row['calls']:.1f} requests ({r['requests']:.2f}x), {row['tokens']:.0f} tokens "
-                          f"({r['tokens']:.2f}x); rounds {row['rounds']:.1f} + {row['beyond_stop']:.1f} beyond the "
-                          f"stop, {row['reasked']:.1f} re-asked; run {wall:.0f} s wall, {cpu:.0f} s CPU",
-                          flush=True)
+            for w in windows:
+                server.reset_stats()
+                name = f"anchor-w{w}"
+                out = base / name
+                target = ["--n-target", str(args.n_target)] if args.n_target else []
+                wall, cpu = run_eval(server.base_url, "anchor", out, base / f"cache-{name}", args,
+                                     "--abduction-window", str(w), *target)
+                doc = compare(bird, out)
+                total = doc["per_scenario"]["total"]
+                row = {"window": w, "wall": round(wall, 1), "cpu": round(cpu, 1),
+                       "server_requests": server.stats()["requests"], **abduction_figures(out),
+                       "seconds": total["b"]["seconds"], "calls": total["b"]["requests"],
+                       "tokens": total["b"]["tokens"], "bird_seconds": total["a"]["seconds"],
+                       "bird_calls": total["a"]["requests"], "bird_tokens": total["a"]["tokens"],
+                       "ratio": total["ratio"]}
+                rows.append(row)
+                r = row["ratio"]
+                print(f"w={w}: {row['seconds']:.1f} s/scenario ({r['seconds']:.2f}x BIRD), "
+                      f"{row['calls']:.1f} requests ({r['requests']:.2f}x), {row['tokens']:.0f} tokens "
+                      f"({r['tokens']:.2f}x); rounds {row['rounds']:.1f} + {row['beyond_stop']:.1f} beyond the "
+                      f"stop, {row['reasked']:.1f} re-asked; run {wall:.0f} s wall, {cpu:.0f} s CPU",
+                      flush=True)
     mode = f"fixed {args.fixed} s" if args.fixed is not None else "token-proportional, 16 slots"
     print(f"\nPer scenario, {args.limit} pairs, concurrency {args.concurrency}, server {mode}; "
           f"BIRD: {rows[0]['bird_seconds']:.1f} s, {rows[0]['bird_calls']:.1f} requests, "
           f"{rows[0]['bird_tokens']:.0f} tokens" if rows else "")
-    print(f"{'window':>6} {'steering':>8} {'s/scen':>7} {'xBIRD':>6} {'req':>6} {'xBIRD':>6} {'tokens':>7} "
+    print(f"{'window':>6} {'s/scen':>7} {'xBIRD':>6} {'req':>6} {'xBIRD':>6} {'tokens':>7} "
           f"{'xBIRD':>6} {'rounds':>6} {'beyond':>6} {'reask':>5} {'wall':>5} {'cpu':>5}")
     for row in rows:
         r = row["ratio"]
         flag = " *" if r["seconds"] is not None and r["seconds"] <= TARGET_TIME_RATIO else ""
-        print(f"{row['window']:>6} {row['steering']:>8} {row['seconds']:>7.1f} {r['seconds']:>5.2f}x "
+        print(f"{row['window']:>6} {row['seconds']:>7.1f} {r['seconds']:>5.2f}x "
               f"{row['calls']:>6.1f} {r['requests']:>5.2f}x {row['tokens']:>7.0f} {r['tokens']:>5.2f}x "
               f"{row['rounds']:>6.1f} {row['beyond_stop']:>6.1f} {row['reasked']:>5.1f} {row['wall']:>5.0f} "
               f"{row['cpu']:>5.0f}{flag}")

@@ -17,6 +17,11 @@ The answers are random, so what either method finds is meaningless: the figures 
 the cost (how many requests of what size each stage makes, and how they chain). Each run's calls and
 tokens are checked against the server's own counts (GET /_stats).
 
+Two more lines per mode (issue 29's checks): the ANCHOR/BIRD ratios over the scenarios whose BIRD
+build completed (its stored model is usable: on random answers some BIRD builds stop early and then
+make few requests), and each method's time per scenario over its critical path (mean and worst over
+the scenarios), beside the whole run's elapsed time.
+
     python benchmarks/bench_speed.py [--limit 20] [--modes fixed,tokens] [--sizes paper|quick] [--json PATH]
 """
 
@@ -25,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import socket
 import subprocess
@@ -119,7 +125,36 @@ def one_mode(name: str, limit: int, sizes: str, tmp: Path) -> dict[str, Any]:
         s, c = doc[side], runs[method]["server"]
         assert s["attempts"] == c["requests"], (method, s["attempts"], c["requests"])
         assert (s["prompt_tokens"], s["completion_tokens"]) == (c["prompt_tokens"], c["completion_tokens"]), method
-    return {"mode": name, "server_flags": MODES[name], "runs": runs, "comparison": doc}
+    return {"mode": name, "server_flags": MODES[name], "runs": runs, "comparison": doc,
+            "checks": checks(doc, tmp / f"{name}-bird")}
+
+
+def bird_completed(bird_dir: Path) -> set[str]:
+    """Scenarios (keys) whose BIRD model was built to the end: factors found and the CPT trained."""
+    from anchor.bird.io import load_model
+
+    # Named by scenario key, with "-s<seed>" when built per run (RunConfig.artefact_keys 'scenario').
+    return {re.sub(r"-s\d+$", "", path.stem) for path in (bird_dir / "bird").glob("*.json")
+            if load_model(path).usable}
+
+
+def checks(doc: dict[str, Any], bird_dir: Path) -> dict[str, Any]:
+    """ANCHOR/BIRD over the scenarios whose BIRD build completed, and time over critical path per scenario."""
+    scenarios = doc["scenarios"]
+    done = sorted(k for k in bird_completed(bird_dir) if k in scenarios)
+    ratios = {}
+    for what in ("seconds", "requests", "tokens"):
+        a = sum(scenarios[k]["a"][what] for k in done)
+        b = sum(scenarios[k]["b"][what] for k in done)
+        ratios[what] = round(b / a, 3) if a else None
+    over_path: dict[str, Any] = {}
+    for side, method in (("a", "bird"), ("b", "anchor")):
+        each = [row[side]["seconds"] / row["critical_path"][side]["seconds"] for row in scenarios.values()
+                if (row.get("critical_path") or {}).get(side) and row["critical_path"][side]["seconds"] > 0]
+        over_path[method] = {"mean": round(sum(each) / len(each), 3) if each else None,
+                             "max": round(max(each), 3) if each else None, "scenarios": len(each)}
+    return {"bird_completed": len(done), "scenarios": len(scenarios), "anchor_over_bird": ratios,
+            "time_over_critical_path": over_path}
 
 
 def table(result: dict[str, Any]) -> str:
@@ -146,6 +181,14 @@ def table(result: dict[str, Any]) -> str:
     for method in ("bird", "anchor"):
         r = result["runs"][method]
         lines.append(f"{method}: whole run {r['elapsed']:.1f} s elapsed, {r['cpu']:.1f} s CPU")
+    ch = result["checks"]
+    q = ch["anchor_over_bird"]
+    lines.append(f"on the {ch['bird_completed']} of {ch['scenarios']} scenarios whose BIRD build completed, "
+                 f"ANCHOR/BIRD: time {cell(q['seconds'], 2)}x, calls {cell(q['requests'], 2)}x, "
+                 f"tokens {cell(q['tokens'], 2)}x")
+    for method, p in ch["time_over_critical_path"].items():
+        lines.append(f"{method}: time per scenario / its critical path: mean {cell(p['mean'], 2)}x, "
+                     f"worst {cell(p['max'], 2)}x ({p['scenarios']} scenarios)")
     return "\n".join(lines)
 
 

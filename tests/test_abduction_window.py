@@ -115,34 +115,26 @@ def abduce(embedder, noodles, script, p, *, backend=None, cache=None):
 # --------------------------------------------------------------------------- what each round knows
 
 
-def test_with_a_window_of_one_every_round_is_told_all_factors_found_so_far(embedder, noodles):
-    outcome, beyond, backend, _ = abduce(embedder, noodles, ByRound(DISTINCT), params(max_rounds=4, abduction_window=1))
-    prompts = generate_prompts(backend)
-    assert [shown_in(prompts[t]) for t in (1, 2, 3)] == [
-        "none yet", "water temperature; gas price", "water temperature; gas price; noodle thickness; food hygiene"]
-    assert [r.known_through for r in outcome.rounds] == [0, 1, 2, 3]
-    assert outcome.rounds[2].shown == ["water temperature", "gas price", "noodle thickness", "food hygiene"]
+@pytest.mark.parametrize("window", [1, 3, 8])
+def test_rounds_are_independent_whatever_the_window(embedder, noodles, window):
+    # As in the paper's Algorithm 1: no round's prompt lists what other rounds found (a window of 1 is
+    # the paper's loop exactly). Each is still validated against the factors merged when it started.
+    outcome, beyond, backend, _ = abduce(embedder, noodles, ByRound(DISTINCT), params(max_rounds=5,
+                                                                                      abduction_window=window))
+    assert {shown_in(p) for p in generate_prompts(backend).values()} == {"none yet"}
+    assert all(r.shown == [] for r in outcome.rounds)
+    assert [r.known_through for r in outcome.rounds] == [max(0, t - window) for t in range(1, 6)]
+    assert outcome.factors == [f for t in range(1, 6) for f in DISTINCT[t]]
     assert beyond == []
 
 
-def test_steered_rounds_are_told_the_factors_merged_when_they_started(embedder, noodles):
-    outcome, _, backend, _ = abduce(embedder, noodles, ByRound(DISTINCT), params(max_rounds=5, abduction_window=3))
-    prompts = generate_prompts(backend)
-    # Rounds 1-3 start together, round 4 once round 1 has merged, round 5 once round 2 has.
-    assert [shown_in(prompts[t]) for t in (1, 2, 3, 4, 5)] == [
-        "none yet", "none yet", "none yet", "water temperature; gas price",
-        "water temperature; gas price; noodle thickness; food hygiene"]
-    assert [r.known_through for r in outcome.rounds] == [0, 0, 0, 1, 2]
-    assert [r.shown for r in outcome.rounds][3] == ["water temperature", "gas price"]
-    assert outcome.factors == [f for t in range(1, 6) for f in DISTINCT[t]]
-
-
-def test_unsteered_rounds_are_told_nothing(embedder, noodles):
-    outcome, _, backend, _ = abduce(embedder, noodles, ByRound(DISTINCT),
-                                    params(max_rounds=5, abduction_window=2, abduction_steering="none"))
-    assert {shown_in(p) for p in generate_prompts(backend).values()} == {"none yet"}
-    assert all(r.shown == [] for r in outcome.rounds)
-    assert outcome.factors == [f for t in range(1, 6) for f in DISTINCT[t]]
+def test_steering_by_merged_factors_is_no_longer_built(embedder, noodles):
+    with pytest.raises(ValueError, match="no longer built"):
+        abduce(embedder, noodles, ByRound(DISTINCT), params(max_rounds=5, abduction_window=1,
+                                                             abduction_steering="merged"))
+    # With a window of at least max_rounds every round started before any merge and listed nothing:
+    # that setting was the same build, and reads as today's.
+    assert params(max_rounds=5, abduction_window=5, abduction_steering="merged").abduction_steering == "none"
 
 
 # --------------------------------------------------------------------------- same space whatever the timing
@@ -218,19 +210,15 @@ def test_rounds_started_before_the_stop_run_and_are_listed_but_not_merged(embedd
     assert len(backend.requests) == 3 * 3
 
 
-def test_under_the_default_window_every_round_starts_unsteered_and_is_paid_for(embedder, noodles):
+def test_under_the_default_window_every_round_starts_at_once_and_is_paid_for(embedder, noodles):
     """What docs/paper-deviations.md says of the default window (20, at least every size's T_max): every
-    round starts before any merge, so steering lists nothing (the requests are those of steering
-    'none'), and a build that stops at round 2 still runs all T_max rounds."""
+    round starts before any merge, and a build that stops at round 2 still runs all T_max rounds."""
     default = BuildParams().abduction_window
     assert default >= max(BuildParams().max_rounds, 10, 4)  # the paper's T_max and the quick sizes'
     p = dict(n_target=4, batch_size=2, max_rounds=8, patience=8)
     outcome, beyond, backend, _ = abduce(embedder, noodles, ByRound(DISTINCT), BuildParams(**p))
-    _, _, unsteered, _ = abduce(embedder, noodles, ByRound(DISTINCT), BuildParams(**p, abduction_steering="none"))
     assert outcome.stop_reason == StopReason.TARGET_REACHED and [r.round for r in outcome.rounds] == [1, 2]
-    assert {shown_in(prompt) for prompt in generate_prompts(backend).values()} == {"none yet"}
-    assert sorted((r.schema_name, r.user) for r in backend.requests) == sorted(
-        (r.schema_name, r.user) for r in unsteered.requests)
+    assert [r.known_through for r in outcome.rounds] == [0, 0]
     assert [r.round for r in beyond] == [3, 4, 5, 6, 7, 8]  # generated, extracted, validated: paid, not merged
     assert sorted(generate_prompts(backend)) == list(range(1, 9))
 
@@ -323,7 +311,7 @@ def test_the_space_page_lists_rounds_beyond_the_stop_and_rejections_at_merge(mak
     assert "2 1 1 0 1 duplicate at merge 1" in page
 
 
-def test_a_run_written_before_the_window_existed_resumes_only_one_round_at_a_time():
+def test_a_run_written_before_the_window_existed_is_read_as_built_and_not_resumed():
     from anchor.config import AnchorConfig
     from anchor.evaluation.runner import first_difference, make_run_config, run_identity
     from anchor.llm.settings import LLMSettings
@@ -335,7 +323,14 @@ def test_a_run_written_before_the_window_existed_resumes_only_one_round_at_a_tim
 
     old = config()
     del old["anchor_config"]["build"]["abduction_window"], old["anchor_config"]["build"]["abduction_steering"]
-    # Its spaces were built one round at a time: resumed as such, not with today's default window.
-    assert first_difference(run_identity(old), run_identity(config(abduction_window=1))) is None
-    assert first_difference(run_identity(old), run_identity(config(abduction_window=4))) == (
-        "anchor_config.build.abduction_window", 1, 4)
+    # Its spaces were built one round at a time, each round's prompt listing the factors found before it:
+    # not with today's default window, and not as this version builds (rounds told nothing), so it is
+    # not resumed, and the difference is named.
+    for window in (1, 4, 20):
+        assert first_difference(run_identity(old), run_identity(config(abduction_window=window))) == (
+            "anchor_config.build.abduction_steering", "merged", "none")
+    assert run_identity(old)["anchor_config"]["build"]["abduction_window"] == 1
+    # A run of the version before this one, with the default window, steered nothing: it resumes.
+    earlier = config()
+    earlier["anchor_config"]["build"]["abduction_steering"] = "merged"
+    assert first_difference(run_identity(earlier), run_identity(config())) is None

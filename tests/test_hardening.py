@@ -154,7 +154,6 @@ def test_failed_instances_are_retried_after_the_server_is_fixed(tmp_path):
     (["--eps", "0.5"], {}, ["--eps", "[0, 0.5)"]),
     (["--n-target", "0"], {}, ["--n-target", "at least 1"]),
     (["--abduction-window", "0"], {}, ["--abduction-window", "at least 1"]),
-    (["--abduction-steering", "some"], {}, ["--abduction-steering", "merged, none"]),
     (["--abduction-window", "2"], {}, ["--abduction-window", "--method vanilla does not use"]),
     (["--dataset", "nope"], {}, ["--dataset", "common2sense-pairwise", "plasma", "today"]),
     (["--method", "magic"], {}, ["--method", "anchor", "vanilla"]),

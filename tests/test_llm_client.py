@@ -21,6 +21,7 @@ from anchor.llm import (
 )
 from anchor.llm.openai_backend import OpenAICompatibleBackend
 from anchor.llm.settings import LLMSettings, make_client
+from anchor.llm.structured import inline_schema
 from tests.fakeserver import FakeOpenAIServer
 
 
@@ -361,3 +362,21 @@ def test_structured_output_falls_back_when_server_rejects_json_schema(tmp_path, 
         assert total.llm_calls == server.completions and total.failed_attempts == refused
         assert total.logical_requests == 2  # the refused formats are attempts, not requests
         assert [r.outcome for r in client.ledger.records].count("format_rejected") == refused
+
+
+def test_the_server_receives_the_request_exactly_as_built(tmp_path):
+    # The body goes through the SDK untouched (extra_body): the rendered messages, the sampling
+    # parameters and the inlined schema, nothing dropped or added.
+    with FakeOpenAIServer() as server:
+        client = make(server, tmp_path)
+        run(client.ask(PROMPT, q="hot or warm water?"))
+        run(client.ask(PROMPT, q="cold water?", sample_index=1))
+        first, second = server.requests
+    assert first["messages"] == PROMPT.render(q="hot or warm water?")
+    assert second["messages"] == PROMPT.render(q="cold water?")
+    assert first["model"] == "fake-model"
+    assert (first["temperature"], first["max_tokens"]) == (PROMPT.temperature, PROMPT.max_tokens)
+    assert isinstance(first["seed"], int) and second["seed"] == first["seed"] + 1
+    assert first["response_format"] == {"type": "json_schema", "json_schema": {
+        "name": "Verdict", "schema": inline_schema(Verdict), "strict": False}}
+    assert set(first) == {"model", "messages", "temperature", "max_tokens", "seed", "response_format"}

@@ -28,7 +28,6 @@ from pathlib import Path
 
 from anchor import offload
 from anchor.artefacts import INSTANCE_FAILURES, ArtefactFailed, ArtefactStore, content_key
-from anchor.audit.pages import explain_html
 from anchor.calibration.contract import CalibratorMismatchWarning, method_label
 from anchor.calibration.registry import FileCalibrator, read_calibrator
 from anchor.cases import CaseLimits, CasePrediction, CaseRow, CaseSource, RejectedRow, read_cases
@@ -275,6 +274,9 @@ class Anchor:
         with ``path``, also write it there."""
         if isinstance(conditions, str):
             conditions = [conditions]
+        # Imported here: the page machinery costs 0.07 s of CPU that `anchor infer` (no page) should not pay.
+        from anchor.audit.pages import explain_html
+
         results = await self.ainfer(space, conditions, report)
         page = explain_html(space, results)
         if path is not None:

@@ -211,15 +211,21 @@ class BuildParams(_Model):
         "Abduction rounds in flight at once: a round starts when the one this many rounds before it has "
         "merged; rounds still merge one by one, in order. 1 = one round at a time; max_rounds or more = all "
         "rounds at once."))
-    abduction_steering: Literal["merged", "none"] = Field(default="merged", description=(
-        "What a round's sentence-generation prompt lists as already covered: 'merged' = the factors merged "
-        "when the round started (with a window of 1, every factor found so far), 'none' = nothing (the "
-        "paper's Algorithm 1)."))
+    abduction_steering: Literal["merged", "none"] = Field(default="none", description=(
+        "What a round's sentence-generation prompt listed as already covered. 'none': nothing, every round "
+        "independent of the others, as in the paper's Algorithm 1; the only setting this version builds with. "
+        "'merged': the factors merged when the round started, in spaces and runs of earlier versions built "
+        "with a window below max_rounds (with a wider window every round started before any merge and "
+        "listed nothing, so those read as 'none')."))
 
     @model_validator(mode="after")
     def _thresholds(self) -> BuildParams:
         if self.borderline_threshold > self.dedup_threshold:
             raise ValueError("borderline_threshold must not exceed dedup_threshold")
+        if self.abduction_steering == "merged" and self.abduction_window >= self.max_rounds:
+            # Every round started at once, before any merge: its prompt listed nothing. The same build as
+            # 'none', read so, so that such a space or run compares equal to today's.
+            self.abduction_steering = "none"
         return self
 
 

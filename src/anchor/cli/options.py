@@ -292,17 +292,12 @@ class BuildOptions:
         "finish; rounds still merge in order, so a window gives the same space every time from the same "
         "cache. 1 = one round at a time. Rounds started before the stop are paid for and listed, not "
         "merged."))] = None
-    abduction_steering: Annotated[str | None, opt("--abduction-steering", panel=BUILD_PANEL,
-                                                  choices=("merged", "none"), default="merged", help=(
-        "What a round's sentence prompt lists as already covered: the factors merged when the round "
-        "started ('merged'; all found so far with --abduction-window 1) or nothing ('none', the paper's "
-        "algorithm)."))] = None
 
     FIELDS: typing.ClassVar[dict[str, str]] = {
         "n_target": "n_target", "batch_size": "batch_size", "max_rounds": "max_rounds", "patience": "patience",
         "vote_samples": "vote_samples", "vote_batch": "vote_batch_size", "dedup_threshold": "dedup_threshold",
         "abduction_temperature": "abduction_temperature", "vote_temperature": "vote_temperature",
-        "abduction_window": "abduction_window", "abduction_steering": "abduction_steering",
+        "abduction_window": "abduction_window",
     }
 
     def params(self, base: BuildParams | None = None, *, seed: int = 0) -> BuildParams:

@@ -268,12 +268,13 @@ class OpenAICompatibleBackend:
             kwargs = self._request(messages, json_schema, schema_name, temperature, max_tokens, seed, top_logprobs)
             if n > 1:
                 kwargs["n"] = n
-            if "response_format" in kwargs:
-                # Sent as is: the SDK would otherwise walk the whole JSON schema on every request
-                # to "transform" it into what it already is (2-3 ms of event-loop time each).
-                kwargs["extra_body"] = {"response_format": kwargs.pop("response_format")}
             try:
-                response = await self._client.chat.completions.create(**kwargs)
+                # The body goes as is, in ``extra_body`` (the SDK's way to send JSON of one's own, merged
+                # over the typed parameters): the SDK would otherwise walk every message and the whole
+                # JSON schema on every request to "transform" them into what they already are, about
+                # 0.15 ms per message and 2-3 ms per schema, more than anchor's own work on a request.
+                response = await self._client.chat.completions.create(model=kwargs["model"], messages=[],
+                                                                      extra_body=kwargs)
             except openai.APIStatusError as exc:
                 if json_schema is not None and self._rejects_format(exc) and self._downgrade_format(mode):
                     fallbacks += 1

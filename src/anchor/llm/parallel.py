@@ -30,16 +30,26 @@ S, however many wait in its queue, while a batching server serves more the more 
   during a run), and it is never above ``--concurrency``.
 
 :class:`RequestSlots` holds requests back while the limit is reached (one per event loop, like the
-semaphore it replaces), and reads the limit afresh whenever a slot frees up.
+semaphore it replaces), and reads the limit afresh whenever a slot frees up. A freed slot goes to the
+waiting request with the lowest *priority* (:func:`priority`, a context variable, so that every
+request of a piece of work, and of the tasks it starts, carries it), the earliest among equals; a
+new request never takes a slot ahead of one already waiting. The evaluation runner numbers scenarios
+in the order they start, so the requests of an earlier scenario go first and it finishes close to
+its own critical path instead of sharing the server with every later scenario in flight; work
+without a priority (0) is served in arrival order.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import heapq
+import itertools
 import logging
 import math
 import statistics
-from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 log = logging.getLogger("anchor.llm")
@@ -136,33 +146,69 @@ class ParallelLimit:
         return limit
 
 
+_priority: contextvars.ContextVar[int] = contextvars.ContextVar("anchor_request_priority", default=0)
+
+
+@contextmanager
+def priority(rank: int) -> Iterator[None]:
+    """Requests made inside this block (and by tasks started from it) wait for a slot with ``rank``:
+    lower goes first (see the module docstring)."""
+    token = _priority.set(rank)
+    try:
+        yield
+    finally:
+        _priority.reset(token)
+
+
+def current_priority() -> int:
+    return _priority.get()
+
+
 class RequestSlots:
-    """At most ``limit.limit`` requests in flight at once, in one event loop; an async context manager."""
+    """At most ``limit.limit`` requests in flight at once, in one event loop; an async context manager.
+
+    A slot that frees up is handed to the waiting request with the lowest (priority, arrival); the
+    request counts as in flight from that moment, so nothing that arrives meanwhile can take it.
+    """
 
     def __init__(self, limit: ParallelLimit) -> None:
         self.limit = limit
         self.in_flight = 0
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []  # a heap
+        self._arrivals = itertools.count()
+        self._wake_soon = False
 
     async def __aenter__(self) -> RequestSlots:
-        while self.in_flight >= self.limit.limit:
-            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                await waiter
-            except asyncio.CancelledError:
-                if waiter.done() and not waiter.cancelled():
-                    self._wake()  # it was given a free slot: pass it on
-                raise
-            finally:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
-        self.in_flight += 1
+        while self._waiters and self._waiters[0][2].done():
+            heapq.heappop(self._waiters)  # cancelled while waiting
+        if self.in_flight < self.limit.limit and not self._waiters:
+            self.in_flight += 1
+            return self
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (_priority.get(), next(self._arrivals), waiter))
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                # Handed a slot, then cancelled before it ran: pass the slot on.
+                self.in_flight -= 1
+                self._wake()
+            raise  # a waiter cancelled before that stays in the heap, done, and is skipped
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
         self.in_flight -= 1
-        self._wake()
+        if self._waiters and not self._wake_soon:
+            # Handed out once the running task has gone as far as it can without waiting: a chain that
+            # sends its next request straight away then waits for this slot with everyone else, by
+            # priority, instead of behind whoever happened to be waiting.
+            self._wake_soon = True
+            asyncio.get_running_loop().call_soon(self._wake)
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for a slot."""
+        return sum(1 for *_, waiter in self._waiters if not waiter.done())
 
     def observe(self, stage: str, seconds: float) -> None:
         """An answer to a request that holds a slot (so it counts among those in flight)."""
@@ -170,10 +216,9 @@ class RequestSlots:
             self._wake()  # the limit may have gone back up
 
     def _wake(self) -> None:
-        free = self.limit.limit - self.in_flight
-        for waiter in list(self._waiters):
-            if free <= 0:
-                break
-            if not waiter.done():
+        self._wake_soon = False
+        while self._waiters and self.in_flight < self.limit.limit:
+            *_, waiter = heapq.heappop(self._waiters)
+            if not waiter.done():  # not cancelled meanwhile
                 waiter.set_result(None)
-                free -= 1
+                self.in_flight += 1

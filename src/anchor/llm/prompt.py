@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
@@ -47,13 +48,20 @@ class PromptSpec(Generic[T]):
             user = self.user.format(**rendered)
         except KeyError as exc:
             raise TypeError(f"prompt '{self.stage}' needs a value for {exc}") from None
-        messages: list[Message] = [{"role": "system", "content": self.system}]
-        for ex in self.examples:
-            messages.append({"role": "user", "content": ex.user})
-            answer = ex.answer if isinstance(ex.answer, str) else ex.answer.model_dump_json()
-            messages.append({"role": "assistant", "content": answer})
+        # New dicts on every call: a caller may change its messages without changing the template's.
+        messages: list[Message] = [{"role": role, "content": content} for role, content in self._fixed_turns]
         messages.append({"role": "user", "content": user})
         return messages
+
+    @cached_property
+    def _fixed_turns(self) -> tuple[tuple[str, str], ...]:
+        """The system text and the few-shot turns, the same for every request: built once per template
+        (serialising the example answers with pydantic on every request was a cost per request)."""
+        turns = [("system", self.system)]
+        for ex in self.examples:
+            turns.append(("user", ex.user))
+            turns.append(("assistant", ex.answer if isinstance(ex.answer, str) else ex.answer.model_dump_json()))
+        return tuple(turns)
 
 
 def _as_text(value: Any) -> str:

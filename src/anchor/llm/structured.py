@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
+import weakref
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -20,12 +22,32 @@ class OutputInvalid(ValueError):
     """The answer could not be turned into the declared schema."""
 
 
+#: Inlined schemas by answer class. Built once per class: pydantic regenerating the schema on every
+#: request cost more CPU than the rest of the client's work on it. Weak keys, so that the classes
+#: the schema factories make (``anchor.prompts.schemas``, themselves cached) can still go.
+_INLINED: weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]] = weakref.WeakKeyDictionary()
+_INLINED_LOCK = threading.Lock()
+
+
 def inline_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The model's JSON schema with every ``$ref`` inlined.
 
     Grammar converters and some servers handle ``$defs`` poorly; an inlined schema works
     everywhere. Titles are dropped since they only cost prompt tokens.
+
+    The same dict is returned for every call with one class: it is serialised into requests and
+    cache keys, never changed (copy it first to change it).
     """
+    with _INLINED_LOCK:
+        found = _INLINED.get(model)
+    if found is None:
+        found = _build_inline_schema(model)
+        with _INLINED_LOCK:
+            found = _INLINED.setdefault(model, found)
+    return found
+
+
+def _build_inline_schema(model: type[BaseModel]) -> dict[str, Any]:
     schema = model.model_json_schema()
     defs = schema.pop("$defs", {})
 

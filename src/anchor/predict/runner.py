@@ -142,6 +142,7 @@ class PredictRunner(EvalRunner):
         assert self.client is not None
         slots = asyncio.Semaphore(instance_slots(self.client.concurrency))
         running: set[asyncio.Task[None]] = set()
+        ranks: dict[str, int] = {}
         failures: list[BaseException] = []
         again = self.retry_failed
         self._counts.update(total=self.total, done=sum(1 for s in status.values() if s != "failed" or not again))
@@ -171,7 +172,10 @@ class PredictRunner(EvalRunner):
                 if failures:
                     slots.release()
                     break
-                task = asyncio.get_running_loop().create_task(self._answer(item, journal, traces))
+                # Groups numbered in the order they start: an earlier group's requests get a free slot
+                # first (see anchor.llm.parallel).
+                rank = ranks.setdefault(item.group, len(ranks))
+                task = asyncio.get_running_loop().create_task(self._answer(item, journal, traces, rank))
                 running.add(task)
                 task.add_done_callback(finished)
             if running:
@@ -183,11 +187,12 @@ class PredictRunner(EvalRunner):
         self._scenarios.setdefault(row.group, row.to_scenario())
         self._rows.append((row.id, row.group, row.label))
 
-    async def _answer(self, row: CaseRow, journal: JsonLines[Prediction], traces: JsonLines[TraceRecord]) -> None:
+    async def _answer(self, row: CaseRow, journal: JsonLines[Prediction], traces: JsonLines[TraceRecord],
+                      rank: int) -> None:
         inst = DecisionInstance(id=row.id, dataset=self.config.dataset, scenario=self._scenarios[row.group],
                                 condition=row.condition, label=row.label)
         assert self.pool is not None
-        pred, trace_records = await self.pool.answer(0, inst, row.group)
+        pred, trace_records = await self.pool.answer(0, inst, row.group, rank)
         pred.line = row.line
         for t in trace_records:
             traces.append(t)

@@ -13,9 +13,11 @@ window allows, except those the stop tests would most likely make useless (the r
 are expected to reach the target, or the latest rounds added nothing and those in flight complete
 the ``patience`` rounds). So the factors depend on the window and the answers, never on timing: a
 window gives the same space every time from the same cache, and a window of 1 is the plain
-one-round-at-a-time loop. A round's generation prompt lists as already covered the latest factors
-merged when it started (``abduction_steering="merged"``) or nothing (``"none"``, as in the
-paper's Algorithm 1).
+one-round-at-a-time loop. Rounds are independent of one another, as in the paper's Algorithm 1: a
+round's generation prompt lists nothing as already covered. (Earlier versions listed the factors
+merged when a round started; under any window of at least ``max_rounds`` rounds, the default, that
+was nothing anyway, since every round starts before the first merge. Spaces built so stay readable,
+with ``abduction_steering="merged"``; this version does not build them.)
 
 Rounds already started when the stop is decided run to their end, so that their answers are cached
 and a rebuild from the cache sends nothing; they are paid for, listed apart and never merged.
@@ -37,7 +39,9 @@ from anchor.progress import ProgressEvent, Reporter, silent
 from anchor.space.validation import CandidateValidator, Merged, Validated, text_key
 from anchor.types import AbductionRound, BuildParams, RejectedCandidate, Scenario, StopReason
 
-_KNOWN_IN_PROMPT = 25  # factors listed as "already covered": enough to steer, short enough to stay cheap
+#: What the generation prompt's "already covered" line says: the line stays, so that the prompt, and with
+#: it every cached answer to it, is the one rounds were always sent under the default window.
+_NOTHING_COVERED = "none yet"
 
 
 @dataclass
@@ -110,6 +114,9 @@ class Abductor:
         """Abduce factors for ``scenario``; ``on_merge`` is told all factors merged so far after
         each merge (to start work on them early)."""
         p = self.params
+        if p.abduction_steering != "none":
+            raise ValueError("abduction_steering='merged' is no longer built: abduction rounds are independent, as "
+                             "in the paper's Algorithm 1 (spaces built with it stay readable)")
         validator = CandidateValidator(self.client, self.embedder, p, scenario)
         merged = Merged()
         found_in: list[int] = []
@@ -174,17 +181,16 @@ class Abductor:
 
     async def _work(self, validator: CandidateValidator, scenario: Scenario, t: int, known_through: int,
                     known: Merged) -> RoundWork:
-        """Round ``t`` up to its merge: generate, extract, validate against ``known`` (the factors
-        merged when it started)."""
-        shown = list(known.texts[-_KNOWN_IN_PROMPT:]) if self.params.abduction_steering == "merged" else []
-        sentences = await self._generate(scenario, shown, t)
+        """Round ``t`` up to its merge: generate (told nothing of the other rounds), extract, validate
+        against ``known`` (the factors merged when it started)."""
+        sentences = await self._generate(scenario, t)
         extracted = await self._extract(sentences, t)
         validated = await validator.validate(extracted, known, t)
-        return RoundWork(t, known_through, known, shown, sentences, extracted, validated)
+        return RoundWork(t, known_through, known, [], sentences, extracted, validated)
 
     # ------------------------------------------------------------------ the two LLM steps before validation
 
-    async def _generate(self, scenario: Scenario, shown: list[str], t: int) -> list[str]:
+    async def _generate(self, scenario: Scenario, t: int) -> list[str]:
         b = self.params.batch_size
         answer = await self.client.ask(
             prompts.GENERATE_SENTENCES,
@@ -192,7 +198,7 @@ class Abductor:
             sample_index=t,
             temperature=self.params.abduction_temperature,
             scenario=scenario.text or "(none)", outcome1=scenario.outcome1, outcome2=scenario.outcome2,
-            known="; ".join(shown) if shown else "none yet", n=b,
+            known=_NOTHING_COVERED, n=b,
         )
         seen: set[str] = set()
         out: list[str] = []

@@ -24,6 +24,7 @@ from typing import IO, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from anchor.evaluation.rundir.sync import GroupSync
 from anchor.llm.errors import AnchorError
 
 M = TypeVar("M", bound=BaseModel)
@@ -84,20 +85,24 @@ class JsonLines(Generic[M]):
     """One JSON-lines log of records of type ``model`` (a ``what``, in messages).
 
     Appends are flushed as they are written (a killed process loses at most the line it was
-    writing); ``durable=True`` also fsyncs each one. ``error`` is the exception a strict read
-    raises, ``hint`` a clause added to its message (what to do about it).
+    writing); ``durable=True`` also has them reach the disk (fsync) within ``sync_seconds``, in the
+    background, and at ``close()`` (see :class:`~anchor.evaluation.rundir.sync.GroupSync`).
+    ``error`` is the exception a strict read raises, ``hint`` a clause added to its message (what to
+    do about it).
     """
 
-    def __init__(self, path: Path, model: type[M], what: str, *, durable: bool = False,
-                 error: Callable[[str], Exception] = RunDirError, hint: str = "") -> None:
+    def __init__(self, path: Path, model: type[M], what: str = "record", *, durable: bool = False,
+                 error: Callable[[str], Exception] = RunDirError, hint: str = "", sync_seconds: float = 0.5) -> None:
         self.path = path
         self.model = model
         self.what = what
         self.durable = durable
         self.error = error
         self.hint = hint
+        self.sync_seconds = sync_seconds
         self._lock = threading.Lock()
         self._fh: IO[str] | None = None
+        self._sync: GroupSync | None = None
 
     # ------------------------------------------------------------------ reading
 
@@ -200,13 +205,18 @@ class JsonLines(Generic[M]):
         with self._lock:
             if self._fh is None:
                 self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+                if self.durable:
+                    self._sync = GroupSync(self._fh.fileno(), self.sync_seconds)
             self._fh.write(line)
             self._fh.flush()
-            if self.durable:
-                os.fsync(self._fh.fileno())
+            if self._sync is not None:
+                self._sync.written()
 
     def close(self) -> None:
         with self._lock:
+            if self._sync is not None:
+                self._sync.close()  # the last lines reach the disk before the file is closed
+                self._sync = None
             if self._fh is not None:
                 self._fh.close()
                 self._fh = None

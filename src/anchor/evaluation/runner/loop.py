@@ -232,10 +232,14 @@ class EvalRunner:
             assert self.pool is not None
             pool = self.pool
             limit = asyncio.Semaphore(instance_slots(self.client.concurrency))
+            ranks: dict[tuple[int, str], int] = {}
 
             async def one(r: int, inst: Instance) -> None:
                 async with limit:
-                    pred, trace_records = await pool.answer(r, inst, scenario_key(inst.scenario))
+                    # Scenarios numbered in the order they start: the requests of an earlier one (its
+                    # build included, which runs in a copy of this context) get a free slot first.
+                    rank = ranks.setdefault((r, scenario_key(inst.scenario)), len(ranks))
+                    pred, trace_records = await pool.answer(r, inst, scenario_key(inst.scenario), rank)
                 for t in trace_records:
                     traces.append(t)
                 predictions.append(pred)

@@ -47,7 +47,10 @@ class WorkerPool(Protocol):
 
     async def start(self) -> None: ...
 
-    async def answer(self, run: int, inst: Instance, group: str) -> Answer: ...
+    async def answer(self, run: int, inst: Instance, group: str, rank: int = 0) -> Answer:
+        """The answer of ``inst`` in repetition ``run``; its scenario is ``group``, whose requests go
+        before those of scenarios with a higher ``rank`` (the order the runner started them in)."""
+        ...
 
     async def settle(self) -> None:
         """Return once every request record made so far is in the runner's ledger."""
@@ -74,8 +77,8 @@ class LocalPool:
     async def start(self) -> None:
         await self.worker.start()
 
-    async def answer(self, run: int, inst: Instance, group: str) -> Answer:
-        return await self.worker.evaluate(run, inst)
+    async def answer(self, run: int, inst: Instance, group: str, rank: int = 0) -> Answer:
+        return await self.worker.evaluate(run, inst, rank)
 
     async def settle(self) -> None:
         return None  # the worker records into the runner's own ledger
@@ -202,11 +205,11 @@ async def _serve(conn: Connection, setup: WorkerSetup) -> None:
                          daemon=True).start()
         tasks: set[asyncio.Task[None]] = set()
 
-        async def one(item: int, run: int, inst: Instance, artefacts: Artefacts | None) -> None:
+        async def one(item: int, run: int, inst: Instance, rank: int, artefacts: Artefacts | None) -> None:
             if artefacts:
                 unpack_artefacts(artefacts, local.artefacts, Path(scratch) / "reuse")
             try:
-                pred, traces = await worker.evaluate(run, inst)
+                pred, traces = await worker.evaluate(run, inst, rank)
                 send(("answer", item, pred.model_dump_json(), [t.model_dump_json() for t in traces],
                       pack_built(worker, shipped)))
             except BaseException as exc:  # noqa: BLE001 - reported to the runner, which stops the run
@@ -221,8 +224,8 @@ async def _serve(conn: Connection, setup: WorkerSetup) -> None:
                 break
             if message[0] == "stop":
                 break
-            _, item, run, inst, artefacts = message
-            task = asyncio.create_task(one(item, run, inst, artefacts))
+            _, item, run, inst, rank, artefacts = message
+            task = asyncio.create_task(one(item, run, inst, rank, artefacts))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
         if tasks:
@@ -301,13 +304,13 @@ class ProcessPool:
                                                "resume"))
         self._waiting.clear()
 
-    async def answer(self, run: int, inst: Instance, group: str) -> Answer:
+    async def answer(self, run: int, inst: Instance, group: str, rank: int = 0) -> Answer:
         assert self._loop is not None
         worker = worker_of(group, self.workers)
         self._next += 1
         future: asyncio.Future[Answer] = self._loop.create_future()
         self._waiting[self._next] = future
-        self._conns[worker].send(("answer", self._next, run, inst, self.courier.outgoing(worker, group)))
+        self._conns[worker].send(("answer", self._next, run, inst, rank, self.courier.outgoing(worker, group)))
         return await future
 
     async def settle(self) -> None:

@@ -112,11 +112,11 @@ class _ActorWorker:
         await self._start()
         return self.made
 
-    async def answer(self, run: int, inst: Instance, artefacts: dict[str, dict[str, str]] | None) -> Any:
+    async def answer(self, run: int, inst: Instance, rank: int, artefacts: dict[str, dict[str, str]] | None) -> Any:
         await self._start()
         if artefacts:
             unpack_artefacts(artefacts, self.setup.artefacts, self.scratch / "reuse")
-        pred, traces = await self.worker.evaluate(run, inst)
+        pred, traces = await self.worker.evaluate(run, inst, rank)
         return pred.model_dump_json(), [t.model_dump_json() for t in traces], pack_built(self.worker, self.shipped)
 
 
@@ -155,13 +155,13 @@ class RayPool:
                 self._received[index] = 0  # a restarted actor counts from zero
                 await asyncio.sleep(0.5)
 
-    async def answer(self, run: int, inst: Instance, group: str) -> Answer:
+    async def answer(self, run: int, inst: Instance, group: str, rank: int = 0) -> Answer:
         index = worker_of(group, self.workers)
         lost = self.ray.exceptions.RayActorError
         for attempt in range(MAX_RESENDS + 1):
             try:
                 pred, traces, built = await self._actors[index].answer.remote(
-                    run, inst, self.courier.outgoing(index, group))
+                    run, inst, rank, self.courier.outgoing(index, group))
             except lost as exc:
                 self.courier.forget(index)  # restarted: its scratch folders and memory are gone
                 if attempt == MAX_RESENDS:

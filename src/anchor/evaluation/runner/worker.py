@@ -28,7 +28,7 @@ from anchor.evaluation.methods.contract import ArtefactKind, Estimate, Method, M
 from anchor.evaluation.methods.registry import METHODS, build_method
 from anchor.evaluation.metrics import pairwise_prediction
 from anchor.evaluation.results import Prediction, RunConfig, SideRecord, TraceRecord
-from anchor.llm import chain
+from anchor.llm import chain, parallel
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import summarize
 from anchor.llm.settings import LLMSettings, make_client
@@ -143,8 +143,13 @@ class InstanceWorker:
 
     # ------------------------------------------------------------------ one instance
 
-    async def evaluate(self, run: int, inst: Instance) -> tuple[Prediction, list[TraceRecord]]:
-        """The prediction of ``inst`` in repetition ``run``, with the trace of each answered condition."""
+    async def evaluate(self, run: int, inst: Instance, rank: int = 0) -> tuple[Prediction, list[TraceRecord]]:
+        """The prediction of ``inst`` in repetition ``run``, with the trace of each answered condition;
+        its requests wait for a free slot with priority ``rank`` (see :mod:`anchor.llm.parallel`)."""
+        with parallel.priority(rank):
+            return await self._evaluate(run, inst)
+
+    async def _evaluate(self, run: int, inst: Instance) -> tuple[Prediction, list[TraceRecord]]:
         c = self.config
         method = self.method(run)
         assert self.client is not None
