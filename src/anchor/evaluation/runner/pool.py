@@ -258,6 +258,8 @@ class ProcessPool:
         self._waiting: dict[int, asyncio.Future[Answer]] = {}
         self._next = 0
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._listeners: list[threading.Thread] = []
+        self._closing = False
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -270,11 +272,15 @@ class ProcessPool:
             theirs.close()
             self._conns.append(mine)
             self._procs.append(proc)
-            threading.Thread(target=self._listen, args=(index, mine), daemon=True).start()
+            listener = threading.Thread(target=self._listen, args=(index, mine), daemon=True)
+            listener.start()
+            self._listeners.append(listener)
 
     def _listen(self, index: int, conn: Connection) -> None:
         assert self._loop is not None
         for message in _receive(conn):
+            if self._closing:
+                return  # the pipe closes as the pool does: nothing is waited for any more
             if message is None:
                 self._loop.call_soon_threadsafe(self._lost, index)
                 return
@@ -320,6 +326,7 @@ class ProcessPool:
         return self.courier.stores_by_kind
 
     async def close(self) -> None:
+        self._closing = True
         for conn in self._conns:
             try:
                 conn.send(("stop",))
@@ -329,5 +336,7 @@ class ProcessPool:
             await asyncio.to_thread(proc.join, 60)
             if proc.is_alive():
                 proc.kill()
+        for listener in self._listeners:  # each ends at its pipe's end of file, now the process is gone
+            await asyncio.to_thread(listener.join, 60)
         for conn in self._conns:
             conn.close()
