@@ -149,3 +149,6 @@ class MethodSpec:
     method_config: Callable[[str], dict[str, Any]] | None = None
     """The method's own settings for a dataset, recorded in config.json (``RunConfig.method_config``)
     and read back by its factory from ``ctx.config.method_config``."""
+    extra: str | None = None
+    """The optional extra (:data:`anchor.extras.EXTRAS`) the method needs to run: checked before a run
+    sends its first request."""

@@ -43,6 +43,7 @@ from anchor.evaluation.runner.errors import EvalError
 from anchor.evaluation.runner.identity import check_resumable
 from anchor.evaluation.runner.scoring import RunScorer
 from anchor.evaluation.runner.store import DirectoryLock, JsonLines
+from anchor.extras import require_extra
 from anchor.files import write_atomic
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
@@ -167,6 +168,8 @@ class EvalRunner:
 
     async def run(self, instances: list[Instance] | None = None) -> MetricsReport:
         """Evaluate ``instances`` (default: ``load_instances()``) and write the run directory."""
+        if self.spec.extra is not None:
+            require_extra(self.spec.extra, f"--method {self.config.method}")  # before the first request
         if instances is None:
             instances = self.load_instances()
         if self.spec.uses_anchor_config:
