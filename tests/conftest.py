@@ -12,6 +12,7 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
+from hypothesis import settings as hypothesis_settings  # noqa: E402
 
 from anchor.embed import MiniLMEmbedder  # noqa: E402
 from anchor.llm.client import LLMClient  # noqa: E402
@@ -30,6 +31,12 @@ from anchor.types import (  # noqa: E402
     SpaceEmbeddings,
     StopReason,
 )
+
+# Property tests (test_bayes.py, test_metrics.py): no time limit per example (Hypothesis's default of
+# 200 ms fails an example for running slowly on a loaded machine, not for a wrong answer), and examples
+# drawn from a seed fixed per test, so that every run of the suite checks the same ones.
+hypothesis_settings.register_profile("anchor", deadline=None, derandomize=True)
+hypothesis_settings.load_profile("anchor")
 
 NOODLES = Scenario(
     text="The efficiency of cooking noodles is being compared between hot water and warm water.",
