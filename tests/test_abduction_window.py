@@ -10,13 +10,11 @@ import asyncio
 import json
 import random
 import re
-import time
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 import pytest
 
-from anchor.llm import chain, transport
+from anchor.llm import chain
 from anchor.llm.cache import ResponseCache
 from anchor.llm.chain import Chain
 from anchor.llm.client import LLMClient
@@ -74,7 +72,7 @@ class ByRound:
 class JitteryBackend(ScriptedBackend):
     """Answers after a random pause, so concurrent rounds finish in a shuffled order; each request
     also lengthens the chain of dependent requests by one virtual second (on top of the seconds the
-    transport measures: none under ``stopped_stopwatch``)."""
+    transport measures: none under conftest's ``stopped_stopwatch``)."""
 
     rng: random.Random = field(default_factory=lambda: random.Random(7))
 
@@ -161,13 +159,6 @@ def test_a_window_gives_the_same_space_whatever_order_answers_arrive_in(embedder
         jittery, _, _, _ = abduce(embedder, noodles, script, p, backend=JitteryBackend(script, rng=random.Random(seed)))
         assert jittery.factors == plain.factors
         assert [r.model_dump() for r in jittery.rounds] == [r.model_dump() for r in plain.rounds]
-
-
-@pytest.fixture
-def stopped_stopwatch(monkeypatch):
-    """The transport measures every request as taking no time, so a chain's seconds are the virtual ones
-    JitteryBackend adds, not the wall clock's (which a loaded machine stretches by seconds)."""
-    monkeypatch.setattr(transport, "time", SimpleNamespace(perf_counter=lambda: 0.0, time=time.time))
 
 
 def test_rounds_in_flight_shorten_the_chain_of_dependent_requests(embedder, noodles, stopped_stopwatch):
