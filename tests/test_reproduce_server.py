@@ -181,15 +181,20 @@ def test_a_budget_stops_before_the_run_that_would_cross_it(tmp_path):
 
 def _start(server: FakeOpenAIServer, out: Path, args: list[str], *, wanted: int) -> subprocess.Popen:
     """``anchor reproduce`` in a process of its own, returned once the server has answered ``wanted`` of its
-    requests and holds the next (so it is still running, however fast the machine: release the server
-    after stopping it)."""
+    requests, holds the next, and the process has recorded each answer (so it is still running, however
+    fast the machine, and is stopped between requests: release the server after stopping it).
+
+    Between requests, because a kill while an answer is being stored can change the report: the answers
+    of one request for several samples are cached one by one before its ledger record, and a kill between
+    two of them leaves the resumed run asking again for the rest only, with fewer tokens than in one go."""
     cmd = [sys.executable, "-c", "from anchor.cli import main; main()", "reproduce", "--base-url",
            server.base_url, "--out", str(out), *args]
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANCHOR_")}
     server.hold(server.completions + wanted)
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 240  # only so that a broken run cannot hang the suite
-    while time.time() < deadline and proc.poll() is None and not server.held:
+    while time.time() < deadline and proc.poll() is None and not (
+            server.held and sum(1 for r in ledgers(out) if r.outcome not in ("sent", "cache_hit")) >= wanted):
         time.sleep(0.02)
     assert proc.poll() is None and server.held, "it must still run"
     return proc
