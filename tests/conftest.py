@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
+from hypothesis import settings as hypothesis_settings  # noqa: E402
 
 from anchor.embed import MiniLMEmbedder  # noqa: E402
+from anchor.llm import chain, transport  # noqa: E402
 from anchor.llm.client import LLMClient  # noqa: E402
 from anchor.llm.ledger import CostLedger  # noqa: E402
 from anchor.llm.scripted import Responder, ScriptedBackend  # noqa: E402
@@ -30,6 +34,12 @@ from anchor.types import (  # noqa: E402
     SpaceEmbeddings,
     StopReason,
 )
+
+# Property tests (test_bayes.py, test_metrics.py): no time limit per example (Hypothesis's default of
+# 200 ms fails an example for running slowly on a loaded machine, not for a wrong answer), and examples
+# drawn from a seed fixed per test, so that every run of the suite checks the same ones.
+hypothesis_settings.register_profile("anchor", deadline=None, derandomize=True)
+hypothesis_settings.load_profile("anchor")
 
 NOODLES = Scenario(
     text="The efficiency of cooking noodles is being compared between hot water and warm water.",
@@ -64,13 +74,27 @@ def embedder(tmp_path_factory: pytest.TempPathFactory) -> MiniLMEmbedder:
 @dataclass
 class DelayedScriptedBackend(ScriptedBackend):
     """A scripted backend that yields to the event loop before answering, so concurrent calls
-    really interleave (the plain one answers without ever suspending)."""
+    really interleave (the plain one answers without ever suspending). With ``virtual_seconds``,
+    each answer also lengthens the chain of dependent requests by that many seconds (see
+    ``stopped_stopwatch``)."""
 
     delay: float = 0.0
+    virtual_seconds: float = 0.0
 
     async def complete(self, messages, **kwargs):  # noqa: ANN001, ANN003, ANN201
         await asyncio.sleep(self.delay)
-        return await super().complete(messages, **kwargs)
+        answer = await super().complete(messages, **kwargs)
+        if self.virtual_seconds:
+            chain.advance(self.virtual_seconds, requests=0)  # the request itself is counted by the transport
+        return answer
+
+
+@pytest.fixture
+def stopped_stopwatch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The transport measures every request as taking no time, so the seconds of a chain of dependent
+    requests are only those a test's backend adds (``virtual_seconds``), not the wall clock's, which a
+    loaded machine stretches: which of two chains is the longer no longer depends on the machine."""
+    monkeypatch.setattr(transport, "time", SimpleNamespace(perf_counter=lambda: 0.0, time=time.time))
 
 
 @pytest.fixture
@@ -79,8 +103,10 @@ def scripted_client() -> Callable[..., LLMClient]:
     ScriptedBackend with its own CostLedger and no cache. ``client.backend.requests`` records
     every request."""
 
-    def make(responder: Responder, *, delay: float = 0.0, parse_retries: int = 2, seed: int = 0) -> LLMClient:
-        backend = DelayedScriptedBackend(responder, delay=delay) if delay else ScriptedBackend(responder)
+    def make(responder: Responder, *, delay: float = 0.0, parse_retries: int = 2, seed: int = 0,
+             virtual_seconds: float = 0.0) -> LLMClient:
+        backend = (DelayedScriptedBackend(responder, delay=delay, virtual_seconds=virtual_seconds)
+                   if delay or virtual_seconds else ScriptedBackend(responder))
         return LLMClient(backend, cache=None, ledger=CostLedger(), seed=seed, parse_retries=parse_retries)
 
     return make

@@ -29,7 +29,9 @@ choices gets ``n`` of them, choice ``j`` answered as a lone request with seed ``
 does, and ``refuse_n=True`` answers HTTP 400 to it, as some hosted APIs do. Arrival and finish
 times are kept, so ``stats()`` can say how many requests were in flight on average; ``GET
 /_stats`` returns the same figures (``?spans=1`` adds every request's arrival and finish) and
-``POST /_reset`` forgets them (for a server in another process).
+``POST /_reset`` forgets them (for a server in another process). ``hold(after)`` keeps every request past
+the first ``after`` waiting until ``release()``: a test that kills or interrupts a client at a chosen
+point stops it there whatever the machine's speed, instead of racing a timer.
 
 ``embed`` (a function from texts to vectors) adds an OpenAI ``/v1/embeddings`` route, as vLLM, Text
 Embeddings Inference and Ollama serve; :func:`minilm_embed` is all-MiniLM-L6-v2 run by
@@ -196,9 +198,16 @@ class FakeOpenAIServer:
         # (arrival, finish) per chat-completion request, time.monotonic(); finish is None while in flight.
         self.spans: list[list[float | None]] = []
         self.choices_sent = 0
+        # The seconds each answered request was made to take for its tokens (per_prompt_token and
+        # per_completion_token), in the order they were answered.
+        self.decode_seconds: list[float] = []
         self.served = Counter()
         self.in_flight = 0
         self.max_in_flight = 0
+        # hold(after): chat-completion requests past the first ``after`` wait, unanswered, until release().
+        self._hold_after: int | None = None
+        self._released = threading.Event()
+        self.held = 0  # requests waiting on the hold now
         self.lock = threading.Lock()
         self._server = _Server(("127.0.0.1", port), self._handler())
         self._server.daemon_threads = True
@@ -220,10 +229,40 @@ class FakeOpenAIServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.release()
         self._server.shutdown()
         self._server.server_close()
         if self.record_bodies is not None:
             self.record_bodies.close()
+
+    def hold(self, after: int) -> None:
+        """Answer the first ``after`` chat-completion requests (counted since the server started, those
+        received so far included) and keep every later one waiting, unanswered, until :meth:`release`.
+
+        For tests that stop a client at a chosen point: a client held this way is still running, with
+        ``held`` requests in flight, however fast or slow the machine is. (A held request gives up after
+        ten minutes, so a test that forgets to release cannot hang the suite for longer.)"""
+        with self.lock:
+            self._released.clear()
+            self._hold_after = after
+
+    def release(self) -> None:
+        """Answer the held requests, and hold no more."""
+        with self.lock:
+            self._hold_after = None
+            self._released.set()
+
+    def wait_until(self, condition: Callable[[], bool], timeout: float = 120.0) -> None:
+        """Wait for ``condition()`` (read under the server's lock) to hold; the timeout only keeps a broken
+        test from hanging, it is not part of what a test checks."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.lock:
+                if condition():
+                    return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the test server waited {timeout:.0f} s for a condition that never held")
+            time.sleep(0.01)
 
     def stats(self) -> dict[str, Any]:
         """Requests, choices sent, and requests in flight (mean over the busy span, and peak)."""
@@ -369,6 +408,12 @@ class FakeOpenAIServer:
                     server.spans.append(span)
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                    held = server._hold_after is not None and len(server.requests) > server._hold_after
+                    server.held += held
+                if held:
+                    server._released.wait(timeout=600)
+                    with server.lock:
+                        server.held -= 1
                 try:
                     if server._slot_gate is not None:
                         server._slot_gate.acquire()
@@ -502,6 +547,8 @@ class FakeOpenAIServer:
                     server.prompt_tokens_served += prompt_tokens
                     server.completion_tokens_served += completion_tokens
                 decode = server.per_prompt_token * prompt_tokens + server.per_completion_token * longest_answer
+                with server.lock:
+                    server.decode_seconds.append(decode)
                 if decode > 0:
                     time.sleep(decode)
                 response = {

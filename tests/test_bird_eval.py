@@ -341,7 +341,7 @@ def test_estimates_match_the_stored_model(tmp_path):
         model = load_model(next((out / "bird").glob("*.json")))
 
         async def again():
-            client = LLMClient(OpenAICompatibleBackend(server.base_url, None, timeout=10.0), ledger=CostLedger())
+            client = LLMClient(OpenAICompatibleBackend(server.base_url, None, timeout=120.0), ledger=CostLedger())
             try:
                 method = BirdMethod(client, model.config, relaxed=False)
                 return [await method.estimate(model, c) for c in (PAIR.condition1, PAIR.condition2)]

@@ -514,7 +514,7 @@ def test_end_to_end_against_an_openai_compatible_server(tmp_path):
         return json.dumps(s(req))
 
     async def go(server: FakeOpenAIServer):
-        client = LLMClient(OpenAICompatibleBackend(server.base_url, None, timeout=10.0), ledger=CostLedger())
+        client = LLMClient(OpenAICompatibleBackend(server.base_url, None, timeout=120.0), ledger=CostLedger())
         try:
             method = BirdMethod(client, CONFIG, relaxed=True, save=lambda m: save_model(m, tmp_path / "m.json"))
             model = await method.prepare(NOODLES)

@@ -97,7 +97,10 @@ def test_runs_on_other_samples_are_refused_naming_both_values(tmp_path):
     assert result.exit_code == 2 and "sample is 2 in the first and 3 in the second" in result.stderr
 
 
-def test_critical_path_per_scenario_is_its_build_then_its_longest_condition(tmp_path):
+def test_critical_path_per_scenario_is_its_build_then_its_longest_condition(tmp_path, stopped_stopwatch):
+    # With the stopwatch stopped every chain lasts 0 s and the longest is the one with most requests:
+    # by wall-clock seconds, a round of 3 requests left slow by a loaded machine could outlast the
+    # build's longer chains, and the build's critical path would be those 3.
     args = ["--dataset", "common2sense-pairwise", "--limit", "2"]
     with FakeOpenAIServer(deterministic=True) as server:
         anchor, *_ = evaluate(server, tmp_path, "anchor", *args, "-m", "anchor", "--no-cluster", *TINY)

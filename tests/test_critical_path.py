@@ -43,7 +43,7 @@ def client_of(server: FakeOpenAIServer, tmp_path=None, **kw) -> LLMClient:
         return None
 
     cache = ResponseCache(tmp_path / "cache.sqlite") if tmp_path is not None else None
-    return LLMClient(OpenAICompatibleBackend(server.base_url, None, timeout=10.0), cache=cache, ledger=CostLedger(),
+    return LLMClient(OpenAICompatibleBackend(server.base_url, None, timeout=120.0), cache=cache, ledger=CostLedger(),
                      sleep=no_sleep, **kw)
 
 

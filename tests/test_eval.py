@@ -152,24 +152,28 @@ def test_anchor_pairwise_against_server_and_report(tmp_path):
 def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path):
     """Kill a run half-way, start it again: no instance is repeated and the metrics equal those of
     an uninterrupted run (both read the same LLM answers: a deterministic server + shared cache)."""
-    with FakeOpenAIServer(deterministic=True, fault_rates={"slow": 1.0}, slow_seconds=0.15) as server:
+    with FakeOpenAIServer(deterministic=True) as server:
         cache = tmp_path / "cache"
         killed = tmp_path / "killed"
         cmd = [sys.executable, "-c", "from anchor.cli import main; main()", "eval", "--base-url", server.base_url,
                "--cache-dir", str(cache), "--dataset", "common2sense-pairwise", "--method", "cot", "--limit", "8",
                "--runs", "2", "--out", str(killed)]
         env = dict(os.environ, ANCHOR_LLM_CONCURRENCY="1")
+        # Half-way: the server answers 12 requests (6 predictions, one request per condition) and holds
+        # the rest, so the run is still going when it is killed, however fast or slow the machine.
+        server.hold(12)
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         preds = killed / "predictions.jsonl"
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if preds.exists() and len(preds.read_text().splitlines()) >= 5:
+        deadline = time.time() + 240  # only so that a broken run cannot hang the suite
+        while time.time() < deadline and proc.poll() is None:
+            if preds.exists() and len(preds.read_text().splitlines()) >= 5 and server.held:
                 break
             time.sleep(0.05)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
+        server.release()
         done_before = len(preds.read_text().splitlines())
-        assert 5 <= done_before < 16, "the kill must land half-way"
+        assert 5 <= done_before <= 6, "the kill must land half-way"
         assert not (killed / "metrics.json").exists()
         calls_before = server.completions
 

@@ -109,7 +109,7 @@ def test_cost_is_exact_after_a_kill_and_resume(tmp_path):
     """Killed while a request is being answered, then resumed: every request is counted once, and the
     one cut off by the kill is counted apart as interrupted (not as a failed attempt): the server did
     receive it, but the run cannot know its answer or tokens, only its prompt's estimated size."""
-    with FakeOpenAIServer(deterministic=True, fault_rates={"slow": 1.0}, slow_seconds=0.3) as server:
+    with FakeOpenAIServer(deterministic=True) as server:
         out = tmp_path / "run"
         cmd = [sys.executable, "-c", "from anchor.cli import main; main()", *eval_args(
             server, tmp_path / "cache", out, "--dataset", "common2sense-pairwise", "--method", "anchor", "--limit", "3",
@@ -117,17 +117,21 @@ def test_cost_is_exact_after_a_kill_and_resume(tmp_path):
         env = dict(os.environ, ANCHOR_LLM_CONCURRENCY="1")
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         preds = out / "predictions.jsonl"
-        deadline = time.time() + 240
-        while time.time() < deadline:
-            if preds.exists() and preds.read_text().count("\n") >= 1 and server.in_flight >= 1:
+        deadline = time.time() + 240  # only so that a broken run cannot hang the suite
+        while time.time() < deadline and proc.poll() is None:
+            if preds.exists() and preds.read_text().count("\n") >= 1:
                 break
             time.sleep(0.02)
+        # From here the server answers nothing: the next request is the one the kill cuts off.
+        server.hold(server.completions)
+        server.wait_until(lambda: server.held >= 1)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
+        server.release()
+        server.wait_until(lambda: server.in_flight == 0)  # the killed request answered (to no one) and counted
         assert not (out / "metrics.json").exists()
         resumed = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
         assert resumed.returncode == 0, resumed.stderr[-2000:]
-        time.sleep(0.4)  # let the killed request finish on the server side
         metrics = metrics_of(out)
         total = metrics.cost["total"]
         assert (total.interrupted, total.failed_attempts) == (1, 0)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import threading
+import time
 
 import pytest
 from pydantic import BaseModel, Field
@@ -34,7 +36,7 @@ PROMPT = PromptSpec(stage="unit-test", system="Answer briefly.", user="Question:
 
 
 def make(server: FakeOpenAIServer, tmp_path, *, cache: bool = True, sleeps: list[float] | None = None,
-         api_key: str | None = None, timeout: float = 10.0, **kw) -> LLMClient:
+         api_key: str | None = None, timeout: float = 120.0, **kw) -> LLMClient:
     async def fake_sleep(seconds: float) -> None:
         if sleeps is not None:
             sleeps.append(seconds)
@@ -161,12 +163,27 @@ def test_parse_budget_exhausted_names_stage_and_last_answer(tmp_path):
 
 
 def test_timeout_is_transient(tmp_path):
-    with FakeOpenAIServer(faults=["slow"], slow_seconds=1.5) as server:
+    # The server answers the first request only once the client is done: it has timed out on it, however
+    # slowly the machine runs, and asked again.
+    done = threading.Event()
+    seen: list[dict] = []
+
+    def respond(body: dict) -> str:
+        seen.append(body)
+        if len(seen) == 1:
+            done.wait(timeout=120)
+        return json.dumps({"answer": "yes", "confidence": 0.5})
+
+    with FakeOpenAIServer(responder=respond) as server:
         client = make(server, tmp_path, timeout=0.5)
-        result = run(client.ask(PROMPT, q="x"))
+        try:
+            result = run(client.ask(PROMPT, q="x"))
+        finally:
+            done.set()
         assert isinstance(result, Verdict)
         records = client.ledger.records
         assert records[0].outcome == "transient_error" and "timed out" in records[0].detail
+        assert server.completions == 2
 
 
 def test_fatal_http_error_is_not_retried(tmp_path):
@@ -230,10 +247,38 @@ def test_api_key_never_stored(tmp_path, monkeypatch):
 
 
 def test_concurrency_is_bounded(tmp_path):
-    with FakeOpenAIServer(fault_rates={"slow": 1.0}, slow_seconds=0.2) as server:
+    # After a first request (the client learns from it, alone, what the server accepts), each request
+    # waits at the server until two more have arrived: nine pass three at a time only if the client
+    # keeps three in flight at once (fewer would break the barrier after its time-out, failing them).
+    # Each then stays a moment longer, for a fourth sent beside them to be seen: a machine too slow
+    # for that could let an unbounded client pass, but never fail a bounded one. Requests are counted
+    # while the answer is made, before it is sent: the server's own in_flight also covers the moment
+    # after, when the client may already have sent the next request, so it can read 4 on a loaded machine.
+    three = threading.Barrier(3, timeout=60)
+    lock = threading.Lock()
+    inside = [0, 0]  # now, most
+
+    def respond(body: dict) -> str:
+        if body["messages"][-1]["content"] != "Question: first":
+            with lock:
+                inside[0] += 1
+                inside[1] = max(inside)
+            try:
+                three.wait()
+                time.sleep(0.1)
+            finally:
+                with lock:
+                    inside[0] -= 1
+        return json.dumps({"answer": "yes", "confidence": 0.5})
+
+    async def work(client: LLMClient) -> None:
+        await client.ask(PROMPT, q="first")
+        await gather(*[client.ask(PROMPT, q=f"{i}") for i in range(9)])
+
+    with FakeOpenAIServer(responder=respond) as server:
         client = make(server, tmp_path, cache=False, max_concurrency=3)
-        run(gather(*[client.ask(PROMPT, q=f"{i}") for i in range(9)]))
-        assert server.max_in_flight == 3
+        run(work(client))
+        assert inside == [0, 3] and server.completions == 10
 
 
 def test_logprobs_returned_when_available(tmp_path):
@@ -280,7 +325,6 @@ def test_cache_integrity_after_concurrent_writers_and_sigkill(tmp_path):
     import signal
     import subprocess
     import sys
-    import time
 
     path = tmp_path / "shared.sqlite"
     writer = (

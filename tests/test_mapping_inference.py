@@ -404,14 +404,16 @@ def test_inference_config_needs_a_model():
 # --------------------------------------------------------------------------- pipeline
 
 
-async def test_per_condition_cost_under_concurrency(scripted_client, embedder, space):
+async def test_per_condition_cost_under_concurrency(scripted_client, embedder, space, stopped_stopwatch):
     everything, nothing, one = ("The water is boiling hard.", "A cat sleeps on the sofa.",
                                 "The gas bill went up this winter.")
 
     def select(condition: str, candidates: list[str]) -> list[str]:
         return {everything: candidates, nothing: [], one: ["gas price"]}[condition]
 
-    client = scripted_client(ScriptedLLM(select=select), delay=0.002)
+    # A virtual second a request: which branch of a condition's requests is the longer is then a
+    # matter of counts, not of how the machine happened to schedule them.
+    client = scripted_client(ScriptedLLM(select=select), delay=0.002, virtual_seconds=1.0)
     anchor = Anchor(client=client, embedder=embedder)
     results = await anchor.ainfer(space, [everything, nothing, one])
 
@@ -425,7 +427,7 @@ async def test_per_condition_cost_under_concurrency(scripted_client, embedder, s
     assert sum(sum(c.values()) for c in calls) == len(client.backend.requests) == client.ledger.total().llm_calls
     # The chain of requests that waited for one another, per condition: the three selection rounds go
     # out together, then the reflection, then phi beside the latent layer (partition, then parameters).
-    assert [r.critical_path.requests for r in results] == [4, 1, 3]
+    assert [(r.critical_path.requests, r.critical_path.seconds) for r in results] == [(4, 4.0), (1, 1.0), (3, 3.0)]
     # The conditions really ran concurrently: their selection/reflection calls interleave.
     order = [field_line(r.user, "Condition") for r in client.backend.requests if "Condition: " in r.user]
     runs = sum(1 for i, c in enumerate(order) if i == 0 or c != order[i - 1])

@@ -182,17 +182,23 @@ def test_a_budget_stops_before_the_run_that_would_cross_it(tmp_path):
 
 
 def _start(server: FakeOpenAIServer, out: Path, args: list[str], *, wanted: int) -> subprocess.Popen:
-    """``anchor reproduce`` in a process of its own, returned once ``wanted`` requests are answered."""
+    """``anchor reproduce`` in a process of its own, returned once the server has answered ``wanted`` of its
+    requests, holds the next, and the process has recorded each answer (so it is still running, however
+    fast the machine, and is stopped between requests: release the server after stopping it).
+
+    Between requests, because a kill while an answer is being stored can change the report: the answers
+    of one request for several samples are cached one by one before its ledger record, and a kill between
+    two of them leaves the resumed run asking again for the rest only, with fewer tokens than in one go."""
     cmd = [sys.executable, "-c", "from anchor.cli import main; main()", "reproduce", "--base-url",
            server.base_url, "--out", str(out), *args]
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANCHOR_")}
+    server.hold(server.completions + wanted)
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        if sum(1 for r in ledgers(out) if r.outcome == "ok") >= wanted:
-            break
+    deadline = time.time() + 240  # only so that a broken run cannot hang the suite
+    while time.time() < deadline and proc.poll() is None and not (
+            server.held and sum(1 for r in ledgers(out) if r.outcome not in ("sent", "cache_hit")) >= wanted):
         time.sleep(0.02)
-    assert proc.poll() is None, "it must still run"
+    assert proc.poll() is None and server.held, "it must still run"
     return proc
 
 
@@ -204,10 +210,12 @@ def test_killed_or_interrupted_and_resumed_it_ends_with_the_uninterrupted_report
         assert runner.invoke(app, ["reproduce", "--base-url", server.base_url, "--out", str(straight),
                                    *args]).exit_code == 0
         killed = tmp_path / "killed"
-        proc = _start(server, killed, args, wanted=random.Random().randint(5, 45))
+        wanted = random.Random().randint(5, 45)
+        proc = _start(server, killed, args, wanted=wanted)
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate()
-        assert not (killed / "report.md").exists(), "the kill must land before the end"
+        server.release()
+        assert not (killed / "report.md").exists(), f"the kill after {wanted} answers must land before the end"
         resumed = runner.invoke(app, ["reproduce", "--base-url", server.base_url, "--out", str(killed), *args])
         assert resumed.exit_code == 0, resumed.output
 
@@ -218,8 +226,9 @@ def test_killed_or_interrupted_and_resumed_it_ends_with_the_uninterrupted_report
         assert second.exit_code == 2
         assert second.stderr.strip() == (f"error: --out {stopped} is in use by another anchor reproduce (pid "
                                          f"{proc.pid}); wait for it to end, or use another --out")
-        proc.send_signal(signal.SIGINT)  # Ctrl-C
+        proc.send_signal(signal.SIGINT)  # Ctrl-C, while requests wait on the server
         _, stderr = proc.communicate(timeout=120)
+        server.release()
         assert proc.returncode == 130, stderr
         command = " ".join(["anchor", "reproduce", "--base-url", server.base_url, "--out", str(stopped), *args])
         assert (f"error: interrupted: every prediction made so far is kept in {stopped}; run the same command again "

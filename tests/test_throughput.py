@@ -8,7 +8,6 @@ import gc
 import json
 import os
 import threading
-import time
 import warnings
 from pathlib import Path
 
@@ -327,7 +326,7 @@ def test_submit_never_waits_for_a_busy_helper_process(tmp_path):
         sent: list = []
         sender = threading.Thread(target=lambda: sent.append(worker.submit(len, big)))
         sender.start()
-        sender.join(timeout=20)
+        sender.join(timeout=120)  # returns at once when it works; the bound only catches a submit that blocks
         returned, still_busy = not sender.is_alive(), not first.done()
         gate.touch()
         sender.join()
@@ -382,13 +381,18 @@ def test_results_do_not_depend_on_how_samples_were_fetched(tmp_path, monkeypatch
 
 
 def test_a_helper_process_leaves_no_pipe_open_when_it_dies_or_is_closed():
-    worker = WorkerProcess("test")
+    worker = WorkerProcess("pipes")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with pytest.raises(WorkerDied):
             worker.submit(os._exit, 3).result(timeout=60)
         assert worker.submit(divmod, 7, 2).result(timeout=60) == (3, 1)  # a new process
         worker.close()
-        time.sleep(0.3)  # the reader and writer threads of both processes finish
+        # The reader and writer threads of both processes finish (waited for, not given a fixed time:
+        # while one still runs it holds its pipe, and no warning could show).
+        threads = [t for t in threading.enumerate() if t.name in ("anchor-pipes-reader", "anchor-pipes-writer")]
+        for t in threads:
+            t.join(timeout=120)
+        assert not any(t.is_alive() for t in threads)
         gc.collect()
     assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []

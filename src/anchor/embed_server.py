@@ -48,6 +48,7 @@ from anchor.embed import (
     MiniLMEmbedder,
     VectorStore,
     decode_vector,
+    minilm_dir,
 )
 from anchor.llm.endpoint import sdk_endpoint
 from anchor.llm.errors import (
@@ -259,4 +260,13 @@ def make_embedder(settings: LLMSettings) -> Embedder:
     if settings.embed_model and settings.embed_model != MiniLMEmbedder.model_id:
         raise ConfigurationError(f"--embed-model {settings.embed_model!r} needs --embed-base-url (the bundled "
                                  f"embedder is {MiniLMEmbedder.model_id})")
+    check_embedder(settings)
     return MiniLMEmbedder(cache_path=settings.vector_cache_path)
+
+
+def check_embedder(settings: LLMSettings) -> None:
+    """Raise the one-line ``ConfigurationError`` now when the embedder the settings ask for is the bundled
+    MiniLM and its package is not installed: it is not one of anchor's dependencies (docs/install.md),
+    and without this a run would fail at the first text it embeds, after its first requests."""
+    if not settings.embed_base_url:
+        minilm_dir()

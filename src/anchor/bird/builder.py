@@ -20,6 +20,7 @@ from anchor.bird.cpt import (
     sample_assignments,
 )
 from anchor.bird.types import BirdConfig, BirdFactor, BirdModel, TrainedValue, TrainingRecord, TrainingSample
+from anchor.extras import require_extra
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import summarize
 from anchor.progress import Reporter, silent
@@ -40,6 +41,7 @@ async def build_bird_model(client: LLMClient, scenario: Scenario, config: BirdCo
     a usable factor, or with no usable judgement, gives a model whose notes say so (estimates then
     fail with that reason)."""
     config = config or BirdConfig()
+    require_extra("bird")  # before the first request: the fit at the end needs torch
     await client.ensure_ready()
     timings: dict[str, float] = {}
     with client.ledger.scope() as records:

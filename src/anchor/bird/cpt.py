@@ -24,6 +24,7 @@ import numpy as np
 from anchor import prompts
 from anchor.bird.types import BirdConfig
 from anchor.bird.verbal import VerbalLevel, VerbalParseError, parse_level, reconcile
+from anchor.extras import MissingExtra, require_extra
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.llm.errors import LLMOutputError
@@ -226,7 +227,12 @@ def fit_cpt(
     each parameter's margin direction. Constrained training projects the parameters into
     [eps, 1 - eps] after every step; unconstrained training (the reference code) leaves them free.
     """
-    import torch  # deferred: importing torch costs more than everything else in this module
+    try:
+        import torch  # deferred: importing torch costs more than everything else in this module
+    except ImportError as exc:  # the optional 'bird' extra
+        require_extra("bird")  # not installed: the usual line
+        raise MissingExtra(f"BIRD's CPT fit cannot import torch ({exc}); reinstall it: "
+                           "pip install --force-reinstall 'anchor-infer[bird]'") from None
 
     x = torch.as_tensor(np.asarray(train_rows, dtype=bool))
     y = torch.as_tensor(np.asarray(targets, dtype=np.float64))

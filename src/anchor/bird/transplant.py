@@ -36,6 +36,7 @@ from anchor.bird.types import (
     TransplantModel,
     TransplantSample,
 )
+from anchor.extras import require_extra
 from anchor.inference.bayes import linear_opinion_pool
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import summarize
@@ -100,6 +101,7 @@ async def train_on_space(client: LLMClient, space: FactorSpace, base_sets: Seque
     config = config or BirdConfig()
     if max_length < 1:
         raise ValueError("max_length must be at least 1")
+    require_extra("bird")  # before the first request: the fit at the end needs torch
     await client.ensure_ready()
     factors = presence_factors(space)
     model = TransplantModel(scenario=space.scenario, config=config, max_length=max_length,

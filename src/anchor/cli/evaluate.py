@@ -46,6 +46,7 @@ from anchor.evaluation.datasets.sampling import SampleError, parse_sample_size
 from anchor.evaluation.methods import METHODS
 from anchor.evaluation.results import MetricsReport, RunConfig
 from anchor.evaluation.rundir import RunDirectory
+from anchor.extras import require_extra
 from anchor.files import check_directory
 from anchor.secrets import redact_argv
 
@@ -154,6 +155,8 @@ def eval_command(
             else:
                 raise fail("give --dataset (or a .jsonl fact-checking file with --data)")
         spec = METHODS[method]
+        if spec.extra is not None:
+            require_extra(spec.extra, f"--method {method}")  # before the data is read or a request sent
         ablations = list(dict.fromkeys([*(ablation or []), *inference.ablations(build, mapping)]))
         # Contradictory ANCHOR settings are named whatever the method, before anything else.
         mapping_config, inference_config = mapping.config(), inference.config()

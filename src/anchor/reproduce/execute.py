@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 
 from anchor.analysis.runs import EvalSlice
 from anchor.config import AnchorConfig
+from anchor.embed_server import check_embedder
 from anchor.evaluation.methods.registry import METHODS
 from anchor.evaluation.results import RunConfig
 from anchor.evaluation.rundir import RunDirectory, RunDirError, Skipped
@@ -42,6 +43,7 @@ from anchor.evaluation.runner import (
     identity_difference,
     make_run_config,
 )
+from anchor.extras import EXTRAS, MissingExtra, extra_hint, extra_installed
 from anchor.files import write_atomic
 from anchor.llm.errors import AnchorError
 from anchor.llm.settings import LLMSettings, make_client
@@ -270,6 +272,20 @@ class Reproduction:
                     raise EvalError(f"--out {self.out_dir} holds a reproduction with other settings ({exc})") from None
         for run in self.plan.runs:
             self.instances(run)
+        self.check_installed()
+
+    def check_installed(self) -> None:
+        """Refuse, before any request, unfinished work that needs a package not installed: BIRD's runs
+        torch (an extra), ANCHOR's runs and the analyses the bundled MiniLM when nothing else embeds."""
+        unfinished = [r for r in self.plan.runs if not self.finished(r)]
+        if any(METHODS[r.method].uses_anchor_config for r in unfinished) or not all(
+                self.analysis_finished(a) for a in self.plan.analyses):
+            check_embedder(self.settings)
+        for extra in dict.fromkeys(x for r in unfinished if (x := METHODS[r.method].extra) and not extra_installed(x)):
+            runs = [r for r in unfinished if METHODS[r.method].extra == extra]
+            parts = ", ".join(dict.fromkeys(p for r in runs for p in r.parts))
+            raise MissingExtra(extra_hint(extra, f"{EXTRAS[extra][1]}, used by {len(runs)} run(s) of the selected parts "
+                                                 f"({parts}: {', '.join(r.name for r in runs)}),"))
 
     def state(self, run: PlannedRun) -> State:
         if run.name in self.errors:

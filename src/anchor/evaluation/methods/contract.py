@@ -196,3 +196,6 @@ class MethodSpec:
     cost_shape: Callable[[AnchorConfig | None], CostShape] = lambda config: CostShape(basis="one request a condition")
     """Its usual number of requests per scenario and per condition, for estimates made before a run
     (``anchor predict --check``), from the run's ANCHOR settings (None for a method without them)."""
+    extra: str | None = None
+    """The optional extra (:data:`anchor.extras.EXTRAS`) the method needs to run: checked before a run
+    sends its first request."""

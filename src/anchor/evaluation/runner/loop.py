@@ -43,6 +43,7 @@ from anchor.evaluation.runner.pool import LocalPool, ProcessPool, WorkerPool
 from anchor.evaluation.runner.ray_pool import RayPool
 from anchor.evaluation.runner.scoring import RunScorer
 from anchor.evaluation.runner.worker import InstanceWorker, WorkerSetup
+from anchor.extras import require_extra
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import CallRecord, empty_cost
@@ -163,6 +164,8 @@ class EvalRunner:
 
     async def run(self, instances: list[Instance] | None = None) -> MetricsReport:
         """Evaluate ``instances`` (default: ``load_instances()``) and write the run directory."""
+        if self.spec.extra is not None:
+            require_extra(self.spec.extra, f"--method {self.config.method}")  # before the first request
         if instances is None:
             instances = self.load_instances()
         if self.spec.uses_anchor_config and self.workers == 1 and self.ray is None:
