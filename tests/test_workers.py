@@ -3,6 +3,7 @@ predictions, metrics and ledger totals as one process, the run directory written
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from typer.testing import CliRunner
 
 from anchor.cli import app
 from tests.fakeserver import FakeOpenAIServer
-from tests.test_predict import COLUMNS, vanilla, write_csv
+from tests.test_predict import COLUMNS, SCENARIOS, vanilla, write_csv
 
 pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 runner = CliRunner()
@@ -93,3 +94,114 @@ def test_a_predict_run_on_a_local_ray_instance_equals_one_in_one_process(tmp_pat
     assert len(names) == 3
     assert sorted(p.name for p in (tmp_path / "auto" / "spaces").glob("*.json")) == names
     assert sorted(p.name for p in (store / "auto" / "spaces").glob("*.json")) == names
+
+
+@pytest.mark.slow
+async def test_a_lost_ray_worker_is_started_again_and_its_instances_answered_once(tmp_path, local_ray):
+    """An actor killed while its instances wait on the server: Ray starts it again, the pool sends
+    those instances again, and every instance comes back once."""
+    from anchor.evaluation.datasets.instances import DecisionInstance
+    from anchor.evaluation.runner.ray_pool import RayPool
+    from anchor.evaluation.runner.worker import WorkerSetup
+    from anchor.llm.ledger import CostLedger
+    from anchor.llm.settings import LLMSettings
+    from anchor.predict.config import CasesInput, make_predict_config
+    from anchor.types import Scenario, scenario_key
+
+    cases = tmp_path / "cases.csv"
+    write_csv(cases)
+    with FakeOpenAIServer(responder=vanilla) as server:
+        settings = LLMSettings(base_url=server.base_url, model="fake-model", cache_dir=tmp_path / "cache")
+        config = make_predict_config(cases=CasesInput.of(cases, columns=dict(c.split("=") for c in COLUMNS[1::2])),
+                                     method="vanilla", settings=settings, anchor_config=None)
+        config.llm["model"] = "fake-model"
+        ledger = CostLedger()
+        pool = RayPool(WorkerSetup(config=config, settings=settings, artefacts=tmp_path / "run"), 2, ledger, "auto")
+        await pool.start()
+        scenario = Scenario(text=SCENARIOS[0][0], outcome1=SCENARIOS[0][1], outcome2=SCENARIOS[0][2])
+        group = scenario_key(scenario)
+        index = int(group[:8], 16) % 2
+        instances = [DecisionInstance(id=f"i{k}", dataset="cases", scenario=scenario, condition=f"condition 0-{k}",
+                                      label=1) for k in range(4)]
+        server.hold(after=0)
+        answers = [asyncio.ensure_future(pool.answer(0, inst, group)) for inst in instances]
+        # The worker's requests wait on the server (waited for in a thread: the answers are tasks of this
+        # loop). How many it sends before an answer comes is its client's choice (it starts cautiously).
+        await asyncio.to_thread(server.wait_until, lambda: len(server.requests) >= 1)
+        local_ray.kill(pool._actors[index], no_restart=False)  # the worker is lost; Ray starts it again
+        sent_before = server.completions
+        server.release()
+        results = await asyncio.gather(*answers)
+        await pool.settle()
+        await pool.close()
+    assert sorted(p.id for p, _ in results) == ["i0", "i1", "i2", "i3"]
+    assert [p.p_outcome1 for p, _ in results] == [0.9, 0.2, 0.5, 0.7]
+    # Those the lost actor had sent were sent again by its successor: each instance answered once.
+    assert server.completions == sent_before + 4
+    assert sum(1 for r in ledger.records if r.outcome == "ok") == 4
+
+
+@pytest.mark.slow
+def test_a_killed_runner_with_helper_processes_resumes_and_asks_again_only_what_was_in_flight(tmp_path):
+    """kill -9 of the runner while its two helper processes wait on the server: the helpers stop with
+    it (they ask nothing more), and the same command resumes; the only requests the server sees twice
+    are those in flight at the kill, as in one process."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cases = tmp_path / "cases.csv"
+    write_csv(cases)
+    repo = Path(__file__).resolve().parents[1]
+    with FakeOpenAIServer(responder=vanilla, record_bodies=str(tmp_path / "bodies.jsonl")) as server:
+        out = tmp_path / "killed"
+        cmd = [sys.executable, "-c", "from anchor.cli import main; main()", "predict", str(cases), *COLUMNS,
+               "--method", "vanilla", "--base-url", server.base_url, "--cache-dir", str(tmp_path / "cache"),
+               "--out", str(out), "--workers", "2"]
+        server.hold(5)  # 5 rows answered, the others held in flight
+        proc = subprocess.Popen(cmd, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        preds = out / "predictions.jsonl"
+        deadline = time.time() + 240  # only so that a broken run cannot hang the suite
+        while time.time() < deadline and proc.poll() is None:
+            if preds.exists() and len(preds.read_text().splitlines()) >= 5 and server.completions == 12:
+                break  # 5 answered, the other 7 held at the server
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        held = server.completions - 5
+        server.release()
+        time.sleep(0.5)
+        assert server.completions == 5 + held  # the helpers asked nothing after the runner died
+        resumed = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=300)
+        assert resumed.returncode == 0, resumed.stderr
+    bodies = (tmp_path / "bodies.jsonl").read_text().splitlines()
+    twice = len(bodies) - len(set(bodies))
+    assert twice == held
+    calls = read_jsonl(out / "calls.jsonl")
+    answered = {r["request_id"] for r in calls if r["outcome"] != "sent"}
+    interrupted = {r["request_id"] for r in calls if r["outcome"] == "sent"} - answered
+    assert len(interrupted) == held
+    assert [p["id"] for p in read_jsonl(preds)] == [f"case-{i}" for i in range(12)]
+
+
+def test_workers_and_ray_come_from_the_flag_then_the_environment_then_the_default(monkeypatch):
+    from anchor.cli.options import ScaleOptions
+
+    monkeypatch.delenv("ANCHOR_WORKERS", raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 6)
+    assert ScaleOptions().resolve(uses_server=True) == (6, None)   # every core for a server
+    assert ScaleOptions().resolve(uses_server=False) == (1, None)  # one process for the embedded model
+    monkeypatch.setenv("ANCHOR_WORKERS", "3")
+    assert ScaleOptions().resolve(uses_server=True) == (3, None)
+    assert ScaleOptions(workers=2).resolve(uses_server=True) == (2, None)
+    monkeypatch.setenv("ANCHOR_RAY", "auto")
+    assert ScaleOptions(workers=2).resolve(uses_server=True) == (2, "auto")
+    monkeypatch.delenv("ANCHOR_WORKERS")
+    assert ScaleOptions().resolve(uses_server=True) == (0, "auto")  # 0: one actor per CPU of the cluster
+    monkeypatch.setenv("ANCHOR_WORKERS", "two")
+    with pytest.raises(Exception, match="ANCHOR_WORKERS must be a whole number"):
+        ScaleOptions().resolve(uses_server=True)
+    with pytest.raises(Exception, match="must be at least 1"):
+        ScaleOptions(workers=0).resolve(uses_server=True)

@@ -179,12 +179,19 @@ class ScaleOptions:
         return (os.cpu_count() or 1) if uses_server else 1
 
     def resolve(self, uses_server: bool) -> tuple[int, str | None]:
-        """(workers, Ray address), checked; the defaults filled in."""
-        if self.workers is not None and self.workers < 1:
-            raise typer.BadParameter(f"must be at least 1, got {self.workers}", param_hint="--workers")
-        if self.ray is not None:
-            return self.workers or 0, self.ray.strip()
-        return (self.workers if self.workers is not None else self.default_workers(uses_server)), None
+        """(workers, Ray address): the flags, else their environment variables, else the defaults; checked."""
+        workers = self.workers
+        if workers is None and os.environ.get(ENV_WORKERS, "").strip():
+            raw = os.environ[ENV_WORKERS].strip()
+            if not raw.isdigit():
+                raise typer.BadParameter(f"{ENV_WORKERS} must be a whole number, got {raw!r}", param_hint="--workers")
+            workers = int(raw)
+        if workers is not None and workers < 1:
+            raise typer.BadParameter(f"must be at least 1, got {workers}", param_hint="--workers")
+        ray = self.ray if self.ray is not None else (os.environ.get(ENV_RAY, "").strip() or None)
+        if ray is not None:
+            return workers or 0, ray.strip()
+        return (workers if workers is not None else self.default_workers(uses_server)), None
 
 
 @dataclasses.dataclass
