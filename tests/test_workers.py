@@ -165,8 +165,11 @@ def test_a_killed_runner_with_helper_processes_resumes_and_asks_again_only_what_
         preds = out / "predictions.jsonl"
         deadline = time.time() + 240  # only so that a broken run cannot hang the suite
         while time.time() < deadline and proc.poll() is None:
-            if preds.exists() and len(preds.read_text().splitlines()) >= 5 and server.completions == 12:
-                break  # 5 answered, the other 7 held at the server
+            if preds.exists() and len(preds.read_text().splitlines()) >= 5 and server.completions == 12 \
+                    and (out / "calls.jsonl").read_text().count('"outcome":"sent"') == 12:
+                # 5 answered, the other 7 held at the server, and the runner has recorded every request
+                # (a helper's record of a request travels to the runner as the request goes out).
+                break
             time.sleep(0.05)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()

@@ -185,20 +185,58 @@ def _process_main(conn: Connection, setup: WorkerSetup) -> None:
     asyncio.run(_serve(conn, setup))
 
 
+class _Outbox:
+    """A helper process's messages to the runner. The record of a request about to be sent leaves at
+    once, so that a runner killed now still counts the request (as interrupted); the records of how
+    requests ended wait for the next such message, an answer (which never overtakes its requests) or
+    ``FLUSH_SECONDS``, whichever comes first: one message a record would cost the runner more than the
+    request itself. Messages carry the models themselves (pickled): nothing is validated twice."""
+
+    def __init__(self, conn: Connection, loop: asyncio.AbstractEventLoop) -> None:
+        self.conn = conn
+        self.loop = loop
+        self.lock = threading.Lock()
+        self.records: list[CallRecord] = []
+        self.timer: asyncio.TimerHandle | None = None
+
+    def record(self, record: CallRecord) -> None:
+        self.records.append(record)
+        if record.outcome == "sent":
+            self.flush()
+        elif self.timer is None:
+            self.timer = self.loop.call_later(FLUSH_SECONDS, self.flush)
+
+    def flush(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.records:
+            batch, self.records = self.records, []
+            self.send(("calls", batch))
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        with self.lock:
+            self.conn.send(message)
+
+    def answer(self, message: tuple[Any, ...]) -> None:
+        self.flush()
+        self.send(message)
+
+
+#: How long a helper process holds request records before sending them together.
+FLUSH_SECONDS = 0.05
+
+
 async def _serve(conn: Connection, setup: WorkerSetup) -> None:
     loop = asyncio.get_running_loop()
-    lock = threading.Lock()
-
-    def send(message: tuple[Any, ...]) -> None:
-        with lock:
-            conn.send(message)
+    outbox = _Outbox(conn, loop)
 
     with tempfile.TemporaryDirectory(prefix="anchor-worker-") as scratch:
         local = remote_setup(setup, Path(scratch))
         worker = InstanceWorker(local)
         await worker.start()
         assert worker.client is not None
-        worker.client.ledger.subscribe(lambda record: send(("call", record.model_dump_json())))
+        worker.client.ledger.subscribe(outbox.record)
         shipped: set[tuple[str, str]] = set()
         inbox: asyncio.Queue[Any] = asyncio.Queue()
         threading.Thread(target=lambda: [loop.call_soon_threadsafe(inbox.put_nowait, m) for m in _receive(conn)],
@@ -210,10 +248,9 @@ async def _serve(conn: Connection, setup: WorkerSetup) -> None:
                 unpack_artefacts(artefacts, local.artefacts, Path(scratch) / "reuse")
             try:
                 pred, traces = await worker.evaluate(run, inst, rank)
-                send(("answer", item, pred.model_dump_json(), [t.model_dump_json() for t in traces],
-                      pack_built(worker, shipped)))
+                outbox.answer(("answer", item, pred, traces, pack_built(worker, shipped)))
             except BaseException as exc:  # noqa: BLE001 - reported to the runner, which stops the run
-                send(("error", item, f"{type(exc).__name__}: {exc}"))
+                outbox.answer(("error", item, f"{type(exc).__name__}: {exc}"))
 
         while True:
             message = await inbox.get()
@@ -230,6 +267,7 @@ async def _serve(conn: Connection, setup: WorkerSetup) -> None:
             task.add_done_callback(tasks.discard)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        outbox.flush()
         await worker.close()
 
 
@@ -287,8 +325,9 @@ class ProcessPool:
             self._loop.call_soon_threadsafe(self._handle, message)
 
     def _handle(self, message: tuple[Any, ...]) -> None:
-        if message[0] == "call":
-            replay(self.ledger, CallRecord.model_validate_json(message[1]))
+        if message[0] == "calls":
+            for record in message[1]:
+                replay(self.ledger, record)
             return
         future = self._waiting.pop(message[1], None)
         if future is None or future.done():
@@ -298,7 +337,7 @@ class ProcessPool:
             return
         _, _, pred, traces, built = message
         self.courier.incoming(built)
-        future.set_result((Prediction.model_validate_json(pred), [TraceRecord.model_validate_json(t) for t in traces]))
+        future.set_result((pred, traces))
 
     def _lost(self, index: int) -> None:
         if all(p.is_alive() for p in self._procs):
