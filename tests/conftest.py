@@ -48,11 +48,6 @@ NOODLES = Scenario(
 )
 
 
-# Runs answer in the test's own process unless a test asks for helper processes (--workers N): a
-# run's default, every core, would start helper processes in every test that runs one.
-os.environ["ANCHOR_WORKERS"] = "1"
-
-
 @pytest.fixture
 def clean_anchor_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """No ANCHOR_* variable of the environment the tests run in (a test module uses it with
@@ -60,7 +55,6 @@ def clean_anchor_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("ANCHOR_"):
             monkeypatch.delenv(name)
-    monkeypatch.setenv("ANCHOR_WORKERS", "1")  # see below
 
 
 @pytest.fixture(scope="session")

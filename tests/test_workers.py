@@ -193,18 +193,20 @@ def test_workers_and_ray_come_from_the_flag_then_the_environment_then_the_defaul
     from anchor.cli.options import ScaleOptions
 
     monkeypatch.delenv("ANCHOR_WORKERS", raising=False)
+    monkeypatch.delenv("ANCHOR_RAY", raising=False)
     monkeypatch.setattr("os.cpu_count", lambda: 6)
-    assert ScaleOptions().resolve(uses_server=True) == (6, None)   # every core for a server
-    assert ScaleOptions().resolve(uses_server=False) == (1, None)  # one process for the embedded model
+    assert ScaleOptions().resolve(uses_server=True) == (1, None)   # one process unless asked
+    assert ScaleOptions(workers="auto").resolve(uses_server=True) == (6, None)   # every core for a server
+    assert ScaleOptions(workers="auto").resolve(uses_server=False) == (1, None)  # the embedded model: one
     monkeypatch.setenv("ANCHOR_WORKERS", "3")
     assert ScaleOptions().resolve(uses_server=True) == (3, None)
-    assert ScaleOptions(workers=2).resolve(uses_server=True) == (2, None)
+    assert ScaleOptions(workers="2").resolve(uses_server=True) == (2, None)
     monkeypatch.setenv("ANCHOR_RAY", "auto")
-    assert ScaleOptions(workers=2).resolve(uses_server=True) == (2, "auto")
+    assert ScaleOptions(workers="2").resolve(uses_server=True) == (2, "auto")
     monkeypatch.delenv("ANCHOR_WORKERS")
     assert ScaleOptions().resolve(uses_server=True) == (0, "auto")  # 0: one actor per CPU of the cluster
     monkeypatch.setenv("ANCHOR_WORKERS", "two")
-    with pytest.raises(Exception, match="ANCHOR_WORKERS must be a whole number"):
+    with pytest.raises(Exception, match="ANCHOR_WORKERS must be a whole number of at least 1, or auto"):
         ScaleOptions().resolve(uses_server=True)
-    with pytest.raises(Exception, match="must be at least 1"):
-        ScaleOptions(workers=0).resolve(uses_server=True)
+    with pytest.raises(Exception, match="--workers must be a whole number"):
+        ScaleOptions(workers="0").resolve(uses_server=True)

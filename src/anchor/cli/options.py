@@ -165,33 +165,36 @@ SCALE_PANEL = "Processes and clusters"
 class ScaleOptions:
     """Where instances are answered: this process, helper processes, or a Ray cluster."""
 
-    workers: Annotated[int | None, opt("--workers", panel=SCALE_PANEL, env=ENV_WORKERS, help=(
-        "Processes that answer scenario groups, each with its share of --concurrency; the run directory is "
-        "written by this one. Default: every core with a server, 1 with the embedded model. With --ray: the "
-        "number of Ray actors (default: the cluster's CPUs)."))] = None
+    workers: Annotated[str | None, opt("--workers", panel=SCALE_PANEL, env=ENV_WORKERS, metavar="N|auto", help=(
+        "Processes that answer scenario groups, each with its share of --concurrency (the run directory is "
+        "written by this one); 'auto' = one per core with a server, 1 with the embedded model. Default 1: "
+        "extra processes pay off only when anchor's own CPU, not the server, is the limit (docs/scale.md). "
+        "With --ray: the number of Ray actors (default: one per CPU of the cluster)."))] = None
     ray: Annotated[str | None, opt("--ray", panel=SCALE_PANEL, env=ENV_RAY, metavar="ADDRESS", help=(
         "Answer on a Ray cluster (pip install 'anchor-infer[ray]'): 'auto' = the one `ray start` began, "
         "ray://HOST:10001 or HOST:6379 = another, 'local' = a new one in this process. See docs/scale.md."))] = None
 
     @staticmethod
-    def default_workers(uses_server: bool) -> int:
-        """Every core for a server; one process for the embedded model, which already uses every core."""
+    def cores(uses_server: bool) -> int:
+        """'auto': every core for a server; one process for the embedded model, which uses every core."""
         return (os.cpu_count() or 1) if uses_server else 1
 
     def resolve(self, uses_server: bool) -> tuple[int, str | None]:
-        """(workers, Ray address): the flags, else their environment variables, else the defaults; checked."""
-        workers = self.workers
-        if workers is None and os.environ.get(ENV_WORKERS, "").strip():
-            raw = os.environ[ENV_WORKERS].strip()
-            if not raw.isdigit():
-                raise typer.BadParameter(f"{ENV_WORKERS} must be a whole number, got {raw!r}", param_hint="--workers")
-            workers = int(raw)
-        if workers is not None and workers < 1:
-            raise typer.BadParameter(f"must be at least 1, got {workers}", param_hint="--workers")
+        """(workers, Ray address): the flags, else their environment variables, else the defaults; checked.
+        Workers 0 with Ray: one actor per CPU of the cluster."""
+        given = self.workers if self.workers is not None else (os.environ.get(ENV_WORKERS, "").strip() or None)
         ray = self.ray if self.ray is not None else (os.environ.get(ENV_RAY, "").strip() or None)
-        if ray is not None:
-            return workers or 0, ray.strip()
-        return (workers if workers is not None else self.default_workers(uses_server)), None
+        if given is None:
+            workers = 0 if ray is not None else 1
+        elif given.strip().lower() == "auto":
+            workers = 0 if ray is not None else self.cores(uses_server)
+        elif given.strip().isdigit() and int(given) >= 1:
+            workers = int(given)
+        else:
+            where = "--workers" if self.workers is not None else ENV_WORKERS
+            raise typer.BadParameter(f"{where} must be a whole number of at least 1, or auto; got {given!r}",
+                                     param_hint="--workers")
+        return workers, ray.strip() if ray is not None else None
 
 
 @dataclasses.dataclass
