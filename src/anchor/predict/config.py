@@ -15,6 +15,7 @@ from anchor.cases.columns import check_column_mapping
 from anchor.embed_server import settings_identity
 from anchor.evaluation.methods.registry import METHODS
 from anchor.evaluation.results import RunConfig
+from anchor.evaluation.runner.config import recorded_llm
 from anchor.evaluation.runner.errors import EvalError
 from anchor.llm.settings import LLMSettings
 from anchor.pipeline import AnchorConfig
@@ -90,12 +91,7 @@ def make_predict_config(
     if not cases.path.is_file():
         raise EvalError(f"{cases.path}: no such file")
     spec = METHODS[method]
-    llm = settings.describe()
-    llm.pop("api_key", None)
-    estimator_llm = None
-    if estimator is not None:
-        estimator_llm = estimator.describe()
-        estimator_llm.pop("api_key", None)
+    llm, estimator_llm = recorded_llm(settings), recorded_llm(estimator) if estimator is not None else None
     return RunConfig(
         anchor_version=__version__, dataset=CASES_DATASET, data_path=str(cases.path),
         data_sha256=file_digest(cases.path), kind="cases", method=method, ablations=list(ablations), limit=limit,

@@ -7,6 +7,7 @@ import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from anchor import __version__
 from anchor.embed_server import settings_identity
@@ -60,6 +61,13 @@ def _recorded(spaces_from: Path | None, relative_to: Path | None) -> str | None:
     return os.path.relpath(Path(spaces_from).resolve(), Path(relative_to).resolve())
 
 
+def recorded_llm(settings: LLMSettings) -> dict[str, Any]:
+    """What a run records of an LLM's settings (``RunConfig.llm``, ``.estimator``): no secret."""
+    described = settings.describe()
+    described.pop("api_key", None)
+    return described
+
+
 def make_run_config(
     *, dataset: str, method: str, data_path: Path | None, ablations: Sequence[str], limit: int | None, runs: int,
     seed: int, settings: LLMSettings, anchor_config: AnchorConfig | None, negation: str = "template",
@@ -89,12 +97,7 @@ def make_run_config(
     if spaces_from is not None and not Path(spaces_from).is_dir():
         raise EvalError(f"--spaces-from {spaces_from}: no such run directory")
     sample_size, sample_seed = resolve_sample(dataset, sample, sample_seed)
-    llm = settings.describe()
-    llm.pop("api_key", None)
-    estimator_llm = None
-    if estimator is not None:
-        estimator_llm = estimator.describe()
-        estimator_llm.pop("api_key", None)
+    llm, estimator_llm = recorded_llm(settings), recorded_llm(estimator) if estimator is not None else None
     return RunConfig(
         anchor_version=__version__, dataset=dataset, data_path=str(data_path) if data_path else None,
         data_sha256=file_sha256(dataset, Path(data_path) if data_path else None), kind=dataset_kind(dataset),
