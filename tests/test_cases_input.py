@@ -21,7 +21,7 @@ from anchor.cases import (
     parse_column_options,
     read_cases,
 )
-from anchor.llm.errors import AnchorError
+from anchor.errors import AnchorError
 from anchor.types import Scenario, scenario_key
 
 COLUMNS = ["id", "scenario", "outcome1", "outcome2", "condition", "label"]

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from anchor.cli import app
 from anchor.embed import MiniLMEmbedder
 from anchor.embed_server import DEFAULT_SERVER_MODEL, ServerEmbedder, make_embedder
-from anchor.llm.errors import ConfigurationError, FatalBackendError, RetryBudgetExhausted
+from anchor.errors import ConfigurationError, FatalBackendError, RetryBudgetExhausted
 from anchor.llm.settings import LLMSettings
 from anchor.mapping.mapper import ConditionMapper
 from anchor.space.io import save_space

@@ -11,16 +11,8 @@ import time
 import pytest
 from pydantic import BaseModel, Field
 
-from anchor.llm import (
-    CostLedger,
-    FatalBackendError,
-    LLMClient,
-    LLMOutputError,
-    LogprobsUnavailable,
-    PromptSpec,
-    ResponseCache,
-    RetryBudgetExhausted,
-)
+from anchor.errors import FatalBackendError, LLMOutputError, LogprobsUnavailable, RetryBudgetExhausted
+from anchor.llm import CostLedger, LLMClient, PromptSpec, ResponseCache
 from anchor.llm.openai_backend import OpenAICompatibleBackend
 from anchor.llm.settings import LLMSettings, make_client
 from anchor.llm.structured import inline_schema

@@ -12,6 +12,7 @@ import pytest
 
 from anchor import prompts
 from anchor.embed import embed_condition
+from anchor.errors import ConfigurationError, FatalBackendError
 from anchor.evaluation.methods import baselines
 from anchor.llm.base import RawCompletion, TokenLogprob
 from anchor.llm.client import LLMClient
@@ -22,7 +23,6 @@ from anchor.llm.context import (
     fit_prompt,
     omission_marker,
 )
-from anchor.llm.errors import ConfigurationError, FatalBackendError
 from anchor.llm.openai_backend import OpenAICompatibleBackend
 from anchor.llm.scripted import ScriptedBackend, ScriptedRequest
 from anchor.llm.settings import LLMSettings, make_backend

@@ -26,9 +26,9 @@ from anchor.bird.cpt import fit_cpt
 from anchor.bird.transplant import train_on_space
 from anchor.cli import app
 from anchor.embed_server import make_embedder
+from anchor.errors import ConfigurationError
 from anchor.evaluation.methods import METHODS
 from anchor.extras import MissingExtra
-from anchor.llm.errors import ConfigurationError
 from anchor.llm.settings import LLMSettings
 from anchor.reproduce.execute import Reproduction
 from anchor.reproduce.plan import make_plan

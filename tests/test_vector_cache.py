@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from anchor.cli import app
 from anchor.embed import MINILM_ID, EmbedderIdentity, MiniLMEmbedder, VectorStore, embedder_identity
 from anchor.embed_server import PROBE_TEXT, ServerEmbedder
-from anchor.llm.errors import ConfigurationError, FatalBackendError
+from anchor.errors import ConfigurationError, FatalBackendError
 from anchor.mapping.mapper import ConditionMapper
 from tests.fakeserver import FakeOpenAIServer, made_up_embed
 

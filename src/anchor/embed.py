@@ -39,7 +39,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from anchor import minilm
-from anchor.llm.errors import ConfigurationError
+from anchor.errors import ConfigurationError
 from anchor.types import ConditionEmbedding
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"

@@ -50,15 +50,14 @@ from anchor.embed import (
     decode_vector,
     minilm_dir,
 )
-from anchor.llm.endpoint import sdk_endpoint
-from anchor.llm.errors import (
+from anchor.errors import (
     ConfigurationError,
     FatalBackendError,
     RequestRejected,
     RetryBudgetExhausted,
     TransientBackendError,
-    retry_after_seconds,
 )
+from anchor.llm.endpoint import retry_after_seconds, sdk_endpoint
 from anchor.secrets import display_url, register, register_url, scrub
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from anchor.llm.errors import ConfigurationError
+from anchor.errors import ConfigurationError
 
 _LAYER = "encoder.layer.{}."
 _LOADED: dict[str, MiniLM] = {}

@@ -28,7 +28,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import IO, Any
 
-from anchor.llm.errors import AnchorError
+from anchor.errors import AnchorError
 
 _HEADER = struct.Struct("!Q")
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError
 
+from anchor.errors import ConfigurationError
 from anchor.llm.cache import RESPONSES_FILE, VECTORS_FILE, ResponseCache, default_cache_dir
 from anchor.llm.client import LLMClient
 from anchor.llm.context import DEFAULT_SERVER_CONTEXT_TOKENS
-from anchor.llm.errors import ConfigurationError
 from anchor.llm.ledger import CostLedger
 from anchor.llm.local_backend import LocalLlamaBackend
 from anchor.llm.memory import SERVERS_FILE, ServerMemory

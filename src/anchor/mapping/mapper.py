@@ -15,9 +15,9 @@ import numpy as np
 
 from anchor import offload, prompts
 from anchor.embed import Embedder
+from anchor.errors import ConfigurationError
 from anchor.llm.client import LLMClient
 from anchor.llm.context import fit_prompt, merge_truncations
-from anchor.llm.errors import ConfigurationError
 from anchor.mapping.config import MappingConfig
 from anchor.mapping.retrieval import CandidateIndex, FlatIndex, HierarchicalIndex
 from anchor.mapping.retrievers import KNNRetriever, Retriever

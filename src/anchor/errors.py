@@ -1,11 +1,10 @@
-"""Errors raised by the LLM layer, and how long a server asked to wait before a retry. Messages
-are meant to be read by a person."""
+"""The errors anchor raises on purpose: ``AnchorError`` and its family. Messages are meant to be read
+by a person.
+
+They sit at the bottom of the package, imported by every layer (the LLM client, the embedders, the
+stages, the evaluation, the command line, which turns them into one ``error:`` line)."""
 
 from __future__ import annotations
-
-import email.utils
-import time
-from typing import Any
 
 
 class AnchorError(Exception):
@@ -27,30 +26,6 @@ class TransientBackendError(BackendError):
         super().__init__(message)
         self.retry_after = retry_after
         self.kind = kind
-
-
-def retry_after_seconds(headers: Any) -> float | None:
-    """Read ``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms`` from response headers."""
-    if headers is None:
-        return None
-    try:
-        ms = headers.get("retry-after-ms")
-        if ms is not None:
-            return max(0.0, float(ms) / 1000.0)
-        value = headers.get("retry-after")
-    except Exception:  # headers of an unexpected type: no hint
-        return None
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 class FatalBackendError(BackendError):
