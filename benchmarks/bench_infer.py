@@ -134,7 +134,7 @@ def bench(n: int, queries: int) -> dict:
 
 
 def embed_one_condition() -> float:
-    from anchor.embed import MiniLMEmbedder
+    from anchor.embedding.embed import MiniLMEmbedder
 
     embedder = MiniLMEmbedder()
     embedder.encode(["warm-up"])

@@ -16,7 +16,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import pytest  # noqa: E402
 from hypothesis import settings as hypothesis_settings  # noqa: E402
 
-from anchor.embed import MiniLMEmbedder  # noqa: E402
+from anchor.embedding.embed import MiniLMEmbedder  # noqa: E402
 from anchor.llm import chain, transport  # noqa: E402
 from anchor.llm.client import LLMClient  # noqa: E402
 from anchor.llm.ledger import CostLedger  # noqa: E402

@@ -379,7 +379,7 @@ def test_infer_with_a_stored_space_never_imports_umap(tmp_path, space_file):
                 code = 0
         print(json.dumps({{"marker": "done", "code": code, "requests": server.completions,
                            "umap": sorted(m for m in sys.modules if m == "umap" or m.startswith("umap.")),
-                           "minilm_loaded": bool(sys.modules["anchor.minilm"]._LOADED),
+                           "minilm_loaded": bool(sys.modules["anchor.embedding.minilm"]._LOADED),
                            "heavy": sorted(m for m in ("torch", "sentence_transformers", "sklearn") if m in sys.modules)}}))
     """)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANCHOR_")}

@@ -1,4 +1,4 @@
-"""Embeddings from a server (anchor.embed_server) against the test server running the real
+"""Embeddings from a server (anchor.embedding.server) against the test server running the real
 all-MiniLM-L6-v2 (sentence-transformers), through the openai SDK."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from anchor.cli import app
-from anchor.embed import MiniLMEmbedder
-from anchor.embed_server import DEFAULT_SERVER_MODEL, ServerEmbedder, make_embedder
+from anchor.embedding.embed import MiniLMEmbedder
+from anchor.embedding.server import DEFAULT_SERVER_MODEL, ServerEmbedder, make_embedder
 from anchor.errors import ConfigurationError, FatalBackendError, RetryBudgetExhausted
 from anchor.llm.settings import LLMSettings
 from anchor.mapping.mapper import ConditionMapper
@@ -156,11 +156,11 @@ def test_infer_with_server_embeddings_loads_no_model(make_space, tmp_path, emb_s
             main()
         except SystemExit as exc:
             assert exc.code in (0, None), exc.code
-        import anchor.minilm, anchor.offload
+        import anchor.embedding.minilm, anchor.compute.offload
         print(json.dumps({{"loaded": sorted(m for m in ("torch", "sentence_transformers", "tokenizers")
                                               if m in sys.modules),
-                           "minilm": len(anchor.minilm._LOADED),
-                           "embed_process": anchor.offload._EMBED_PROCESS._proc is not None}}))
+                           "minilm": len(anchor.embedding.minilm._LOADED),
+                           "embed_process": anchor.compute.offload._EMBED_PROCESS._proc is not None}}))
     """)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANCHOR_")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")])

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from anchor import prompts
-from anchor.embed import embed_condition
+from anchor.embedding.embed import embed_condition
 from anchor.errors import ConfigurationError, FatalBackendError
 from anchor.evaluation.methods import baselines
 from anchor.llm.base import RawCompletion, TokenLogprob

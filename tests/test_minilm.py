@@ -1,11 +1,11 @@
-"""The numpy MiniLM (anchor.minilm) against sentence-transformers running the same bundled model."""
+"""The numpy MiniLM (anchor.embedding.minilm) against sentence-transformers running the same bundled model."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from anchor.embed import MiniLMEmbedder, minilm_dir
+from anchor.embedding.embed import MiniLMEmbedder, minilm_dir
 
 #: Largest difference of one vector component allowed between the two implementations. Measured:
 #: 2.6e-7 on the texts below (float32 rounding in a different order), so 1e-5 leaves a wide margin.

@@ -25,7 +25,7 @@ from anchor.bird.builder import build_bird_model
 from anchor.bird.cpt import fit_cpt
 from anchor.bird.transplant import train_on_space
 from anchor.cli import app
-from anchor.embed_server import make_embedder
+from anchor.embedding.server import make_embedder
 from anchor.errors import ConfigurationError
 from anchor.evaluation.methods import METHODS
 from anchor.extras import MissingExtra

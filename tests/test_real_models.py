@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from pydantic import BaseModel, Field
 
-from anchor.embed import MiniLMEmbedder, cosine_similarity_matrix
+from anchor.embedding.embed import MiniLMEmbedder, cosine_similarity_matrix
 from anchor.llm import CostLedger, LLMClient, PromptSpec, ResponseCache
 from anchor.llm.local_backend import LocalLlamaBackend
 

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from anchor.cli import app
-from anchor.embed import MINILM_ID
+from anchor.embedding.embed import MINILM_ID
 from anchor.evaluation.runner import DirectoryLock, EvalError, check_resumable
 from tests.fakeserver import FakeOpenAIServer, made_up_embed
 

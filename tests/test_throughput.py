@@ -16,16 +16,16 @@ import pytest
 from pydantic import BaseModel
 from typer.testing import CliRunner
 
-from anchor import offload
 from anchor.cli import app
-from anchor.embed import MiniLMEmbedder
+from anchor.compute import offload
+from anchor.compute.workerproc import WorkerDied, WorkerProcess
+from anchor.embedding.embed import MiniLMEmbedder
 from anchor.evaluation.runner import instance_slots
 from anchor.llm import CostLedger, LLMClient, PromptSpec, ResponseCache
 from anchor.llm.ledger import CallRecord, summarize
 from anchor.llm.openai_backend import OpenAICompatibleBackend
 from anchor.llm.settings import LLMSettings
 from anchor.space.structure import cluster_embeddings
-from anchor.workerproc import WorkerDied, WorkerProcess
 from tests.fakeserver import FakeOpenAIServer
 
 
@@ -268,7 +268,7 @@ async def test_helper_processes_give_the_same_vectors_and_clusters(embedder, mon
     texts = [f"factor about {w} and {v}" for w in ("heat", "time", "salt", "starch") for v in ("cost", "taste", "risk")]
     remote = await offload.encode(MiniLMEmbedder(), texts)
     assert np.array_equal(remote, embedder.encode(texts))
-    timed = await offload.cluster(remote, seed=4)
+    timed = await offload.cluster(cluster_embeddings, remote, seed=4)
     local = cluster_embeddings(remote, seed=4)
     assert np.array_equal(timed.result.labels, local.labels)
     assert timed.result.stats == local.stats and timed.seconds > 0

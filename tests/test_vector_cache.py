@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from anchor.cli import app
-from anchor.embed import MINILM_ID, EmbedderIdentity, MiniLMEmbedder, VectorStore, embedder_identity
-from anchor.embed_server import PROBE_TEXT, ServerEmbedder
+from anchor.embedding.embed import MINILM_ID, EmbedderIdentity, MiniLMEmbedder, VectorStore, embedder_identity
+from anchor.embedding.server import PROBE_TEXT, ServerEmbedder
 from anchor.errors import ConfigurationError, FatalBackendError
 from anchor.mapping.mapper import ConditionMapper
 from tests.fakeserver import FakeOpenAIServer, made_up_embed

@@ -74,7 +74,7 @@ class LLMSettings(BaseModel):
         description="The model's context window in tokens. Prompts with a long condition are fitted to it "
                     f"(see anchor.llm.context). Default: {DEFAULT_SERVER_CONTEXT_TOKENS} for a server, "
                     f"n_ctx={EMBEDDED_CONTEXT_TOKENS} for the embedded model (where it also sets n_ctx).")
-    # Embeddings (anchor.embed_server): from an OpenAI-compatible /v1/embeddings server instead of the
+    # Embeddings (anchor.embedding.server): from an OpenAI-compatible /v1/embeddings server instead of the
     # bundled MiniLM. Same time-out and retries as the LLM's; the key is a secret like the LLM's.
     embed_base_url: str | None = Field(default=None, description="Embeddings server; None = the bundled MiniLM.")
     embed_model: str | None = None

@@ -12,7 +12,7 @@ from typing import Any
 from anchor import __version__
 from anchor.cases import CaseFormat, CaseLimits, CaseStream, detect_format, read_cases
 from anchor.cases.columns import check_column_mapping
-from anchor.embed_server import settings_identity
+from anchor.embedding.server import settings_identity
 from anchor.evaluation.methods.registry import METHODS
 from anchor.evaluation.results import RunConfig
 from anchor.evaluation.runner.errors import EvalError

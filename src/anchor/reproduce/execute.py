@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict
 
 from anchor.analysis.runs import EvalSlice
 from anchor.config import AnchorConfig
-from anchor.embed_server import check_embedder
+from anchor.embedding.server import check_embedder
 from anchor.errors import AnchorError
 from anchor.evaluation.methods.registry import METHODS
 from anchor.evaluation.results import RunConfig

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from anchor import prompts
-from anchor.embed import Embedder
+from anchor.embedding.embed import Embedder
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.progress import ProgressEvent, Reporter, silent

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from anchor import offload, prompts
-from anchor.embed import Embedder
+from anchor import prompts
+from anchor.compute import offload
+from anchor.embedding.embed import Embedder
 from anchor.llm.client import LLMClient
 from anchor.types import BuildParams, RejectedCandidate, Scenario
 

@@ -23,7 +23,7 @@ class AnchorMethod:
     """ANCHOR: a factor space per scenario (per run, or shared by the runs), then mapping and inference."""
 
     def __init__(self, ctx: MethodContext) -> None:
-        from anchor import offload  # start-up time, see the module docstring
+        from anchor.compute import offload  # start-up time, see the module docstring
         from anchor.pipeline import Anchor, AnchorConfig
 
         config = ctx.anchor_config or AnchorConfig()

@@ -23,7 +23,7 @@ from anchor.secrets import scrub
 from anchor.types import Scenario, TextTruncation, scenario_key
 
 if TYPE_CHECKING:
-    from anchor.embed import Embedder
+    from anchor.embedding.embed import Embedder
     from anchor.evaluation.results import RunConfig
     from anchor.llm.client import LLMClient
     from anchor.pipeline import AnchorConfig

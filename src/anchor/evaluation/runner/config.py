@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from anchor import __version__
-from anchor.embed_server import settings_identity
+from anchor.embedding.server import settings_identity
 from anchor.evaluation.datasets.bundled import DATASET_NAMES, bundled_file, is_factcheck_dataset
 from anchor.evaluation.datasets.selection import resolve_sample
 from anchor.evaluation.methods.registry import METHODS

@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from anchor.embed import KNOWN_DIMENSIONS, MiniLMEmbedder
-from anchor.embed_server import DEFAULT_SERVER_MODEL
+from anchor.embedding.embed import KNOWN_DIMENSIONS, MiniLMEmbedder
+from anchor.embedding.server import DEFAULT_SERVER_MODEL
 from anchor.evaluation.methods.registry import METHODS
 from anchor.evaluation.results import RunConfig
 from anchor.evaluation.rundir import RunDirectory

@@ -25,11 +25,12 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from anchor import offload, prompts
+from anchor import prompts
 from anchor.calibration.contract import CalibratorMismatchWarning, method_label
 from anchor.calibration.registry import FileCalibrator
-from anchor.embed import Embedder, embedder_identity
-from anchor.embed_server import make_embedder
+from anchor.compute import offload
+from anchor.embedding.embed import Embedder, embedder_identity
+from anchor.embedding.server import make_embedder
 from anchor.evaluation.datasets.factcheck import FactcheckData
 from anchor.evaluation.datasets.instances import DecisionInstance, PairwiseInstance, scenario_key
 from anchor.evaluation.datasets.sampling import SampleRecord

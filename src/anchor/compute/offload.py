@@ -7,22 +7,24 @@ matter:
 * **Embedding.** ``await encode(embedder, texts)`` queues the texts; while the model is busy
   with one batch, requests from other scenarios pile up and go through together as the next
   one. For MiniLM the merged call gives exactly the vectors separate calls would (see
-  ``anchor.embed``).
-* **Clustering.** ``await cluster(vectors, ...)`` runs UMAP + HDBSCAN. UMAP's first fit in a
+  ``anchor.embedding.embed``).
+* **Clustering.** ``await cluster(job, *args)`` runs the clustering job its caller hands it (the
+  space builder's UMAP + HDBSCAN: this layer knows nothing of spaces). UMAP's first fit in a
   process imports UMAP (about three seconds) and loads its numba kernels from numba's cache
   (``anchor.space.umap_cache``; on a machine where they were never compiled, compiling them takes
-  ten seconds or more); ``warm_up()`` starts that at once, so it overlaps with the first
-  abduction rounds' requests instead of stalling traffic later. It runs once per process;
+  ten seconds or more); ``warm_up(clustering=job)`` starts that at once, so it overlaps with the
+  first abduction rounds' requests instead of stalling traffic later. It runs once per process;
   calling it again does nothing.
 
 Where the work runs (``ANCHOR_COMPUTE``):
 
-* ``processes`` (the default): MiniLM and the default UMAP/HDBSCAN each run in a helper process
-  of their own (``anchor.workerproc``). Threads were not enough when MiniLM ran in
+* ``processes`` (the default): MiniLM and the clustering jobs each run in a helper process
+  of their own (``anchor.compute.workerproc``). Threads were not enough when MiniLM ran in
   sentence-transformers: its Python code, UMAP's imports and numba and the event loop all need
   the GIL, and on two busy cores every request then waited on it (an encode of three texts took
   75 ms instead of 10, and each request carried 50 ms of client delay). Custom embedders (a
-  server's among them), reducers and clusterers stay in this process, on the threads below.
+  server's among them), and the jobs their caller marks ``local`` (those holding a custom reducer
+  or clusterer), stay in this process, on the threads below.
 * ``threads``: everything in this process, on one embedding thread and one compute thread.
 
 Results do not depend on the choice, or on scheduling: an answer is the same whether a request
@@ -37,16 +39,22 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from anchor.embed import Embedder, LongTextEmbedder, MiniLMEmbedder, embed_condition, embedding_thread
-from anchor.space.structure import Clusterer, ClusteringResult, Reducer, cluster_embeddings
+from anchor.compute.workerproc import WorkerProcess
+from anchor.embedding.embed import (
+    Embedder,
+    LongTextEmbedder,
+    MiniLMEmbedder,
+    embed_condition,
+    embedding_thread,
+)
 from anchor.types import ConditionEmbedding
-from anchor.workerproc import WorkerProcess
 
 ENV_COMPUTE = "ANCHOR_COMPUTE"
 MODES = ("processes", "threads")
@@ -60,9 +68,7 @@ _CLUSTER_PROCESS = WorkerProcess("clustering")
 atexit.register(_EMBED_PROCESS.close)
 atexit.register(_CLUSTER_PROCESS.close)
 
-# Enough points for UMAP's full path (neighbour graph, spectral init, layout) and HDBSCAN, few
-# enough to fit in milliseconds once compiled.
-_WARM_UP_POINTS = 24
+R = TypeVar("R")
 
 
 def mode() -> str:
@@ -204,55 +210,49 @@ async def encode_condition(embedder: Embedder, text: str) -> tuple[np.ndarray, C
 
 
 @dataclass
-class Timed:
-    result: ClusteringResult
+class Timed(Generic[R]):
+    result: R
     seconds: float
-    """Time the clustering itself took (not the wait for it)."""
+    """Time the job itself took (not the wait for it)."""
 
 
-def _timed_cluster(vectors: np.ndarray, enabled: bool, reducer: Reducer | None, clusterer: Clusterer | None,
-                   seed: int) -> Timed:
+def _timed(job: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Timed[R]:
     t0 = time.perf_counter()
-    result = cluster_embeddings(vectors, enabled=enabled, reducer=reducer, clusterer=clusterer, seed=seed)
+    result = job(*args, **kwargs)
     return Timed(result, time.perf_counter() - t0)
 
 
-async def cluster(vectors: np.ndarray, *, enabled: bool = True, reducer: Reducer | None = None,
-                  clusterer: Clusterer | None = None, seed: int = 0) -> Timed:
-    """``cluster_embeddings`` off the event loop (the default UMAP + HDBSCAN in the clustering
-    process; custom parts on the compute thread)."""
-    if reducer is None and clusterer is None and mode() == "processes":
-        job = _CLUSTER_PROCESS.submit(_timed_cluster, np.asarray(vectors), enabled, None, None, seed)
-        return await asyncio.wrap_future(job)
+async def cluster(job: Callable[..., R], /, *args: Any, local: bool = False, **kwargs: Any) -> Timed[R]:
+    """``job(*args, **kwargs)`` off the event loop, timed: in the clustering process (the job, a
+    module-level function, and its arguments go there by pickle), or on the compute thread when
+    ``local`` (a job holding parts of its caller's, such as a custom reducer) or in ``threads`` mode."""
+    if not local and mode() == "processes":
+        return await asyncio.wrap_future(_CLUSTER_PROCESS.submit(_timed, job, args, kwargs))
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(compute_thread(), _timed_cluster, vectors, enabled, reducer, clusterer, seed)
+    return await loop.run_in_executor(compute_thread(), _timed, job, args, kwargs)
 
 
-def _warm_up() -> float:
-    t0 = time.perf_counter()
-    rng = np.random.default_rng(0)
-    points = rng.normal(size=(_WARM_UP_POINTS, 384))
-    points /= np.linalg.norm(points, axis=1, keepdims=True)
-    cluster_embeddings(points, seed=0)
-    return time.perf_counter() - t0
+def _warm_up(job: Callable[[], object]) -> float:
+    return _timed(job, (), {}).seconds
 
 
-def warm_up_clustering() -> Future[float]:
-    """Compile UMAP/HDBSCAN where clustering runs, once per process; returns the job (its result
-    is the seconds it took). Clustering jobs submitted later queue behind it."""
+def warm_up_clustering(job: Callable[[], object]) -> Future[float]:
+    """Run ``job`` (a small clustering that compiles UMAP/HDBSCAN) where clustering runs, once per
+    process; returns the job (its result is the seconds it took). Clustering jobs submitted later
+    queue behind it."""
     global _WARM_UP
     with _WARM_UP_LOCK:
         if _WARM_UP is None:
             if mode() == "processes":
-                _WARM_UP = _CLUSTER_PROCESS.submit(_warm_up)
+                _WARM_UP = _CLUSTER_PROCESS.submit(_warm_up, job)
             else:
-                _WARM_UP = compute_thread().submit(_warm_up)
+                _WARM_UP = compute_thread().submit(_warm_up, job)
         return _WARM_UP
 
 
-def warm_up(embedder: Embedder | None = None, *, clustering: bool = False) -> None:
+def warm_up(embedder: Embedder | None = None, *, clustering: Callable[[], object] | None = None) -> None:
     """Start the slow first-use costs and return at once: loading the embedding model (if it
-    loads lazily, as MiniLM does), then compiling UMAP when ``clustering``.
+    loads lazily, as MiniLM does), then the ``clustering`` warm-up job when one is given.
 
     The model comes first because the first abduction round needs it within a second; UMAP is
     needed only when the first space is clustered, and doing both at once would slow both down
@@ -265,9 +265,9 @@ def warm_up(embedder: Embedder | None = None, *, clustering: bool = False) -> No
     # Looked up on the class: reading the property here would load the model on this thread.
     elif embedder is not None and isinstance(getattr(type(embedder), "model", None), property):
         loading = embedding_thread().submit(lambda: embedder.model)  # type: ignore[attr-defined]
-    if not clustering:
+    if clustering is None:
         return
     if loading is None:
-        warm_up_clustering()
+        warm_up_clustering(clustering)
     else:
-        loading.add_done_callback(lambda _: warm_up_clustering())
+        loading.add_done_callback(lambda _: warm_up_clustering(clustering))

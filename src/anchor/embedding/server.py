@@ -21,7 +21,7 @@ The API key is only ever held in memory and scrubbed from every message. A query
 (``?key=...``) is sent as parameters of every request (``anchor.llm.endpoint``).
 
 Vectors are checked before they are used or cached: finite, all as wide as each other and as the
-model's known width (``anchor.embed.KNOWN_DIMENSIONS``: 384 for all-MiniLM-L6-v2), or, for a model
+model's known width (``anchor.embedding.embed.KNOWN_DIMENSIONS``: 384 for all-MiniLM-L6-v2), or, for a model
 not known by name, as wide as the server's first answer or the vectors cached for it. A server
 that answers another width under a known name is refused with an error naming the server and the
 cache, and nothing of that answer is stored. Vectors are re-normalised to unit length (not every
@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from anchor.embed import (
+from anchor.embedding.embed import (
     KNOWN_DIMENSIONS,
     Embedder,
     EmbedderIdentity,

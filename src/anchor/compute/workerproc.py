@@ -1,4 +1,4 @@
-"""A helper process that runs CPU-heavy jobs for ``anchor.offload``: ``python -m anchor.workerproc``.
+"""A helper process that runs CPU-heavy jobs for ``anchor.compute.offload``: ``python -m anchor.compute.workerproc``.
 
 Jobs arrive on stdin and answers leave on stdout as length-prefixed pickles: ``(job_id, function,
 args)`` in, ``(job_id, ok, result or error)`` out, one job at a time in arrival order. Anything else
@@ -118,11 +118,12 @@ class WorkerProcess:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
         # The child must import this very copy of anchor, whatever the environment says.
-        package_root = str(Path(__file__).resolve().parent.parent)
+        package_root = str(Path(__file__).resolve().parents[2])  # the folder that holds anchor/
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([package_root, *filter(None, [env.get("PYTHONPATH")])])
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "anchor.workerproc"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+            [sys.executable, "-m", "anchor.compute.workerproc"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            env=env,
         )
         self._pending = {}
         self._outbox = queue.SimpleQueue()

