@@ -21,8 +21,8 @@ from anchor.calibration import (
     read_calibrator,
 )
 from anchor.calibration.contract import LOGISTIC_C, logit, method_label, smoothed_targets
-from anchor.calibration.folds import scenario_folds
-from anchor.calibration.risk_coverage import risk_coverage
+from anchor.evaluation.calibrate.folds import scenario_folds
+from anchor.evaluation.calibrate.risk_coverage import risk_coverage
 from anchor.evaluation.metrics import equal_mass_calibration_error, log_loss
 
 P = np.array([0.05, 0.2, 0.3, 0.45, 0.55, 0.6, 0.7, 0.8, 0.9, 0.97, 0.4, 0.65])

@@ -8,7 +8,6 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from anchor import __version__
 from anchor.embedding.server import settings_identity
 from anchor.evaluation.datasets.bundled import DATASET_NAMES, bundled_file, is_factcheck_dataset
 from anchor.evaluation.datasets.selection import resolve_sample
@@ -18,6 +17,7 @@ from anchor.evaluation.runner.errors import EvalError
 from anchor.llm.settings import LLMSettings
 from anchor.pipeline import AnchorConfig
 from anchor.types import BuildParams
+from anchor.version import __version__
 
 #: Paper Appendix B: factor-generation sizes per dataset group.
 BUILD_SIZES: dict[str, dict[str, int]] = {

@@ -17,16 +17,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from anchor import __version__
-from anchor.calibration.data import LabelledRun
-from anchor.calibration.evaluate import RAW, GroupResult, dataset_folds, evaluate_group, group_runs, run_curve
-from anchor.calibration.fit import load_runs
-from anchor.calibration.folds import DEFAULT_FOLDS
-from anchor.calibration.plots import plot_reliability, plot_risk_coverage
 from anchor.calibration.registry import KINDS
+from anchor.evaluation.calibrate.data import LabelledRun
+from anchor.evaluation.calibrate.evaluate import (
+    RAW,
+    GroupResult,
+    dataset_folds,
+    evaluate_group,
+    group_runs,
+    run_curve,
+)
+from anchor.evaluation.calibrate.fit import load_runs
+from anchor.evaluation.calibrate.folds import DEFAULT_FOLDS
+from anchor.evaluation.calibrate.plots import plot_reliability, plot_risk_coverage
 from anchor.evaluation.results import CalibrationRow, RunCalibration
 from anchor.evaluation.rundir import RunDirectory
 from anchor.files import write_atomic
+from anchor.version import __version__
 
 REPORT_MD = "calibration-report.md"
 REPORT_JSON = "calibration-report.json"

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from anchor.calibration.evaluate import RAW, GroupResult
+from anchor.evaluation.calibrate.evaluate import RAW, GroupResult
 from anchor.plots import colours, new_figure, save_figure
 
 SMALL = "embedded 135M model: a pipeline check, not evidence"

@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 
 from anchor.calibration.contract import FEW_LABELS, CalibratorError
-from anchor.calibration.data import LabelledInstance, LabelledRun
-from anchor.calibration.folds import DEFAULT_FOLDS, fold_count, scenario_folds
 from anchor.calibration.registry import KINDS, make_calibrator
-from anchor.calibration.risk_coverage import risk_coverage
+from anchor.evaluation.calibrate.data import LabelledInstance, LabelledRun
+from anchor.evaluation.calibrate.folds import DEFAULT_FOLDS, fold_count, scenario_folds
+from anchor.evaluation.calibrate.risk_coverage import risk_coverage
 from anchor.evaluation.metrics import (
     brier_score,
     decision_accuracy,

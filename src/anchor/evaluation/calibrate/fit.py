@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from anchor import __version__
 from anchor.calibration.contract import FEW_LABELS, CalibratorError, CalibratorFile, FittedOn
-from anchor.calibration.data import LabelledRun, load_labelled_run
 from anchor.calibration.registry import make_calibrator
+from anchor.evaluation.calibrate.data import LabelledRun, load_labelled_run
+from anchor.version import __version__
 
 
 def load_runs(run_dirs: Sequence[Path | str]) -> list[LabelledRun]:
