@@ -23,22 +23,12 @@ import numpy as np
 import pytest
 from sklearn.decomposition import PCA
 
-from anchor.audit import (
-    PageWriteError,
-    RunIndexError,
-    TraceRecord,
-    explain_html,
-    index_rows,
-    read_traces,
-    run_index_html,
-    space_html,
-    space_page,
-    write_run_index,
-)
+from anchor.audit import PageWriteError, explain_html, space_html, space_page
 from anchor.audit.figures import MAP_LABEL_LIMIT, project_2d
-from anchor.audit.runs import page_name
 from anchor.evaluation.datasets import bundled_file, load_dataset, scenario_key
-from anchor.evaluation.results import Prediction, RunConfig, SideRecord
+from anchor.evaluation.report import RunIndexError, index_rows, read_traces, run_index_html, write_run_index
+from anchor.evaluation.report.run_index import page_name
+from anchor.evaluation.results import Prediction, RunConfig, SideRecord, TraceRecord
 from anchor.inference.bayes import cbn_posterior, naive_bayes_posterior
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import CostLedger

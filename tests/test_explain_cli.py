@@ -18,9 +18,9 @@ import pytest
 from typer.testing import CliRunner
 
 from anchor.audit import space_html
-from anchor.audit.runs import page_name
 from anchor.cli import app
 from anchor.evaluation.datasets import load_dataset
+from anchor.evaluation.report.run_index import page_name
 from anchor.evaluation.results import Prediction
 from anchor.space.io import load_space, save_space
 from tests.fakeserver import FakeOpenAIServer, random_from_schema

@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from anchor.audit import RunIndexError, write_run_index
 from anchor.cli import app
 from anchor.evaluation.datasets.selection import select_instances
-from anchor.evaluation.report import load_run
+from anchor.evaluation.report import RunIndexError, load_run, write_run_index
 from anchor.evaluation.report.transplant import mapping_cost
 from anchor.evaluation.results import AnchorTrace, MetricsReport, RunConfig, TraceRecord
 from anchor.evaluation.rundir import SCHEMA_VERSION, RunDirectory, RunDirError, Skipped

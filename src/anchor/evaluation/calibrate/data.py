@@ -22,12 +22,12 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from anchor.audit.runs import natural_key
 from anchor.calibration.contract import CalibratorError, method_label
 from anchor.evaluation.datasets.bundled import bundled_file
 from anchor.evaluation.datasets.factcheck import DatasetWarning
 from anchor.evaluation.datasets.selection import select_instances
 from anchor.evaluation.report.loading import ReportError, load_run
+from anchor.evaluation.report.run_index import natural_key
 from anchor.evaluation.results import RunConfig
 from anchor.evaluation.rundir import RunDirectory
 from anchor.types import Scenario, scenario_key

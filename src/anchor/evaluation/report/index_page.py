@@ -1,7 +1,7 @@
 """The run index page (``index.html`` of a run directory) and the head of each instance's page.
 
-:mod:`anchor.audit.runs` reads a run directory into :class:`IndexRow` objects, one per instance and
-run; this module turns them into HTML. Every outside string (ids, conditions, claims, reasons, model
+:mod:`.run_index` reads a run directory into :class:`IndexRow` objects, one per instance and run;
+this module turns them into HTML (with the page parts of :mod:`anchor.audit`). Every outside string (ids, conditions, claims, reasons, model
 names) goes through ``esc``.
 """
 

@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from anchor.audit.index_page import IndexRow, Status, instance_intro, run_index_html
 from anchor.audit.pages import explanation_document, space_html
 from anchor.errors import AnchorError
 from anchor.evaluation import datasets
 from anchor.evaluation.datasets.selection import load_cases, load_eval_data
+from anchor.evaluation.report.index_page import IndexRow, Status, instance_intro, run_index_html
 from anchor.evaluation.results import AnchorTrace, Prediction, RunCalibration, RunConfig
 from anchor.evaluation.rundir import RunDirectory
 from anchor.files import write_text_atomic
