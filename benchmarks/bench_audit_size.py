@@ -32,10 +32,10 @@ from anchor.evaluation.datasets import scenario_key
 from anchor.evaluation.report import run_index_html, write_run_index
 from anchor.evaluation.report.run_index import index_rows
 from anchor.evaluation.results import Prediction, RunConfig
+from anchor.space.config import BuildParams
 from anchor.space.io import save_space
 from anchor.types import (
     AbductionRound,
-    BuildParams,
     Cluster,
     ClusterHit,
     ClusteringStats,

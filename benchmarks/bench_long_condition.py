@@ -44,8 +44,8 @@ def document(chars: int, seed: int = 0) -> str:
 
 
 def space(embedder):  # noqa: ANN001, ANN201
+    from anchor.space.config import BuildParams
     from anchor.types import (
-        BuildParams,
         Cluster,
         ClusteringStats,
         EmbeddingMatrix,

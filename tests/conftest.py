@@ -21,8 +21,8 @@ from anchor.llm import chain, transport  # noqa: E402
 from anchor.llm.client import LLMClient  # noqa: E402
 from anchor.llm.ledger import CostLedger  # noqa: E402
 from anchor.llm.scripted import Responder, ScriptedBackend  # noqa: E402
+from anchor.space.config import BuildParams  # noqa: E402
 from anchor.types import (  # noqa: E402
-    BuildParams,
     Cluster,
     ClusteringStats,
     EmbeddingMatrix,

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from anchor.space.abduction import Abductor
+from anchor.space.config import BuildParams
 from anchor.space.validation import MAX_FACTOR_CHARS, normalize_factor
-from anchor.types import BuildParams, StopReason
+from anchor.types import StopReason
 from tests.helpers import ScriptedLLM, requests_of, section, validation_items
 
 # Pairs whose real MiniLM similarity is asserted before use (see ``cos``).

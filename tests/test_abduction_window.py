@@ -22,9 +22,10 @@ from anchor.llm.ledger import CostLedger
 from anchor.llm.scripted import ScriptedBackend, ScriptedRequest
 from anchor.space.abduction import Abductor
 from anchor.space.builder import FactorSpaceBuilder
+from anchor.space.config import BuildParams
 from anchor.space.io import load_space, save_space
 from anchor.space.voting import vote_labels
-from anchor.types import BuildParams, StopReason
+from anchor.types import StopReason
 from tests.helpers import keyed, kind, requested_sentences, validation_items
 
 PARAPHRASE = ("boiling water temperature", "temperature of boiling water")  # ~0.98: near duplicate

@@ -21,9 +21,9 @@ from anchor.analysis.clustering import (
     sqrt_rule_k,
     write_clustering,
 )
+from anchor.space.config import BuildParams
 from anchor.space.io import SpaceFileError, save_space
 from anchor.types import (
-    BuildParams,
     ClusteringStats,
     EmbeddingMatrix,
     Factor,

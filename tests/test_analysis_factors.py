@@ -17,10 +17,10 @@ from anchor.analysis.factors import (
     write_factor_count,
 )
 from anchor.mapping.retrieval import HierarchicalIndex
+from anchor.space.config import BuildParams
 from anchor.space.io import load_space, save_space
 from anchor.types import (
     AbductionRound,
-    BuildParams,
     Cluster,
     ClusteringStats,
     EmbeddingMatrix,

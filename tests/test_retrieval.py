@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from anchor.mapping.retrieval import CandidateIndex, FlatIndex, HierarchicalIndex, cluster_prototypes
+from anchor.space.config import BuildParams
 from anchor.types import (
-    BuildParams,
     Cluster,
     ClusteringStats,
     EmbeddingMatrix,

@@ -15,10 +15,10 @@ from anchor import prompts
 from anchor.cli import app
 from anchor.config import AnchorConfig
 from anchor.evaluation.runner import first_difference, make_run_config, run_identity
-from anchor.inference.engine import InferenceConfig
+from anchor.inference.config import InferenceConfig
 from anchor.llm.settings import LLMSettings
 from anchor.mapping.config import MappingConfig
-from anchor.types import BuildParams
+from anchor.space.config import BuildParams
 from tests.fakeserver import FakeOpenAIServer
 from tests.helpers import ScriptedLLM
 from tests.run_helpers import eval_args, server_responder

@@ -41,8 +41,9 @@ from anchor.demo import NOODLE_CONDITIONS, NOODLES
 from anchor.files import DestinationError, check_destination
 from anchor.llm.ledger import merge_costs
 from anchor.llm.sync import run_sync
+from anchor.space.config import BuildParams
 from anchor.space.io import load_space, save_space
-from anchor.types import BuildParams, FactorSpace, InferenceResult
+from anchor.types import FactorSpace, InferenceResult
 
 # The machinery a command drives is imported inside the command, to keep start-up light: see anchor.cli.
 

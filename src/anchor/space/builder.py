@@ -20,11 +20,11 @@ from anchor.llm.ledger import summarize
 from anchor.progress import ProgressEvent, Reporter, silent
 from anchor.space import structure
 from anchor.space.abduction import AbductionOutcome, Abductor
+from anchor.space.config import BuildParams
 from anchor.space.structure import Clusterer, Reducer, cluster_embeddings
 from anchor.space.themes import name_and_prune
 from anchor.space.vote_stream import VoteStream
 from anchor.types import (
-    BuildParams,
     Cluster,
     ClusteringStats,
     CriticalPath,

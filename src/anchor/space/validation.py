@@ -22,7 +22,8 @@ from anchor import prompts
 from anchor.compute import offload
 from anchor.embedding.embed import Embedder
 from anchor.llm.client import LLMClient
-from anchor.types import BuildParams, RejectedCandidate, Scenario
+from anchor.space.config import BuildParams
+from anchor.types import RejectedCandidate, Scenario
 
 MAX_FACTOR_CHARS = 120
 _LEADING_MARK = re.compile(r"^\s*(?:[-*\u2022]+|\(?\d+[.)]|F\d+:)\s*")

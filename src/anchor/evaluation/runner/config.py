@@ -16,7 +16,7 @@ from anchor.evaluation.results import Kind, RunConfig
 from anchor.evaluation.runner.errors import EvalError
 from anchor.llm.settings import LLMSettings
 from anchor.pipeline import AnchorConfig
-from anchor.types import BuildParams
+from anchor.space.config import BuildParams
 from anchor.version import __version__
 
 #: Paper Appendix B: factor-generation sizes per dataset group.

@@ -14,7 +14,7 @@ from anchor.evaluation.results import RunConfig
 from anchor.evaluation.rundir import RunDirectory
 from anchor.evaluation.runner.errors import EvalError
 from anchor.pipeline import AnchorConfig
-from anchor.types import with_legacy_build
+from anchor.space.config import with_legacy_build
 
 #: RunConfig fields that do not define a run: a rerun may change them and still resume.
 NOT_IDENTITY = {"command", "data_path", "anchor_version", "schema_version"}
