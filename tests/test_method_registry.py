@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from anchor.evaluation.methods import contract
-from anchor.evaluation.methods.registry import FAMILIES, METHODS, register
+from anchor.evaluation.methods.registry import FAMILIES, METHODS, paper_table, register, table_order
+from anchor.evaluation.report import display_name
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 ORDER = ["anchor", "vanilla", "vanilla-direct", "cot", "cot-direct", "logits", "compare", "factor-based", "bird",
@@ -31,6 +32,23 @@ def test_a_name_is_registered_once_and_a_fallback_must_exist() -> None:
     with pytest.raises(ValueError, match="falls back on 'nowhere'"):
         register(contract.MethodSpec("new", METHODS["cot"].factory, "new", fallback="nowhere"))
     assert list(METHODS) == ORDER
+
+
+def test_the_tables_take_names_and_rows_from_the_registry(monkeypatch) -> None:
+    """The report's rows, the paper's names and the methods ``anchor reproduce`` runs for Tables 1 and 2
+    are read from each method's entry: a method registered later joins them with nothing else to edit."""
+    assert table_order() == ("vanilla", "vanilla-direct", "cot", "cot-direct", "logits", "compare", "factor-based",
+                             "bird", "bird-relaxed", "bird-on-anchor", "anchor")
+    assert set(paper_table("1")) == {"cot", "vanilla", "logits", "compare", "factor-based", "bird", "bird-relaxed",
+                                     "anchor"}
+    assert set(paper_table("2")) == {"vanilla", "vanilla-direct", "cot", "cot-direct", "bird", "anchor"}
+    assert [display_name(m) for m in ("vanilla-direct", "factor-based", "bird", "anchor")] == [
+        "Vanilla⋆", "Factor-based†", "BIRD (strict)", "ANCHOR"]
+    spec = contract.MethodSpec("mine", METHODS["cot"].factory, "a new baseline", title="Mine", direct=True,
+                               paper_tables=("1",))
+    monkeypatch.setitem(METHODS, "mine", spec)
+    assert display_name("mine") == "Mine⋆" and display_name("unlisted") == "unlisted"
+    assert table_order()[-2:] == ("mine", "anchor") and paper_table("1")[-2:] == ("mine", "anchor")
 
 
 def _python(code: str) -> object:

@@ -102,6 +102,7 @@ def anchor_cost_shape(config: Any) -> CostShape:
 
 
 SPECS = (
-    MethodSpec("anchor", AnchorMethod, "ANCHOR (factor space, mapping, NB + latent CBN)", uses_anchor_config=True,
-               per_scenario_artefact=True, cost_shape=anchor_cost_shape, artefacts=lambda: (SPACES,)),
+    MethodSpec("anchor", AnchorMethod, "ANCHOR (factor space, mapping, NB + latent CBN)", title="ANCHOR",
+               table_rank=1, paper_tables=("1", "2"), uses_anchor_config=True, per_scenario_artefact=True,
+               cost_shape=anchor_cost_shape, artefacts=lambda: (SPACES,)),
 )
