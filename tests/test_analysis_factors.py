@@ -10,15 +10,14 @@ import pytest
 from anchor.analysis.common import task_scores
 from anchor.analysis.factors import (
     FactorCountAnalysis,
-    abduction_order,
     factor_count_analysis,
     factor_grid,
-    truncate_space,
     write_factor_count,
 )
 from anchor.mapping.retrieval import HierarchicalIndex
 from anchor.space.config import BuildParams
 from anchor.space.io import load_space, save_space
+from anchor.space.truncate import abduction_order, truncate_space
 from anchor.types import (
     AbductionRound,
     Cluster,

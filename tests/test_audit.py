@@ -25,6 +25,7 @@ from sklearn.decomposition import PCA
 
 from anchor.audit import PageWriteError, explain_html, space_html, space_page
 from anchor.audit.figures import MAP_LABEL_LIMIT, project_2d
+from anchor.config import AnchorConfig
 from anchor.evaluation.datasets import bundled_file, load_dataset, scenario_key
 from anchor.evaluation.report import RunIndexError, index_rows, read_traces, run_index_html, write_run_index
 from anchor.evaluation.report.run_index import page_name
@@ -35,7 +36,7 @@ from anchor.llm.ledger import CostLedger
 from anchor.llm.scripted import ScriptedBackend
 from anchor.llm.settings import LLMSettings
 from anchor.mapping.mapper import MappingConfig
-from anchor.pipeline import Anchor, AnchorConfig
+from anchor.pipeline import Anchor
 from anchor.space.io import save_space
 from anchor.types import (
     AbductionRound,

@@ -13,15 +13,17 @@ from anchor.inference.bayes import (
     bayesian_model_average,
     cbn_log_likelihoods,
     cbn_posterior,
-    cbn_posterior_enumeration,
-    cbn_posterior_pgmpy,
     clip_probability,
     label_prior_phi,
     latent_params_from_counts,
     linear_opinion_pool,
     naive_bayes_posterior,
 )
-from anchor.inference.cbn_reference import _cbn_log_likelihoods_enumeration
+from anchor.inference.cbn_reference import (
+    _cbn_log_likelihoods_enumeration,
+    cbn_posterior_enumeration,
+    cbn_posterior_pgmpy,
+)
 from anchor.inference.numeric import check_cbn, posterior_from_log_likelihoods
 from anchor.types import FactorLabel
 

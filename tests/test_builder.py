@@ -11,10 +11,11 @@ import re
 import numpy as np
 import pytest
 
+from anchor.config import AnchorConfig
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import CostLedger
 from anchor.llm.scripted import ScriptedBackend
-from anchor.pipeline import Anchor, AnchorConfig
+from anchor.pipeline import Anchor
 from anchor.space.builder import FLAT_THEME, FactorSpaceBuilder
 from anchor.space.config import BuildParams
 from anchor.space.io import SpaceFileError, load_space, save_space

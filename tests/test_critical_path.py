@@ -8,8 +8,8 @@ import asyncio
 import pytest
 from pydantic import BaseModel, Field
 
+from anchor.artefacts import ArtefactStore
 from anchor.evaluation.cost.attribution import critical_path_report, scope_scenarios
-from anchor.evaluation.methods import ArtefactStore
 from anchor.llm import CostLedger, LLMClient, PromptSpec, ResponseCache, chain
 from anchor.llm.chain import Chain
 from anchor.llm.ledger import CallRecord, critical_path, summarize

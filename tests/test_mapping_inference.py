@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from anchor.config import ABLATIONS, AnchorConfig
 from anchor.inference.bayes import (
     bayesian_model_average,
     cbn_posterior,
@@ -21,7 +22,7 @@ from anchor.inference.elicit import UNASSIGNED_LATENT
 from anchor.inference.engine import InferenceEngine
 from anchor.llm.ledger import CallRecord, CostLedger
 from anchor.mapping.mapper import ConditionMapper, MappingConfig
-from anchor.pipeline import ABLATIONS, Anchor, AnchorConfig
+from anchor.pipeline import Anchor
 from anchor.types import AggregationMethod, FactorLabel, InferenceResult, MappingTrace
 from tests.helpers import ScriptedLLM, field_line, requests_of, section
 

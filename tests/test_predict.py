@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from anchor.cli import app
 from anchor.evaluation.results import MetricsReport, Prediction
-from anchor.evaluation.runner import DirectoryLock
+from anchor.evaluation.rundir import DirectoryLock
 from tests.fakeserver import FakeOpenAIServer
 
 pytestmark = pytest.mark.usefixtures("clean_anchor_env")

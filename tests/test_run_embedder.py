@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from anchor.cli import app
 from anchor.embedding.embed import MINILM_ID
-from anchor.evaluation.runner import DirectoryLock, EvalError, check_resumable
+from anchor.evaluation.rundir import DirectoryLock
+from anchor.evaluation.runner import EvalError, check_resumable
 from tests.fakeserver import FakeOpenAIServer, made_up_embed
 
 pytestmark = pytest.mark.usefixtures("clean_anchor_env")

@@ -43,11 +43,12 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
+    from anchor.config import ABLATIONS, AnchorConfig
     from anchor.inference.config import InferenceConfig
     from anchor.llm.client import LLMClient
     from anchor.llm.settings import LLMSettings
     from anchor.mapping.config import MappingConfig
-    from anchor.pipeline import ABLATIONS, Anchor, AnchorConfig
+    from anchor.pipeline import Anchor
     from anchor.space.io import load_space, save_space
 
 

@@ -81,7 +81,8 @@ def build(
     Example: anchor build --scenario "Cooking noodles in hot vs warm water." --outcome1 "Hot water
     is more efficient." --outcome2 "Warm water is more efficient." --out noodles.json
     """
-    from anchor.pipeline import Anchor, AnchorConfig
+    from anchor.config import AnchorConfig
+    from anchor.pipeline import Anchor
 
     with friendly_errors(FLAG_NAMES):
         scenario = scen.build()
@@ -153,7 +154,8 @@ def build_and_infer(
 ) -> tuple[FactorSpace, list[InferenceResult]]:
     """Build the space for ``scenario`` when none is given, then answer ``conds`` on it (with the
     live progress panel unless ``progress`` is False), calibrating each answer with ``calibrator``."""
-    from anchor.pipeline import Anchor, AnchorConfig
+    from anchor.config import AnchorConfig
+    from anchor.pipeline import Anchor
 
     settings = llm_settings(conn, cache, seed)
     config = AnchorConfig(build=sizes.params(seed=settings.seed), mapping=mapping.config(),
@@ -264,7 +266,8 @@ def demo(
     Runs on the embedded model by default; point it at a server for meaningful numbers (a 135M
     model shows that the pipeline works, not what the method can do).
     """
-    from anchor.pipeline import Anchor, AnchorConfig
+    from anchor.config import AnchorConfig
+    from anchor.pipeline import Anchor
 
     with friendly_errors(FLAG_NAMES):
         if out_path is not None:

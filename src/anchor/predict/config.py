@@ -11,12 +11,12 @@ from typing import Any
 
 from anchor.cases import CaseFormat, CaseLimits, CaseStream, detect_format, read_cases
 from anchor.cases.columns import check_column_mapping
+from anchor.config import AnchorConfig
 from anchor.embedding.server import settings_identity
 from anchor.evaluation.methods.registry import METHODS
 from anchor.evaluation.results import RunConfig
 from anchor.evaluation.runner.errors import EvalError
 from anchor.llm.settings import LLMSettings
-from anchor.pipeline import AnchorConfig
 from anchor.version import __version__
 
 #: The dataset name a predict run records (its kind is ``cases``).

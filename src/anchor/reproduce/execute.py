@@ -33,10 +33,8 @@ from anchor.embedding.server import check_embedder
 from anchor.errors import AnchorError
 from anchor.evaluation.methods.registry import METHODS
 from anchor.evaluation.results import RunConfig
-from anchor.evaluation.rundir import RunDirectory, RunDirError, Skipped
+from anchor.evaluation.rundir import DirectoryBusy, DirectoryLock, RunDirectory, RunDirError, Skipped
 from anchor.evaluation.runner import (
-    DirectoryBusy,
-    DirectoryLock,
     EvalError,
     EvalRunner,
     check_resumable,

@@ -23,10 +23,10 @@ from anchor.secrets import scrub
 from anchor.types import Scenario, TextTruncation, scenario_key
 
 if TYPE_CHECKING:
+    from anchor.config import AnchorConfig
     from anchor.embedding.embed import Embedder
     from anchor.evaluation.results import RunConfig
     from anchor.llm.client import LLMClient
-    from anchor.pipeline import AnchorConfig
 
 Status = Literal["ok", "abstained", "failed"]
 

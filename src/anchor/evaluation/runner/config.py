@@ -8,6 +8,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from anchor.config import AnchorConfig
 from anchor.embedding.server import settings_identity
 from anchor.evaluation.datasets.bundled import DATASET_NAMES, bundled_file, is_factcheck_dataset
 from anchor.evaluation.datasets.selection import resolve_sample
@@ -15,7 +16,6 @@ from anchor.evaluation.methods.registry import METHODS
 from anchor.evaluation.results import Kind, RunConfig
 from anchor.evaluation.runner.errors import EvalError
 from anchor.llm.settings import LLMSettings
-from anchor.pipeline import AnchorConfig
 from anchor.space.config import BuildParams
 from anchor.version import __version__
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from anchor.calibration.contract import CalibratorMismatchWarning, method_label
 from anchor.calibration.registry import FileCalibrator
 from anchor.compute import offload
+from anchor.config import AnchorConfig
 from anchor.embedding.embed import Embedder, embedder_identity
 from anchor.embedding.server import make_embedder
 from anchor.evaluation.datasets.factcheck import FactcheckData
@@ -49,7 +50,6 @@ from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import CallRecord, empty_cost
 from anchor.llm.settings import LLMSettings, make_client
-from anchor.pipeline import AnchorConfig
 from anchor.progress import ProgressEvent, Reporter, silent
 
 Instance = DecisionInstance | PairwiseInstance
