@@ -35,9 +35,10 @@ from anchor.types import (  # noqa: E402
     StopReason,
 )
 
-# Property tests (test_bayes.py, test_metrics.py): no time limit per example (Hypothesis's default of
-# 200 ms fails an example for running slowly on a loaded machine, not for a wrong answer), and examples
-# drawn from a seed fixed per test, so that every run of the suite checks the same ones.
+# Property tests (tests/inference/test_bayes.py, tests/evaluation/test_metrics.py): no time limit per
+# example (Hypothesis's default of 200 ms fails an example for running slowly on a loaded machine, not
+# for a wrong answer), and examples drawn from a seed fixed per test, so that every run of the suite
+# checks the same ones.
 hypothesis_settings.register_profile("anchor", deadline=None, derandomize=True)
 hypothesis_settings.load_profile("anchor")
 

@@ -33,9 +33,9 @@ from anchor.llm.settings import LLMSettings
 from anchor.reproduce.execute import Reproduction
 from anchor.reproduce.plan import make_plan
 from anchor.reproduce.selection import make_selection
+from tests.bird.test_model import NOODLES, script
+from tests.bird.test_transplant import make_space as transplant_space
 from tests.fakeserver import FakeOpenAIServer
-from tests.test_bird_model import NOODLES, script
-from tests.test_bird_transplant import make_space as transplant_space
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]

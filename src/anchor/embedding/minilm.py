@@ -4,7 +4,7 @@ pieces with ``tokenizers``.
 Why not sentence-transformers: importing it (and torch under it) costs about seven seconds of CPU in
 every process that embeds, for a six-layer encoder that is a few dozen matrix products. Here the
 model loads in a few tenths of a second, with no set-up step and no exported artefact, and gives
-sentence-transformers' vectors to within 3e-7 per component (``tests/test_minilm.py`` compares
+sentence-transformers' vectors to within 3e-7 per component (``tests/embedding/test_minilm.py`` compares
 the two on texts from one to 300 word pieces).
 
 The forward pass is BERT's: word + position + segment embeddings, six post-norm layers of

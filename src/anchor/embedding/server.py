@@ -10,7 +10,7 @@ Which embedder made a space's vectors is recorded by model name (``FactorSpace.e
 name (``anchor.mapping.mapper.check_embedder``). A server running all-MiniLM-L6-v2 under the
 bundled model's name (``sentence-transformers/all-MiniLM-L6-v2``, as vLLM and TEI do) therefore
 counts as the same embedder: its vectors agree with the bundled model's to within 1e-5 per
-component (measured: 2.8e-7, cosine >= 0.9999999; tests/test_embed_server.py, against a server
+component (measured: 2.8e-7, cosine >= 0.9999999; tests/embedding/test_embed_server.py, against a server
 running sentence-transformers). One serving it under another name (Ollama's ``all-minilm``) is
 another embedder.
 
