@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from anchor.cli import app
 from tests.fakeserver import FakeOpenAIServer
-from tests.test_predict import COLUMNS, SCENARIOS, vanilla, write_csv
+from tests.predict.test_predict import COLUMNS, SCENARIOS, vanilla, write_csv
 
 pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 runner = CliRunner()
@@ -154,7 +154,7 @@ def test_a_killed_runner_with_helper_processes_resumes_and_asks_again_only_what_
 
     cases = tmp_path / "cases.csv"
     write_csv(cases)
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     with FakeOpenAIServer(responder=vanilla, record_bodies=str(tmp_path / "bodies.jsonl")) as server:
         out = tmp_path / "killed"
         cmd = [sys.executable, "-c", "from anchor.cli import main; main()", "predict", str(cases), *COLUMNS,
