@@ -11,6 +11,7 @@ while one part is being reorganised.
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -72,6 +73,11 @@ def test_every_module_has_a_layer_and_no_two_parts_lean_on_each_other():
     # Each part is named once, in one layer.
     named = [part for _, parts in checker.LAYERS for part in parts]
     assert len(named) == len(set(named))
+
+
+def test_the_layers_in_the_docs_are_the_scripts():
+    rows = re.findall(r"^\| \d+\. [^|]+\| (.+) \|$", (ROOT / "docs" / "layout.md").read_text(encoding="utf-8"), re.M)
+    assert [re.findall(r"`([\w.]+)`", row) for row in rows] == [list(parts) for _, parts in checker.LAYERS]
 
 
 @pytest.mark.parametrize("part", PARTS)
