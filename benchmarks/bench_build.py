@@ -39,7 +39,7 @@ def synthetic_factors(n: int) -> list[str]:
 
 
 async def llm_part(n: int, args: argparse.Namespace) -> dict:
-    from anchor.embed import MiniLMEmbedder
+    from anchor.embedding.embed import MiniLMEmbedder
     from anchor.llm.settings import LLMSettings, make_client
     from anchor.space.structure import cluster_embeddings
     from anchor.space.themes import name_and_prune
@@ -87,7 +87,7 @@ async def llm_part(n: int, args: argparse.Namespace) -> dict:
 def compute_part(n: int) -> dict:
     import numpy as np
 
-    from anchor.embed import MiniLMEmbedder
+    from anchor.embedding.embed import MiniLMEmbedder
     from anchor.space.structure import HDBSCANClusterer, UMAPReducer, _silhouette
 
     texts = synthetic_factors(len(ASPECTS) * len(MODIFIERS))

@@ -23,7 +23,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from anchor.inference.bayes import cbn_posterior, cbn_posterior_enumeration, cbn_posterior_pgmpy
+from anchor.inference.bayes import cbn_posterior
+from anchor.inference.cbn_reference import cbn_posterior_enumeration, cbn_posterior_pgmpy
 
 Network = tuple[list[float], list[int], list[tuple[float, float]]]
 # Brute force doubles in cost with every latent; past this it would dominate the run time.

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
 
-    from anchor.embed import MiniLMEmbedder
+    from anchor.embedding.embed import MiniLMEmbedder
 
     sizes = [int(s) for s in args.batch_sizes.split(",")]
     t0 = time.perf_counter()
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'batch':>6} {'texts/s':>9} {'ms/text':>8}")
     for r in rows:
         print(f"{r['batch_size']:>6} {r['texts_per_second']:>9.1f} {r['ms_per_text']:>8.3f}")
-    env = {"python": platform.python_version(), "cpus": os.cpu_count(), "engine": "numpy (anchor.minilm), one BLAS thread",
+    env = {"python": platform.python_version(), "cpus": os.cpu_count(), "engine": "numpy (anchor.embedding.minilm), one BLAS thread",
            "numpy": np.__version__, "load_average": os.getloadavg(), "model_load_and_first_call_s": round(load_s, 2)}
     print(f"{env['engine']}, numpy {env['numpy']}, {env['cpus']} CPUs, load {env['load_average']}; "
           f"model load + first call {env['model_load_and_first_call_s']} s")

@@ -26,8 +26,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def synthetic_space(n: int, seed: int = 0):
+    from anchor.space.config import BuildParams
     from anchor.types import (
-        BuildParams,
         Cluster,
         ClusteringStats,
         EmbeddingMatrix,
@@ -134,7 +134,7 @@ def bench(n: int, queries: int) -> dict:
 
 
 def embed_one_condition() -> float:
-    from anchor.embed import MiniLMEmbedder
+    from anchor.embedding.embed import MiniLMEmbedder
 
     embedder = MiniLMEmbedder()
     embedder.encode(["warm-up"])

@@ -44,8 +44,8 @@ def document(chars: int, seed: int = 0) -> str:
 
 
 def space(embedder):  # noqa: ANN001, ANN201
+    from anchor.space.config import BuildParams
     from anchor.types import (
-        BuildParams,
         Cluster,
         ClusteringStats,
         EmbeddingMatrix,
@@ -86,7 +86,7 @@ def space(embedder):  # noqa: ANN001, ANN201
 
 async def run(args: argparse.Namespace) -> dict:
     from anchor import prompts
-    from anchor.embed import MiniLMEmbedder
+    from anchor.embedding.embed import MiniLMEmbedder
     from anchor.llm.context import fit_prompt
     from anchor.llm.settings import LLMSettings, make_client
     from anchor.mapping.mapper import ConditionMapper, MappingConfig

@@ -28,16 +28,8 @@ import numpy as np
 
 from anchor.mapping.retrieval import FlatIndex, HierarchicalIndex
 from anchor.mapping.retrievers import RETRIEVER_NAMES, make_retriever
-from anchor.types import (
-    BuildParams,
-    Cluster,
-    ClusteringStats,
-    Factor,
-    FactorSpace,
-    LLMIdentity,
-    Scenario,
-    StopReason,
-)
+from anchor.space.config import BuildParams
+from anchor.types import Cluster, ClusteringStats, Factor, FactorSpace, LLMIdentity, Scenario, StopReason
 
 DIM = 384
 VOCAB = 3000

@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))  # for tests.fakeserver and the scripted responder
 FIRST_EMBEDDING = """
 import time
 t0 = time.perf_counter()
-from anchor.embed import MiniLMEmbedder
+from anchor.embedding.embed import MiniLMEmbedder
 vector = MiniLMEmbedder().encode(["You are cooking at a high altitude."])[0]
 print(round(time.perf_counter() - t0, 3))
 """

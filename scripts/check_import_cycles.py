@@ -1,15 +1,27 @@
-"""Find import circles between the modules of ``src/anchor``, and source files that are too long.
+"""The house rules of ``src/anchor``'s imports: arrows run one way, down the layers below, with no
+circle; and no source file is too long.
 
 Every ``import anchor...`` / ``from anchor... import ...`` counts, at any depth (inside functions
-and ``TYPE_CHECKING`` blocks too), so a circle dodged by a late import is still found.
-``from anchor.x import y`` is an edge to ``anchor.x.y`` when that is a module, else to ``anchor.x``.
-A package's ``__init__`` is the module named after the package. A file over ``--max-lines``
-(default 550) lines is reported too. ``--ignore evaluation`` leaves out the modules of
-``anchor.evaluation`` (repeatable; a package or module name, with or without ``anchor.``).
-tests/test_layout.py runs the same checks.
+and ``TYPE_CHECKING`` blocks too), so a circle or an upward arrow dodged by a late import is still
+found. ``from anchor.x import y`` is an arrow to ``anchor.x.y`` when that is a module, else to
+``anchor.x``. A package's ``__init__`` is the module named after the package (``anchor`` itself is
+the package facade, ``from anchor import Anchor``).
+
+It exits 1, naming each one, on:
+
+* a **circle**: modules that import each other, directly or round a loop;
+* an **arrow up**: a module importing one of a higher layer of :data:`LAYERS`;
+* a **knot**: parts of one layer that import each other round a loop (parts of a layer may use
+  each other, one way);
+* a module in **no layer** (a new package or top-level module is given its place in :data:`LAYERS`);
+* a file **too long**: over ``--max-lines`` (default 550) lines.
+
+``--ignore evaluation`` leaves out the modules of ``anchor.evaluation`` (repeatable; a package or
+module name, with or without ``anchor.``). tests/test_layout.py runs the same checks, and the
+script itself.
 
     python scripts/check_import_cycles.py [SRC_DIR] [--ignore NAME] [--max-lines N]
-    # exit 1 and the circles and long files, or exit 0
+    # exit 1 and what is wrong, or exit 0
 """
 
 from __future__ import annotations
@@ -17,10 +29,30 @@ from __future__ import annotations
 import argparse
 import ast
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 MAX_LINES = 550
+
+#: The layers of the package, bottom first. A module may import modules of its own layer and of the
+#: layers below it, never above. Each part is a top-level module or package of ``anchor`` (or a
+#: module inside one, such as ``space.config``, placed apart from the rest of its package); a module
+#: belongs to the longest part that names it. ``anchor`` is the package facade (its ``__init__``).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("foundation: errors, files, secrets, text, progress, plots",
+     ("errors", "version", "secrets", "text", "files", "progress", "extras", "plots")),
+    ("the domain model and the stages' settings (a factor space records the settings it was built with)",
+     ("space.config", "types", "mapping.config", "inference.config", "config", "demo")),
+    ("the LLM client and the prompts", ("llm", "prompts")),
+    ("embeddings, and heavy work off the event loop", ("embedding", "compute")),
+    ("the stages and what they are made of, and the pages that show their objects",
+     ("artefacts", "cases", "space", "mapping", "inference", "calibration", "bird", "audit")),
+    ("the pipeline: the stages put together", ("pipeline",)),
+    ("the package facade", ("anchor",)),
+    ("the evaluation harness", ("evaluation",)),
+    ("commands built on it", ("analysis", "predict", "reproduce")),
+    ("the command line", ("cli",)),
+)
 
 
 def module_names(src: Path) -> dict[str, Path]:
@@ -64,8 +96,8 @@ def _nearest(dotted: str, modules: dict[str, Path]) -> str:
     return dotted
 
 
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components with more than one module (Tarjan)."""
+def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one node (Tarjan)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -118,6 +150,63 @@ def import_graph(src: Path, ignore: Sequence[str] = ()) -> dict[str, set[str]]:
             for name, path in modules.items() if not ignored(name, ignore)}
 
 
+def part_of(module: str, layers: Sequence[tuple[str, Sequence[str]]] = LAYERS) -> str | None:
+    """The part of ``layers`` that ``module`` belongs to (the longest that names it), or None."""
+    if module == "anchor":
+        return "anchor" if any("anchor" in parts for _, parts in layers) else None
+    rest = module.removeprefix("anchor.")
+    best = None
+    for _, parts in layers:
+        for part in parts:
+            if part != "anchor" and (rest == part or rest.startswith(part + ".")) and (
+                    best is None or len(part) > len(best)):
+                best = part
+    return best
+
+
+def layer_of(part: str, layers: Sequence[tuple[str, Sequence[str]]] = LAYERS) -> int:
+    return next(i for i, (_, parts) in enumerate(layers) if part in parts)
+
+
+def unplaced(graph: Mapping[str, set[str]], layers: Sequence[tuple[str, Sequence[str]]] = LAYERS) -> list[str]:
+    """The modules no part of ``layers`` names."""
+    return sorted(m for m in graph if part_of(m, layers) is None)
+
+
+def upward_arrows(graph: Mapping[str, set[str]],
+                  layers: Sequence[tuple[str, Sequence[str]]] = LAYERS) -> list[tuple[str, str]]:
+    """Every (importer, imported) pair whose imported module sits in a higher layer."""
+    out = []
+    for a in sorted(graph):
+        pa = part_of(a, layers)
+        for b in sorted(graph[a]):
+            pb = part_of(b, layers)
+            if pa is not None and pb is not None and layer_of(pb, layers) > layer_of(pa, layers):
+                out.append((a, b))
+    return out
+
+
+def part_graph(graph: Mapping[str, set[str]],
+               layers: Sequence[tuple[str, Sequence[str]]] = LAYERS) -> dict[str, set[str]]:
+    """Part -> the other parts its modules import."""
+    out: dict[str, set[str]] = {}
+    for a, targets in graph.items():
+        pa = part_of(a, layers)
+        if pa is None:
+            continue
+        out.setdefault(pa, set()).update(
+            pb for b in targets if (pb := part_of(b, layers)) is not None and pb != pa)
+    return out
+
+
+def knots(graph: Mapping[str, set[str]], layers: Sequence[tuple[str, Sequence[str]]] = LAYERS) -> list[list[str]]:
+    """Parts of one layer that import each other round a loop (a loop through a higher layer takes an
+    arrow up, reported as such)."""
+    parts = part_graph(graph, layers)
+    sideways = {a: {b for b in targets if layer_of(b, layers) == layer_of(a, layers)} for a, targets in parts.items()}
+    return cycles(sideways)
+
+
 def long_files(src: Path, max_lines: int = MAX_LINES, ignore: Sequence[str] = ()) -> dict[str, int]:
     """Module -> its number of lines, for every file over ``max_lines``."""
     out: dict[str, int] = {}
@@ -129,7 +218,7 @@ def long_files(src: Path, max_lines: int = MAX_LINES, ignore: Sequence[str] = ()
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, layers: Sequence[tuple[str, Sequence[str]]] = LAYERS) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("src", nargs="?", type=Path, default=Path(__file__).resolve().parents[1] / "src")
     parser.add_argument("--ignore", action="append", default=[], metavar="NAME",
@@ -142,12 +231,28 @@ def main(argv: list[str] | None = None) -> int:
         print("circle:", " <-> ".join(comp))
         for a in comp:
             print(f"  {a} imports {', '.join(sorted(graph[a] & set(comp)))}")
+    up = upward_arrows(graph, layers)
+    for a, b in up:
+        pa, pb = part_of(a, layers), part_of(b, layers)
+        assert pa is not None and pb is not None
+        print(f"arrow up: {a} ({pa}, layer {layer_of(pa, layers) + 1}) imports {b} "
+              f"({pb}, layer {layer_of(pb, layers) + 1})")
+    tied = knots(graph, layers)
+    parts = part_graph(graph, layers)
+    for comp in tied:
+        print("knot:", " <-> ".join(comp))
+        for a in comp:
+            print(f"  {a} imports {', '.join(sorted(parts[a] & set(comp)))}")
+    lost = unplaced(graph, layers)
+    for name in lost:
+        print(f"in no layer: {name} (give its package a place in LAYERS)")
     long = long_files(args.src, args.max_lines, args.ignore)
     for name, n in long.items():
         print(f"too long: {name} has {n} lines (at most {args.max_lines})")
-    print(f"{len(graph)} modules, {sum(len(v) for v in graph.values())} imports, {len(found)} circle(s), "
+    print(f"{len(graph)} modules, {sum(len(v) for v in graph.values())} imports, {len(layers)} layers: "
+          f"{len(found)} circle(s), {len(up)} arrow(s) up, {len(tied)} knot(s), {len(lost)} module(s) in no layer, "
           f"{len(long)} file(s) over {args.max_lines} lines")
-    return 1 if found or long else 0
+    return 1 if found or up or tied or lost or long else 0
 
 
 if __name__ == "__main__":

@@ -16,13 +16,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import pytest  # noqa: E402
 from hypothesis import settings as hypothesis_settings  # noqa: E402
 
-from anchor.embed import MiniLMEmbedder  # noqa: E402
+from anchor.embedding.embed import MiniLMEmbedder  # noqa: E402
 from anchor.llm import chain, transport  # noqa: E402
 from anchor.llm.client import LLMClient  # noqa: E402
 from anchor.llm.ledger import CostLedger  # noqa: E402
 from anchor.llm.scripted import Responder, ScriptedBackend  # noqa: E402
+from anchor.space.config import BuildParams  # noqa: E402
 from anchor.types import (  # noqa: E402
-    BuildParams,
     Cluster,
     ClusteringStats,
     EmbeddingMatrix,
@@ -35,9 +35,10 @@ from anchor.types import (  # noqa: E402
     StopReason,
 )
 
-# Property tests (test_bayes.py, test_metrics.py): no time limit per example (Hypothesis's default of
-# 200 ms fails an example for running slowly on a loaded machine, not for a wrong answer), and examples
-# drawn from a seed fixed per test, so that every run of the suite checks the same ones.
+# Property tests (tests/inference/test_bayes.py, tests/evaluation/test_metrics.py): no time limit per
+# example (Hypothesis's default of 200 ms fails an example for running slowly on a loaded machine, not
+# for a wrong answer), and examples drawn from a seed fixed per test, so that every run of the suite
+# checks the same ones.
 hypothesis_settings.register_profile("anchor", deadline=None, derandomize=True)
 hypothesis_settings.load_profile("anchor")
 

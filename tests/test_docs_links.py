@@ -1,7 +1,7 @@
 """The README is the front door and docs/ holds the rest: every relative link in README.md and in
 docs/*.md must lead to a file that exists (and, with a #fragment, to a heading of that file, as
-GitHub names it), every docs page must be reachable from the README, and the README must stay
-short and keep the two set-up commands that CI and newcomers run."""
+GitHub names it), every docs page must be reachable from the README and listed in docs/README.md,
+and the README must stay short and keep the two set-up commands that CI and newcomers run."""
 
 from __future__ import annotations
 
@@ -69,6 +69,12 @@ def test_every_relative_link_resolves(path):
 def test_every_docs_page_is_linked_from_the_readme():
     linked = {(README.parent / t.partition("#")[0]).resolve() for t in local_links(README)}
     assert PAGES and not [p.name for p in PAGES if p.resolve() not in linked and p.name != "README.md"]
+
+
+def test_the_docs_index_lists_every_page():
+    index = DOCS / "README.md"
+    listed = {(DOCS / t.partition("#")[0]).resolve() for t in local_links(index)}
+    assert [p.name for p in PAGES if p.resolve() not in listed and p != index] == []
 
 
 def test_readme_is_short_and_keeps_the_setup_commands():

@@ -25,17 +25,17 @@ from anchor.bird.builder import build_bird_model
 from anchor.bird.cpt import fit_cpt
 from anchor.bird.transplant import train_on_space
 from anchor.cli import app
-from anchor.embed_server import make_embedder
+from anchor.embedding.server import make_embedder
+from anchor.errors import ConfigurationError
 from anchor.evaluation.methods import METHODS
 from anchor.extras import MissingExtra
-from anchor.llm.errors import ConfigurationError
 from anchor.llm.settings import LLMSettings
 from anchor.reproduce.execute import Reproduction
 from anchor.reproduce.plan import make_plan
 from anchor.reproduce.selection import make_selection
+from tests.bird.test_model import NOODLES, script
+from tests.bird.test_transplant import make_space as transplant_space
 from tests.fakeserver import FakeOpenAIServer
-from tests.test_bird_model import NOODLES, script
-from tests.test_bird_transplant import make_space as transplant_space
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from anchor.space.config import BuildParams
+
 # Light types are imported eagerly; the pipeline (which pulls in numpy, scikit-learn and the
 # LLM stack) only when first used, so `import anchor` stays cheap.
 from anchor.types import (
-    BuildParams,
     Condition,
     Factor,
     FactorLabel,
@@ -34,7 +35,7 @@ _LAZY = {
     "AnchorConfig": "anchor.config",
     "ABLATIONS": "anchor.config",
     "MappingConfig": "anchor.mapping.config",
-    "InferenceConfig": "anchor.inference.engine",
+    "InferenceConfig": "anchor.inference.config",
     "LLMSettings": "anchor.llm.settings",
     "LLMClient": "anchor.llm.client",
     "load_space": "anchor.space.io",
@@ -42,11 +43,12 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-    from anchor.inference.engine import InferenceConfig
+    from anchor.config import ABLATIONS, AnchorConfig
+    from anchor.inference.config import InferenceConfig
     from anchor.llm.client import LLMClient
     from anchor.llm.settings import LLMSettings
     from anchor.mapping.config import MappingConfig
-    from anchor.pipeline import ABLATIONS, Anchor, AnchorConfig
+    from anchor.pipeline import Anchor
     from anchor.space.io import load_space, save_space
 
 

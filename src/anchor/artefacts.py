@@ -18,8 +18,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from anchor.errors import AnchorError, LLMOutputError, RequestRejected, RetryBudgetExhausted
 from anchor.llm import chain
-from anchor.llm.errors import AnchorError, LLMOutputError, RequestRejected, RetryBudgetExhausted
 from anchor.llm.ledger import detached_context
 from anchor.secrets import scrub
 from anchor.types import Scenario, scenario_key

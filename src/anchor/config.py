@@ -10,9 +10,10 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, Field
 
-from anchor.inference.engine import InferenceConfig
+from anchor.inference.config import InferenceConfig
 from anchor.mapping.config import MappingConfig
-from anchor.types import AggregationMethod, BuildParams
+from anchor.space.config import BuildParams
+from anchor.types import AggregationMethod
 
 #: Ablations of the paper (Table "Ablation results") and the BMA variant, by CLI name.
 ABLATIONS: dict[str, str] = {

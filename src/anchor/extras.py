@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from anchor.llm.errors import ConfigurationError
+from anchor.errors import ConfigurationError
 
 #: extra -> (the module it brings, what in anchor needs it)
 EXTRAS: dict[str, tuple[str, str]] = {

@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from anchor.llm.errors import AnchorError
+from anchor.errors import AnchorError
 
 
 class DestinationError(AnchorError):

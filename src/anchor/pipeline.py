@@ -26,14 +26,14 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from anchor import offload
 from anchor.artefacts import INSTANCE_FAILURES, ArtefactFailed, ArtefactStore, content_key
 from anchor.calibration.contract import CalibratorMismatchWarning, method_label
 from anchor.calibration.registry import FileCalibrator, read_calibrator
 from anchor.cases import CaseLimits, CasePrediction, CaseRow, CaseSource, RejectedRow, read_cases
-from anchor.config import ABLATIONS, AnchorConfig
-from anchor.embed import Embedder, embedder_identity
-from anchor.embed_server import make_embedder
+from anchor.compute import offload
+from anchor.config import AnchorConfig
+from anchor.embedding.embed import Embedder, embedder_identity
+from anchor.embedding.server import make_embedder
 from anchor.files import write_text_atomic
 from anchor.inference.engine import InferenceEngine
 from anchor.llm import chain
@@ -59,7 +59,7 @@ from anchor.types import (
 
 MAX_CACHED_SPACES = 64
 
-__all__ = ["ABLATIONS", "Anchor", "AnchorConfig"]
+__all__ = ["Anchor"]
 
 
 class Anchor:

@@ -39,7 +39,8 @@ from anchor.analysis.common import (
     write_analysis,
 )
 from anchor.evaluation.results import MetricsReport
-from anchor.inference.engine import InferenceConfig, InferenceEngine
+from anchor.inference.config import InferenceConfig
+from anchor.inference.engine import InferenceEngine
 from anchor.llm.client import LLMClient
 from anchor.plots import colours, new_figure, save_figure
 from anchor.types import FactorSpace, InferenceResult

@@ -29,7 +29,7 @@ from anchor.analysis.common import (
 )
 from anchor.evaluation.results import MetricsReport
 from anchor.plots import colours, new_figure, save_figure
-from anchor.space.truncate import abduction_order, truncate_space  # noqa: F401 - re-exported
+from anchor.space.truncate import truncate_space
 from anchor.types import FactorSpace
 
 NAME = "factors"

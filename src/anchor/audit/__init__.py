@@ -1,31 +1,21 @@
-"""Self-contained HTML audit views: a factor space, the explanation of conditions, and the index
-of an evaluation run.
+"""Self-contained HTML views of domain objects: a factor space, and the explanation of conditions
+answered on it.
 
-    from anchor.audit import space_html, space_page, explain_html, write_run_index
+    from anchor.audit import space_html, space_page, explain_html
     html = explain_html(space, results)          # one file: no CDN, no fonts, nothing fetched
     space_page(space, "space.html")              # the factor space alone, written to a file
-    write_run_index("runs/c2s-anchor")           # index.html + one page per instance
 
-Only the run index carries a (small, inline) script, for filtering its rows; every page reads
-fully with JavaScript disabled.
+* :mod:`.pages`: the pages; :mod:`.figures`: their SVG figures (the embedding map, the latent
+  network); :mod:`.markup`: escaping, tables, the page shell, shared by every page anchor writes.
+
+The index of an evaluation run, which reads a run directory, is the evaluation report's:
+:mod:`anchor.evaluation.report.run_index` (``write_run_index``). Every page reads fully with
+JavaScript disabled.
 """
 
 from __future__ import annotations
 
 from anchor.audit.pages import explain_html, space_html, space_page
-from anchor.audit.runs import (
-    IndexRow,
-    RunIndexError,
-    RunIndexResult,
-    index_rows,
-    read_traces,
-    run_index_html,
-    write_run_index,
-)
-from anchor.evaluation.results import TraceRecord
 from anchor.files import PageWriteError
 
-__all__ = [
-    "IndexRow", "PageWriteError", "RunIndexError", "RunIndexResult", "TraceRecord", "explain_html", "index_rows", "read_traces",
-    "run_index_html", "space_html", "space_page", "write_run_index",
-]
+__all__ = ["PageWriteError", "explain_html", "space_html", "space_page"]

@@ -25,9 +25,9 @@ from anchor.bird.types import (
     PruneRecord,
     ValueVotes,
 )
+from anchor.errors import LLMOutputError
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
-from anchor.llm.errors import LLMOutputError
 from anchor.progress import ProgressEvent, Reporter, silent
 from anchor.types import FactorLabel, Scenario
 

@@ -24,10 +24,10 @@ import numpy as np
 from anchor import prompts
 from anchor.bird.types import BirdConfig
 from anchor.bird.verbal import VerbalLevel, VerbalParseError, parse_level, reconcile
+from anchor.errors import LLMOutputError
 from anchor.extras import MissingExtra, require_extra
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
-from anchor.llm.errors import LLMOutputError
 from anchor.progress import ProgressEvent, Reporter, silent
 from anchor.types import FactorLabel, Scenario
 

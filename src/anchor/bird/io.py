@@ -11,7 +11,7 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from anchor.bird.types import BIRD_MODEL_SCHEMA_VERSION, BirdModel, TransplantModel
-from anchor.llm.errors import AnchorError
+from anchor.errors import AnchorError
 
 
 class BirdModelFileError(AnchorError):

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from anchor import prompts
 from anchor.bird.abduction import key
 from anchor.bird.types import BirdConfig, BirdMappingTrace, MappedValue, MappingRound
+from anchor.errors import LLMOutputError
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
-from anchor.llm.errors import LLMOutputError
 from anchor.types import Scenario
 
 

@@ -1,15 +1,13 @@
-"""Held-out calibration of P(O1): fit a calibrator on labelled evaluation runs, apply it, and say
-honestly (cross-validated, grouped by scenario) whether it helps.
+"""Calibrators of P(O1): fitted on arrays of probabilities and labels, stored as JSON, applied with
+NumPy by ``Anchor`` (``calibrator=``), ``anchor infer``/``explain`` and the evaluation runner.
 
 * :mod:`.contract`: the ``Calibrator`` protocol, the shared fitting rules and ``CalibratorFile``;
 * :mod:`.platt`, :mod:`.isotonic`, :mod:`.beta`, :mod:`.temperature`: the four kinds;
-* :mod:`.registry`: the kinds by name; reading a file into a ``FileCalibrator`` to apply;
-* :mod:`.data`: the labelled probabilities of run directories, and the scenario of each instance;
-* :mod:`.fit`: ``anchor calibrate fit``;
-* :mod:`.folds`: scenario-grouped cross-validation folds, the same for every method;
-* :mod:`.evaluate`: cross-validated figures before and after, per dataset and method;
-* :mod:`.risk_coverage`: accuracy against the share answered, per run;
-* :mod:`.report` and :mod:`.plots`: ``anchor calibrate report`` (Markdown, JSON, PNG).
+* :mod:`.registry`: the kinds by name; reading a file into a ``FileCalibrator`` to apply.
+
+Fitting them on labelled evaluation runs and the held-out figures that say whether they help
+(``anchor calibrate``) are the evaluation's: :mod:`anchor.evaluation.calibrate`. Nothing here
+imports the evaluation.
 
 Only the light parts are imported here (NumPy and pydantic): applying a calibrator must not cost
 ``anchor infer`` scikit-learn's import.

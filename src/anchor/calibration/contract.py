@@ -34,7 +34,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from anchor.llm.errors import AnchorError
+from anchor.errors import AnchorError
 
 CALIBRATOR_SCHEMA_VERSION = 1
 KindName = Literal["platt", "isotonic", "beta", "temperature"]

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from anchor.llm.errors import AnchorError
+from anchor.errors import AnchorError
 from anchor.types import InferenceResult, Scenario
 
 CaseFormat = Literal["csv", "tsv", "jsonl", "json", "parquet"]

@@ -160,8 +160,8 @@ def _short(text: str, limit: int = 90) -> str:
 
 def write_html_indexes(run_dirs: Sequence[Path]) -> list[Any]:
     """Write the HTML index (``DIR/index.html`` and ``DIR/explain/``) of every run directory and
-    return what was written for each (:class:`anchor.audit.RunIndexResult`)."""
-    from anchor.audit.runs import write_run_index
+    return what was written for each (:class:`anchor.evaluation.report.RunIndexResult`)."""
+    from anchor.evaluation.report.run_index import write_run_index
 
     return [write_run_index(d) for d in run_dirs]
 

@@ -10,7 +10,7 @@ import typer
 from anchor.cli.build import JsonOut
 from anchor.cli.console import emit_json, friendly_errors, out
 from anchor.cli.options import FLAG_NAMES, CacheDirOption, ConnectionOptions, expand_options, llm_settings
-from anchor.embed import MiniLMEmbedder, VectorStore
+from anchor.embedding.embed import MiniLMEmbedder, VectorStore
 from anchor.llm.cache import RESPONSES_FILE, VECTORS_FILE, ResponseCache
 from anchor.llm.memory import SERVERS_FILE, ServerMemory
 from anchor.llm.prompt import PromptSpec

@@ -41,8 +41,9 @@ from anchor.demo import NOODLE_CONDITIONS, NOODLES
 from anchor.files import DestinationError, check_destination
 from anchor.llm.ledger import merge_costs
 from anchor.llm.sync import run_sync
+from anchor.space.config import BuildParams
 from anchor.space.io import load_space, save_space
-from anchor.types import BuildParams, FactorSpace, InferenceResult
+from anchor.types import FactorSpace, InferenceResult
 
 # The machinery a command drives is imported inside the command, to keep start-up light: see anchor.cli.
 
@@ -80,7 +81,8 @@ def build(
     Example: anchor build --scenario "Cooking noodles in hot vs warm water." --outcome1 "Hot water
     is more efficient." --outcome2 "Warm water is more efficient." --out noodles.json
     """
-    from anchor.pipeline import Anchor, AnchorConfig
+    from anchor.config import AnchorConfig
+    from anchor.pipeline import Anchor
 
     with friendly_errors(FLAG_NAMES):
         scenario = scen.build()
@@ -152,7 +154,8 @@ def build_and_infer(
 ) -> tuple[FactorSpace, list[InferenceResult]]:
     """Build the space for ``scenario`` when none is given, then answer ``conds`` on it (with the
     live progress panel unless ``progress`` is False), calibrating each answer with ``calibrator``."""
-    from anchor.pipeline import Anchor, AnchorConfig
+    from anchor.config import AnchorConfig
+    from anchor.pipeline import Anchor
 
     settings = llm_settings(conn, cache, seed)
     config = AnchorConfig(build=sizes.params(seed=settings.seed), mapping=mapping.config(),
@@ -263,7 +266,8 @@ def demo(
     Runs on the embedded model by default; point it at a server for meaningful numbers (a 135M
     model shows that the pipeline works, not what the method can do).
     """
-    from anchor.pipeline import Anchor, AnchorConfig
+    from anchor.config import AnchorConfig
+    from anchor.pipeline import Anchor
 
     with friendly_errors(FLAG_NAMES):
         if out_path is not None:

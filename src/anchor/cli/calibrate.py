@@ -16,11 +16,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from anchor.calibration.folds import DEFAULT_FOLDS
 from anchor.calibration.registry import KINDS
 from anchor.cli.audit import index_summary, write_html_indexes
 from anchor.cli.build import JsonOut
 from anchor.cli.console import emit_json, err, fail, friendly_errors, out
+from anchor.evaluation.calibrate.folds import DEFAULT_FOLDS
 from anchor.files import check_destination, check_directory
 
 # The machinery a command drives is imported inside the command, to keep start-up light: see anchor.cli.
@@ -49,8 +49,8 @@ def fit_command(
     The file records what it was fitted on (runs, datasets, method, model, n, date); applying it to
     another model or method warns. Example: anchor calibrate fit runs/today-anchor-s0 --kind platt --out cal.json
     """
-    from anchor.calibration.fit import fit_calibrator
     from anchor.calibration.registry import read_calibrator, write_calibrator
+    from anchor.evaluation.calibrate.fit import fit_calibrator
 
     with friendly_errors():
         if kind not in KINDS:
@@ -94,7 +94,7 @@ def report_command(
     instance's fold and out-of-fold probabilities) and PNGs, DIR/calibration.json in each run, and a
     calibration section in each run's HTML index.
     """
-    from anchor.calibration.report import REPORT_JSON, REPORT_MD, build_calibration_report
+    from anchor.evaluation.calibrate.report import REPORT_JSON, REPORT_MD, build_calibration_report
 
     with friendly_errors():
         chosen = list(dict.fromkeys(kinds or KINDS))

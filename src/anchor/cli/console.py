@@ -28,7 +28,7 @@ from rich.progress import (
 )
 from rich.table import Column
 
-from anchor.llm.errors import AnchorError
+from anchor.errors import AnchorError
 from anchor.llm.ledger import CallRecord, CostLedger
 from anchor.progress import ProgressEvent, Reporter
 

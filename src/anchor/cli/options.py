@@ -27,7 +27,7 @@ import typer
 from anchor.cli.option_machinery import expand_options as expand_options
 from anchor.cli.option_machinery import given_flags as given_flags
 from anchor.cli.option_machinery import opt, overrides
-from anchor.inference.engine import InferenceConfig
+from anchor.inference.config import InferenceConfig
 from anchor.llm.settings import (
     ENV_API_KEY,
     ENV_BASE_URL,
@@ -43,7 +43,8 @@ from anchor.llm.settings import (
     LLMSettings,
 )
 from anchor.mapping.config import RETRIEVER_NAMES, MappingConfig
-from anchor.types import AggregationMethod, BuildParams, Scenario
+from anchor.space.config import BuildParams
+from anchor.types import AggregationMethod, Scenario
 
 LLM_PANEL = "LLM backend"
 BUILD_PANEL = "Factor space (stage 1)"

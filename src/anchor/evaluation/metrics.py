@@ -17,7 +17,7 @@ Conventions shared by every function here:
   answer of exactly 0.3 with ten bins) goes to the bin above it, and 1.0 to the last bin.
   Equal-mass bins never split equal values.
 
-Everything is computed with numpy, to the definitions scikit-learn uses (``tests/test_metrics.py``
+Everything is computed with numpy, to the definitions scikit-learn uses (``tests/evaluation/test_metrics.py``
 compares the two on many random inputs): F1 as ``2 tp / (2 tp + fp + fn)`` with 0.0 where that has no
 denominator (scikit-learn's ``zero_division=0``), balanced accuracy as the mean recall over the gold
 classes present, Brier as the mean squared error and log loss with scikit-learn's clipping (see

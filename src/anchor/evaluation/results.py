@@ -92,7 +92,7 @@ class RunConfig(_Model):
         "The calibrator applied to every P(O1) (anchor eval --calibrator): path, sha256, kind and what it was "
         "fitted on; None = the method's own probabilities."))
     embedder: dict[str, Any] | None = Field(default=None, description=(
-        "Methods that embed (ANCHOR's): the embedder's identity (anchor.embed.EmbedderIdentity: model, vector "
+        "Methods that embed (ANCHOR's): the embedder's identity (anchor.embedding.embed.EmbedderIdentity: model, vector "
         "width, where it runs), part of the run's identity; None = the method embeds nothing."))
     cases: dict[str, Any] | None = Field(default=None, description=(
         "anchor predict: how the cases file is read (format, column mapping, limits), so that readers of the "

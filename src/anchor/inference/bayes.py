@@ -13,8 +13,7 @@ latent whose first number exceeds its second is an O1-leaning latent.
 Everything is done with log-probabilities, so long evidence lists of near-certain factors neither
 underflow nor turn into NaN; posteriors come out of a numerically stable logistic function (the
 helpers are in ``anchor.inference.numeric``). The slow reference posteriors that tests and
-benchmarks compare the closed form with live in ``anchor.inference.cbn_reference`` and are
-re-exported here.
+benchmarks compare the closed form with live in ``anchor.inference.cbn_reference``.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ import operator
 from collections.abc import Mapping, Sequence
 from enum import Enum
 
-from anchor.inference.cbn_reference import cbn_posterior_enumeration, cbn_posterior_pgmpy
 from anchor.inference.numeric import (
     as_real,
     check_cbn,
@@ -41,8 +39,6 @@ __all__ = [
     "bayesian_model_average",
     "cbn_log_likelihoods",
     "cbn_posterior",
-    "cbn_posterior_enumeration",
-    "cbn_posterior_pgmpy",
     "clip_probability",
     "label_prior_phi",
     "latent_params_from_counts",

@@ -30,7 +30,7 @@ from pydantic import BaseModel
 from anchor.llm.base import TokenLogprob
 from anchor.llm.ledger import RecordedCost
 
-#: The files of the cache directory: LLM answers, and embedding vectors (``anchor.embed.VectorStore``).
+#: The files of the cache directory: LLM answers, and embedding vectors (``anchor.embedding.embed.VectorStore``).
 RESPONSES_FILE = "responses.sqlite"
 VECTORS_FILE = "vectors.sqlite"
 

@@ -30,10 +30,10 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from anchor.errors import LLMOutputError, LogprobsUnavailable
 from anchor.llm import chain
 from anchor.llm.base import Backend, Message, SamplingBackend, TokenLogprob
 from anchor.llm.cache import CachedResponse, ResponseCache, cache_key, legacy_keys
-from anchor.llm.errors import LLMOutputError, LogprobsUnavailable
 from anchor.llm.ledger import SHARED_DETAIL, CallRecord, CostLedger
 from anchor.llm.prompt import PromptSpec
 from anchor.llm.structured import OutputInvalid, inline_schema, parse_structured

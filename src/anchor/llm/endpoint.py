@@ -6,14 +6,20 @@ The SDK appends each route to the base URL's text, so ``http://h/v1?key=k`` woul
 SDK's ``default_query`` instead. Credentials in the URL (``user:password@``) become HTTP Basic
 auth, which replaces the ``Authorization: Bearer`` header that carries an API key: with both, the
 key would silently never reach the server, so that combination is refused.
+
+Also what a server's answer says about waiting: :func:`retry_after_seconds` (for the LLM and the
+embeddings server alike).
 """
 
 from __future__ import annotations
 
+import email.utils
+import time
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from anchor.llm.errors import ConfigurationError
+from anchor.errors import ConfigurationError
 from anchor.secrets import display_url
 
 
@@ -35,3 +41,27 @@ def sdk_endpoint(url: str, api_key: str | None, *, url_flag: str, key_flag: str)
             f"request has one Authorization header, so one of them would never be sent: give only one")
     base = urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")).rstrip("/")
     return Endpoint(base, dict(parse_qsl(parts.query, keep_blank_values=True)), api_key)
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """Read ``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms`` from response headers."""
+    if headers is None:
+        return None
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            return max(0.0, float(ms) / 1000.0)
+        value = headers.get("retry-after")
+    except Exception:  # headers of an unexpected type: no hint
+        return None
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

@@ -15,8 +15,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from anchor.errors import ConfigurationError, FatalBackendError
 from anchor.llm.base import Message, RawCompletion, TokenLogprob
-from anchor.llm.errors import ConfigurationError, FatalBackendError
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_NAME = "SmolLM2-135M-Instruct-Q4_1"

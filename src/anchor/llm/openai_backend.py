@@ -20,17 +20,16 @@ from typing import Any
 
 import openai
 
-from anchor.llm.base import Message, MultiCompletion, RawCompletion, TokenLogprob
-from anchor.llm.context import DEFAULT_SERVER_CONTEXT_TOKENS
-from anchor.llm.endpoint import sdk_endpoint
-from anchor.llm.errors import (
+from anchor.errors import (
     BackendError,
     ConfigurationError,
     FatalBackendError,
     RequestRejected,
     TransientBackendError,
-    retry_after_seconds,
 )
+from anchor.llm.base import Message, MultiCompletion, RawCompletion, TokenLogprob
+from anchor.llm.context import DEFAULT_SERVER_CONTEXT_TOKENS
+from anchor.llm.endpoint import retry_after_seconds, sdk_endpoint
 from anchor.llm.memory import ServerMemory
 from anchor.secrets import display_url, register, register_url, scrub
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError
 
+from anchor.errors import ConfigurationError
 from anchor.llm.cache import RESPONSES_FILE, VECTORS_FILE, ResponseCache, default_cache_dir
 from anchor.llm.client import LLMClient
 from anchor.llm.context import DEFAULT_SERVER_CONTEXT_TOKENS
-from anchor.llm.errors import ConfigurationError
 from anchor.llm.ledger import CostLedger
 from anchor.llm.local_backend import LocalLlamaBackend
 from anchor.llm.memory import SERVERS_FILE, ServerMemory
@@ -74,7 +74,7 @@ class LLMSettings(BaseModel):
         description="The model's context window in tokens. Prompts with a long condition are fitted to it "
                     f"(see anchor.llm.context). Default: {DEFAULT_SERVER_CONTEXT_TOKENS} for a server, "
                     f"n_ctx={EMBEDDED_CONTEXT_TOKENS} for the embedded model (where it also sets n_ctx).")
-    # Embeddings (anchor.embed_server): from an OpenAI-compatible /v1/embeddings server instead of the
+    # Embeddings (anchor.embedding.server): from an OpenAI-compatible /v1/embeddings server instead of the
     # bundled MiniLM. Same time-out and retries as the LLM's; the key is a secret like the LLM's.
     embed_base_url: str | None = Field(default=None, description="Embeddings server; None = the bundled MiniLM.")
     embed_model: str | None = None

@@ -19,10 +19,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from anchor.errors import FatalBackendError, RetryBudgetExhausted, TransientBackendError
 from anchor.llm import chain
 from anchor.llm.base import Backend, Message, MultiCompletion, RawCompletion, SamplingBackend
 from anchor.llm.context import estimate_prompt_tokens
-from anchor.llm.errors import FatalBackendError, RetryBudgetExhausted, TransientBackendError
 from anchor.llm.ledger import CallRecord, CostLedger
 from anchor.llm.parallel import ParallelLimit, RequestSlots
 from anchor.secrets import scrub

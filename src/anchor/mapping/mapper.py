@@ -13,11 +13,12 @@ import time
 
 import numpy as np
 
-from anchor import offload, prompts
-from anchor.embed import Embedder
+from anchor import prompts
+from anchor.compute import offload
+from anchor.embedding.embed import Embedder
+from anchor.errors import ConfigurationError
 from anchor.llm.client import LLMClient
 from anchor.llm.context import fit_prompt, merge_truncations
-from anchor.llm.errors import ConfigurationError
 from anchor.mapping.config import MappingConfig
 from anchor.mapping.retrieval import CandidateIndex, FlatIndex, HierarchicalIndex
 from anchor.mapping.retrievers import KNNRetriever, Retriever
@@ -26,7 +27,7 @@ from anchor.types import FactorSpace, MappingTrace
 
 def check_embedder(space: FactorSpace, embedder: Embedder) -> None:
     """Refuse to search ``space`` with vectors of another embedder than the one that made its vectors
-    and clusters (embedders are told apart by model name: see ``anchor.embed_server``), or of another
+    and clusters (embedders are told apart by model name: see ``anchor.embedding.server``), or of another
     width than its stored vectors (known without a request: a server serving another model under the name)."""
     mine = getattr(embedder, "model_id", type(embedder).__name__)
     if space.embedding_model != mine:

@@ -9,16 +9,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anchor import __version__
 from anchor.cases import CaseFormat, CaseLimits, CaseStream, detect_format, read_cases
 from anchor.cases.columns import check_column_mapping
-from anchor.embed_server import settings_identity
+from anchor.config import AnchorConfig
+from anchor.embedding.server import settings_identity
 from anchor.evaluation.methods.registry import METHODS
 from anchor.evaluation.results import RunConfig
 from anchor.evaluation.runner.config import recorded_llm
 from anchor.evaluation.runner.errors import EvalError
 from anchor.llm.settings import LLMSettings
-from anchor.pipeline import AnchorConfig
+from anchor.version import __version__
 
 #: The dataset name a predict run records (its kind is ``cases``).
 CASES_DATASET = "cases"

@@ -13,8 +13,8 @@ import math
 from pydantic import BaseModel, ConfigDict
 
 from anchor.cases import CaseCheck
+from anchor.config import AnchorConfig
 from anchor.evaluation.methods.contract import MethodSpec
-from anchor.pipeline import AnchorConfig
 
 #: Characters a token in English text, on average (the context fitting counts 3, to be safe).
 CHARS_PER_TOKEN = 4

@@ -27,6 +27,7 @@ from typing import Any
 
 from anchor.calibration.registry import FileCalibrator
 from anchor.cases import BadCaseRow, CaseCheck, CaseRow, CasesError, RejectedRow, check_cases
+from anchor.config import AnchorConfig
 from anchor.evaluation.datasets.instances import DecisionInstance
 from anchor.evaluation.results import MetricsReport, Prediction, RunConfig, TraceRecord
 from anchor.evaluation.rundir import JsonLines, Skipped
@@ -36,7 +37,6 @@ from anchor.evaluation.runner.loop import Instance
 from anchor.evaluation.runner.worker import WorkerSetup
 from anchor.llm.ledger import CallRecord
 from anchor.llm.settings import LLMSettings
-from anchor.pipeline import AnchorConfig
 from anchor.predict.config import CasesInput
 from anchor.predict.export import TableFormat, write_table
 from anchor.progress import ProgressEvent, Reporter, silent

@@ -1,6 +1,6 @@
 """The reproduction report as a list of blocks, written out twice: as Markdown (``report.md``) and as
 one self-contained HTML page (``report.html``), whose figures are embedded as data and which loads
-nothing from anywhere (like the run index of :mod:`anchor.audit.index_page`)."""
+nothing from anywhere (like the run index of :mod:`anchor.evaluation.report.index_page`)."""
 
 from __future__ import annotations
 

@@ -29,13 +29,12 @@ from pydantic import BaseModel, ConfigDict
 
 from anchor.analysis.runs import EvalSlice
 from anchor.config import AnchorConfig
-from anchor.embed_server import check_embedder
+from anchor.embedding.server import check_embedder
+from anchor.errors import AnchorError
 from anchor.evaluation.methods.registry import METHODS
 from anchor.evaluation.results import RunConfig
-from anchor.evaluation.rundir import RunDirectory, RunDirError, Skipped
+from anchor.evaluation.rundir import DirectoryBusy, DirectoryLock, RunDirectory, RunDirError, Skipped
 from anchor.evaluation.runner import (
-    DirectoryBusy,
-    DirectoryLock,
     EvalError,
     EvalRunner,
     check_resumable,
@@ -45,7 +44,6 @@ from anchor.evaluation.runner import (
 )
 from anchor.extras import EXTRAS, MissingExtra, extra_hint, extra_installed
 from anchor.files import write_atomic
-from anchor.llm.errors import AnchorError
 from anchor.llm.settings import LLMSettings, make_client
 from anchor.progress import ProgressEvent, Reporter, silent
 from anchor.reproduce import estimate as est

@@ -27,7 +27,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from anchor.config import AnchorConfig
+from anchor.config import ABLATIONS, AnchorConfig
+from anchor.evaluation.methods.registry import paper_table, table_order
 from anchor.evaluation.runner.config import dataset_kind
 from anchor.reproduce.selection import (
     DECISION_SETS,
@@ -43,12 +44,9 @@ ANALYSES_FOLDER = "analyses"
 CACHE_FOLDER = "cache"
 OWN_CACHES_FOLDER = "caches"
 
-#: Table 1's methods in the paper's row order (the chance row has no method).
-TABLE1_METHODS = ("cot", "vanilla", "logits", "compare", "factor-based", "bird", "bird-relaxed", "anchor")
-#: Table 2's methods in the paper's row order.
-TABLE2_METHODS = ("vanilla", "vanilla-direct", "cot", "cot-direct", "bird", "anchor")
-#: Table 3's variants in the paper's row order.
-TABLE3_ABLATIONS = ("no-cbn", "no-nb", "no-cluster", "no-hierarchy", "no-pe-llm", "bma")
+#: Table 3's variants in the paper's row order (the order of ``ABLATIONS``). The methods of Tables 1
+#: and 2 are on their registry entries (``MethodSpec.paper_tables``).
+TABLE3_ABLATIONS = tuple(ABLATIONS)
 TRANSPLANT_STAGES = ("factors", "mapping", "pool")
 #: Decision sets whose bundled copies state every condition for outcome 1: the runs swap O1/O2 for about
 #: half the scenarios, so that always answering O1 does not score 100%.
@@ -168,14 +166,14 @@ def make_plan(selection: Selection) -> Plan:
     the run whose spaces or BIRD models it reuses."""
     b = _Builder(selection)
     if "1" in selection.tables:
-        for method in TABLE1_METHODS:
+        for method in paper_table("1"):
             if method == "bird-relaxed":
                 b.bird_relaxed("1")
             else:
                 b.add("1", PAIRWISE, method)
     if "2" in selection.tables:
         for dataset in DECISION_SETS:
-            for method in TABLE2_METHODS:
+            for method in paper_table("2"):
                 b.add("2", dataset, method)
     if "3" in selection.tables:
         full = b.anchor("3", PAIRWISE)
@@ -227,11 +225,10 @@ def _analyses(selection: Selection, b: _Builder) -> list[PlannedAnalysis]:
 
 
 def _ordered(runs: dict[str, PlannedRun]) -> list[PlannedRun]:
-    """Datasets in the paper's order (Common2Sense first), and within one the paper's row order, with
-    every run after the one it reuses."""
+    """Datasets in the paper's order (Common2Sense first), and within one the tables' row order
+    (``table_order``), with every run after the one it reuses: the transplant runs after ANCHOR's."""
     datasets = [PAIRWISE, *DECISION_SETS]
-    methods = ("vanilla", "vanilla-direct", "cot", "cot-direct", "logits", "compare", "factor-based", "bird",
-               "bird-relaxed", "anchor")
+    methods = table_order()
 
     def key(r: PlannedRun) -> tuple[int, int, int, int]:
         d = datasets.index(r.dataset) if r.dataset in datasets else len(datasets)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from anchor.errors import AnchorError
 from anchor.evaluation.datasets.bundled import DATASET_NAMES, PAPER_FACTCHECK_SETS
-from anchor.llm.errors import AnchorError
 
 TABLES = ("1", "2", "3", "4")
 FIGURES = ("cost", "factors")

@@ -32,12 +32,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from anchor import prompts
-from anchor.embed import Embedder
+from anchor.embedding.embed import Embedder
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.progress import ProgressEvent, Reporter, silent
+from anchor.space.config import BuildParams
 from anchor.space.validation import CandidateValidator, Merged, Validated, text_key
-from anchor.types import AbductionRound, BuildParams, RejectedCandidate, Scenario, StopReason
+from anchor.types import AbductionRound, RejectedCandidate, Scenario, StopReason
 
 #: What the generation prompt's "already covered" line says: the line stays, so that the prompt, and with
 #: it every cached answer to it, is the one rounds were always sent under the default window.

@@ -12,18 +12,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from anchor import offload
-from anchor.embed import Embedder, MiniLMEmbedder
+from anchor.compute import offload
+from anchor.embedding.embed import Embedder, MiniLMEmbedder
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import summarize
 from anchor.progress import ProgressEvent, Reporter, silent
+from anchor.space import structure
 from anchor.space.abduction import AbductionOutcome, Abductor
-from anchor.space.structure import Clusterer, Reducer
+from anchor.space.config import BuildParams
+from anchor.space.structure import Clusterer, Reducer, cluster_embeddings
 from anchor.space.themes import name_and_prune
 from anchor.space.vote_stream import VoteStream
 from anchor.types import (
-    BuildParams,
     Cluster,
     ClusteringStats,
     CriticalPath,
@@ -69,7 +70,7 @@ class FactorSpaceBuilder:
         started = time.perf_counter()
         # Slow first-use costs (loading MiniLM, compiling UMAP) are paid on worker threads while
         # the first abduction rounds wait for the LLM, not later in the middle of traffic.
-        offload.warm_up(self.embedder, clustering=p.cluster and self.reducer is None)
+        offload.warm_up(self.embedder, clustering=structure.warm_up if p.cluster and self.reducer is None else None)
         before = chain.current()
         with self.client.ledger.scope() as records:
             votes = VoteStream(self.client, scenario, p, report)
@@ -135,8 +136,10 @@ class FactorSpaceBuilder:
         compute["embedding"] = round(time.perf_counter() - t0, 4)
 
         report(ProgressEvent("clustering", 0, 1, f"{len(factors)} factors"))
-        timed = await offload.cluster(vectors, enabled=p.cluster, reducer=self.reducer,
-                                      clusterer=self.clusterer, seed=p.seed)
+        # The clustering process takes the default parts; a caller's own reducer or clusterer stays here.
+        timed = await offload.cluster(cluster_embeddings, np.asarray(vectors), enabled=p.cluster,
+                                      reducer=self.reducer, clusterer=self.clusterer, seed=p.seed,
+                                      local=self.reducer is not None or self.clusterer is not None)
         result = timed.result
         compute["clustering"] = round(timed.seconds, 4)
         report(ProgressEvent("clustering", 1, 1, f"{result.stats.n_clusters} clusters"))

@@ -8,9 +8,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from anchor.errors import AnchorError
 from anchor.files import write_atomic
-from anchor.llm.errors import AnchorError
-from anchor.types import FACTOR_SPACE_SCHEMA_VERSION, BuildParams, FactorSpace
+from anchor.space.config import BuildParams
+from anchor.types import FACTOR_SPACE_SCHEMA_VERSION, FactorSpace
 
 #: What of an embedder's identity a stored space depends on.
 EMBEDDER_FIELDS = ("model", "dimension", "where")

@@ -288,6 +288,20 @@ def cluster_embeddings(
 # --------------------------------------------------------------------------- helpers
 
 
+# Enough points for UMAP's full path (neighbour graph, spectral init, layout) and HDBSCAN, few
+# enough to fit in milliseconds once compiled.
+_WARM_UP_POINTS = 24
+
+
+def warm_up() -> None:
+    """Cluster a few random unit vectors, which imports UMAP and loads (or compiles) its kernels and
+    HDBSCAN's: the job the builder hands ``anchor.compute.offload.warm_up``, run where clustering runs."""
+    rng = np.random.default_rng(0)
+    points = rng.normal(size=(_WARM_UP_POINTS, 384))
+    points /= np.linalg.norm(points, axis=1, keepdims=True)
+    cluster_embeddings(points, seed=0)
+
+
 def _validated(embeddings: np.ndarray) -> np.ndarray:
     X = np.asarray(embeddings, dtype=np.float64)
     if X.ndim == 1 and X.size == 0:

@@ -12,7 +12,7 @@ folder when that is not writable, or ``NUMBA_CACHE_DIR`` when set), as pynndesce
 already are. numba keys each entry on the source file's time stamp and size, the function's
 bytecode, the numba version and the CPU, so an upgraded umap or numba, or another machine,
 compiles afresh instead of loading stale code. A loaded kernel is the machine code the compiler
-produced: a seeded fit gives the same bits with or without the cache (tests/test_umap_cache.py).
+produced: a seeded fit gives the same bits with or without the cache (tests/space/test_umap_cache.py).
 Where numba finds no writable place for a kernel, that kernel is compiled in every process, as
 umap does by itself.
 """

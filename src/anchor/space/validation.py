@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from anchor import offload, prompts
-from anchor.embed import Embedder
+from anchor import prompts
+from anchor.compute import offload
+from anchor.embedding.embed import Embedder
 from anchor.llm.client import LLMClient
-from anchor.types import BuildParams, RejectedCandidate, Scenario
+from anchor.space.config import BuildParams
+from anchor.types import RejectedCandidate, Scenario
 
 MAX_FACTOR_CHARS = 120
 _LEADING_MARK = re.compile(r"^\s*(?:[-*\u2022]+|\(?\d+[.)]|F\d+:)\s*")

@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field
 
+from anchor.errors import AnchorError
 from anchor.evaluation.cost.attribution import RUN_LEVEL, by_scenario, critical_paths, scope_scenarios
 from anchor.evaluation.cost.phases import PHASES, phase_of
 from anchor.evaluation.datasets.reading import DatasetError
@@ -39,7 +40,6 @@ from anchor.evaluation.datasets.sampling import SampleError
 from anchor.evaluation.datasets.selection import select_instances
 from anchor.evaluation.results import RunConfig
 from anchor.evaluation.rundir import RunDirectory, Skipped
-from anchor.llm.errors import AnchorError
 from anchor.llm.ledger import CallRecord, busy_seconds
 from anchor.types import CriticalPath
 

@@ -9,6 +9,7 @@ The data ships inside the package (``anchor/data/``, see ``data/PROVENANCE.md``)
 * :mod:`.loading`: any of them by name; :mod:`.bundled`: the names and the packaged files;
 * :mod:`.instances`: the instance types, scenario keys, grouping and outcome-order balancing;
 * :mod:`.text`: whitespace, the repair of stored text and the template negation of a claim;
+* :mod:`.negation`: a claim's negation asked of the LLM (``--negation llm``; imported by the runner only);
 * :mod:`.reading`: reading a file and collecting its problems (:class:`DatasetError`);
 * :mod:`.sampling` and :mod:`.selection`: the paper's seeded sample, and which instances a run scores.
 

@@ -8,17 +8,11 @@
   Compare) and :mod:`.bird` (BIRD's three methods: :mod:`.bird_eval`, strict and relaxed, and
   :mod:`.bird_on_anchor`, BIRD's CPT on ANCHOR's factor space).
 
-The names below are re-exported so that ``anchor.evaluation.methods.X`` keeps working. Nothing here
-imports a method's heavy dependencies (the pipeline, BIRD): the CLI imports this to list the methods.
+The package's public names are below; the artefact stores the methods keep their spaces and models
+in are :mod:`anchor.artefacts`'s. Nothing here imports a method's heavy dependencies (the pipeline,
+BIRD): the CLI imports this to list the methods.
 """
 
-from anchor.artefacts import (
-    INSTANCE_FAILURES,
-    ArtefactFailed,
-    ArtefactStore,
-    ReuseMismatch,
-    reused_artefacts,
-)
 from anchor.evaluation.methods.anchor_method import AnchorMethod
 from anchor.evaluation.methods.baselines import BaselineMethod, CompareMethod
 from anchor.evaluation.methods.contract import Estimate, Method, MethodContext, MethodSpec, PairJudge, Status
@@ -35,14 +29,11 @@ from anchor.evaluation.methods.registry import (
 
 __all__ = [
     "DIRECT_METHODS",
-    "INSTANCE_FAILURES",
     "METHODS",
     "ORACLE_METHODS",
     "PAIRWISE_ONLY_METHODS",
     "STAGED_METHODS",
     "AnchorMethod",
-    "ArtefactFailed",
-    "ArtefactStore",
     "BaselineMethod",
     "CompareMethod",
     "Estimate",
@@ -51,9 +42,7 @@ __all__ = [
     "MethodContext",
     "MethodSpec",
     "PairJudge",
-    "ReuseMismatch",
     "Status",
     "build_method",
     "register",
-    "reused_artefacts",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from anchor.config import AnchorConfig
 from anchor.evaluation.methods.contract import ArtefactKind, CostShape, Estimate, MethodContext, MethodSpec
 from anchor.space.io import load_space, save_space, space_settings
 from anchor.types import Scenario
@@ -23,8 +24,8 @@ class AnchorMethod:
     """ANCHOR: a factor space per scenario (per run, or shared by the runs), then mapping and inference."""
 
     def __init__(self, ctx: MethodContext) -> None:
-        from anchor import offload  # start-up time, see the module docstring
-        from anchor.pipeline import Anchor, AnchorConfig
+        from anchor.compute import offload  # start-up time, see the module docstring
+        from anchor.pipeline import Anchor
 
         config = ctx.anchor_config or AnchorConfig()
         # Start loading MiniLM (in its helper process) now, not when the first condition or space
@@ -90,8 +91,6 @@ def anchor_cost_shape(config: Any) -> CostShape:
     """ANCHOR's usual requests. A space: three a round (sentences, factors, their check) for every
     round, one label vote per batch of factors, and about one theme per six factors plus the pruning.
     A condition: the R selections, the reflection, phi and the latent parameters."""
-    from anchor.pipeline import AnchorConfig  # start-up time, see the module docstring
-
     config = config or AnchorConfig()
     b, m = config.build, config.mapping
     build = 3 * b.max_rounds + math.ceil(b.n_target / b.vote_batch_size) + math.ceil(b.n_target / 6) + 1
@@ -102,6 +101,7 @@ def anchor_cost_shape(config: Any) -> CostShape:
 
 
 SPECS = (
-    MethodSpec("anchor", AnchorMethod, "ANCHOR (factor space, mapping, NB + latent CBN)", uses_anchor_config=True,
-               per_scenario_artefact=True, cost_shape=anchor_cost_shape, artefacts=lambda: (SPACES,)),
+    MethodSpec("anchor", AnchorMethod, "ANCHOR (factor space, mapping, NB + latent CBN)", title="ANCHOR",
+               table_rank=1, paper_tables=("1", "2"), uses_anchor_config=True, per_scenario_artefact=True,
+               cost_shape=anchor_cost_shape, artefacts=lambda: (SPACES,)),
 )

@@ -206,18 +206,23 @@ def _one_request(answer_tokens: int, what: str) -> Callable[[Any], contract.Cost
 
 
 SPECS = (
-    contract.MethodSpec("vanilla", _baseline("vanilla"), "the LLM states P(O1) directly",
+    contract.MethodSpec("vanilla", _baseline("vanilla"), "the LLM states P(O1) directly", title="Vanilla",
+                        paper_tables=("1", "2"),
                         cost_shape=_one_request(10, "one request a condition")),
     contract.MethodSpec("vanilla-direct", _baseline("vanilla-direct"), "the LLM chooses O1 or O2", direct=True,
+                        title="Vanilla", paper_tables=("2",),
                         cost_shape=_one_request(5, "one request a condition")),
-    contract.MethodSpec("cot", _baseline("cot"), "reasons step by step, then states P(O1)",
+    contract.MethodSpec("cot", _baseline("cot"), "reasons step by step, then states P(O1)", title="CoT",
+                        paper_tables=("1", "2"),
                         cost_shape=_one_request(200, "one request a condition, with its reasoning")),
     contract.MethodSpec("cot-direct", _baseline("cot-direct"), "reasons step by step, then chooses", direct=True,
+                        title="CoT", paper_tables=("2",),
                         cost_shape=_one_request(200, "one request a condition, with its reasoning")),
     contract.MethodSpec("logits", _baseline("logits"), "P(O1) from the answer token's log-probabilities",
+                        title="Logits", paper_tables=("1",),
                         cost_shape=_one_request(1, "one request a condition")),
     contract.MethodSpec("compare", CompareMethod, "judges the two conditions of a pair together",
-                        pairwise_only=True),
+                        pairwise_only=True, title="Compare", paper_tables=("1",)),
     contract.MethodSpec("factor-based", _baseline("factor-based"), "averages P(O1) over factors written knowing the "
-                        "gold outcome (an oracle)", oracle=True),
+                        "gold outcome (an oracle)", oracle=True, title="Factor-based", paper_tables=("1",)),
 )

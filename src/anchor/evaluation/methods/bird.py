@@ -69,15 +69,15 @@ def bird_on_anchor_cost_shape(config: Any) -> CostShape:
 
 SPECS = (
     MethodSpec("bird", _strict, "BIRD, strict mapping (the paper's BIRD-dagger): nothing mapped -> unknown; "
-               "CoT answers instead on decision data", fallback="cot", fallback_kinds=("decision", "factcheck"),
+               "CoT answers instead on decision data", title="BIRD (strict)", paper_tables=("1", "2"), fallback="cot", fallback_kinds=("decision", "factcheck"),
                method_config=bird_method_config, per_scenario_artefact=True, cost_shape=bird_cost_shape,
                artefacts=_bird_artefacts, extra="bird"),
     MethodSpec("bird-relaxed", _relaxed, "BIRD with the relaxed mapping (BIRD-double-dagger): the closest "
-               "value when nothing maps", fallback="cot", fallback_kinds=("decision", "factcheck"),
+               "value when nothing maps", title="BIRD (relaxed)", paper_tables=("1",), fallback="cot", fallback_kinds=("decision", "factcheck"),
                method_config=bird_method_config, per_scenario_artefact=True, cost_shape=bird_cost_shape,
                artefacts=_bird_artefacts, extra="bird"),
     MethodSpec("bird-on-anchor", _on_anchor, "BIRD-double-dagger's CPT on ANCHOR's factor space (the "
-               "paper's Table 4; --stage factors|mapping|pool)", uses_anchor_config=True, trains_on_conditions=True,
+               "paper's Table 4; --stage factors|mapping|pool)", title="BIRD (relaxed) on ANCHOR", uses_anchor_config=True, trains_on_conditions=True,
                stages=("factors", "mapping", "pool"), method_config=bird_method_config, per_scenario_artefact=True,
                cost_shape=bird_on_anchor_cost_shape, artefacts=_transplant_artefacts, extra="bird"),
 )

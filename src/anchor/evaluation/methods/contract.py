@@ -23,10 +23,10 @@ from anchor.secrets import scrub
 from anchor.types import Scenario, TextTruncation, scenario_key
 
 if TYPE_CHECKING:
-    from anchor.embed import Embedder
+    from anchor.config import AnchorConfig
+    from anchor.embedding.embed import Embedder
     from anchor.evaluation.results import RunConfig
     from anchor.llm.client import LLMClient
-    from anchor.pipeline import AnchorConfig
 
 Status = Literal["ok", "abstained", "failed"]
 
@@ -168,6 +168,16 @@ class MethodSpec:
     name: str
     factory: Callable[[MethodContext], Method | PairJudge]
     description: str
+    title: str = ""
+    """Its name in the report's tables, the paper's (``Vanilla``, ``BIRD (strict)``); the report adds
+    the marks (a star for a direct method, a dagger for an oracle). Empty: the method's own name."""
+    table_rank: int = 0
+    """The report's rows follow the rank, then the order the methods are registered in: 0 for the
+    baselines, 1 for ANCHOR, whose rows close every table as in the paper."""
+    paper_tables: tuple[str, ...] = ()
+    """The paper's method tables with a row for it (``1``: pairwise F1 on Common2Sense; ``2``: accuracy
+    on the decision sets), which ``anchor reproduce`` runs it for. Tables 3 and 4 vary ANCHOR and BIRD on
+    ANCHOR and are planned apart."""
     direct: bool = False
     """Chooses an outcome instead of estimating a probability (scored as 1 or 0; the paper's stars)."""
     oracle: bool = False

@@ -46,6 +46,16 @@ PAIRWISE_ONLY_METHODS = tuple(name for name, spec in METHODS.items() if spec.pai
 STAGED_METHODS = tuple(name for name, spec in METHODS.items() if spec.stages)
 
 
+def table_order() -> tuple[str, ...]:
+    """The methods in the order of the report's rows: by ``MethodSpec.table_rank``, then as registered."""
+    return tuple(sorted(METHODS, key=lambda name: METHODS[name].table_rank))
+
+
+def paper_table(table: str) -> tuple[str, ...]:
+    """The methods with a row in the paper's Table ``table`` (``MethodSpec.paper_tables``), in table order."""
+    return tuple(name for name in table_order() if table in METHODS[name].paper_tables)
+
+
 def build_method(spec: MethodSpec, ctx: MethodContext) -> Method | PairJudge:
     """The method of ``spec`` for one run, wrapped in its fallback where the spec asks for one."""
     method = spec.factory(ctx)

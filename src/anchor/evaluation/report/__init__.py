@@ -25,6 +25,10 @@ instances they all scored, when they scored different ones; :mod:`.runs` names t
 :mod:`.cost_table` the cost section; :mod:`.cost_plot` and :mod:`.reliability_plot` one figure each;
 :mod:`.build` puts them together (:func:`build_report`).
 
+Beside the Markdown report, the HTML one of a single run: :mod:`.run_index` reads a run directory
+into ``index.html`` and one explanation page per instance (:func:`write_run_index`), and
+:mod:`.index_page` draws the index.
+
 Plots are drawn on :class:`matplotlib.figure.Figure` objects rendered by the Agg canvas directly, without
 ``pyplot``: nothing is registered in pyplot's global figure list (so nothing can leak or pop up), the
 process-wide backend is left untouched, and no display is ever needed.
@@ -40,17 +44,33 @@ from anchor.evaluation.report.build import (
 from anchor.evaluation.report.loading import LoadedRun, ReportError, load_run
 from anchor.evaluation.report.markdown import format_delta, format_mean_std
 from anchor.evaluation.report.names import display_name
+from anchor.evaluation.report.run_index import (
+    IndexRow,
+    RunIndexError,
+    RunIndexResult,
+    index_rows,
+    read_traces,
+    run_index_html,
+    write_run_index,
+)
 
 __all__ = [
     "COST_PLOT",
     "RELIABILITY_PLOT",
     "REPORT_FILE",
+    "IndexRow",
     "LoadedRun",
     "ReportError",
     "ReportResult",
+    "RunIndexError",
+    "RunIndexResult",
     "build_report",
     "display_name",
     "format_delta",
     "format_mean_std",
+    "index_rows",
     "load_run",
+    "read_traces",
+    "run_index_html",
+    "write_run_index",
 ]

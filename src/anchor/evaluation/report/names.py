@@ -1,11 +1,12 @@
-"""The paper's names and marks in the report: method and ablation names, the marks that flag a
-direct choice, an oracle, the embedded model or an approximate dataset, and the headline metrics."""
+"""The paper's names and marks in the report: the ablation names, the marks that flag a direct choice,
+an oracle, the embedded model or an approximate dataset, and the headline metrics. A method's own
+name and its place in the tables are on its registry entry (``MethodSpec.title``, ``table_rank``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from anchor.evaluation.methods.registry import ORACLE_METHODS
+from anchor.evaluation.methods.registry import METHODS, ORACLE_METHODS
 
 DASH = "–"  # en dash: the cell of a missing (null) value
 MINUS = "−"  # proper minus sign for negative deltas
@@ -23,19 +24,6 @@ APPROXIMATE_DATASETS: dict[str, str] = {
                 "922 characters against the paper's 2,399), so its numbers are not comparable with the paper's.",
 }
 
-METHOD_NAMES: dict[str, str] = {
-    "anchor": "ANCHOR",
-    "vanilla": "Vanilla",
-    "vanilla-direct": "Vanilla" + DIRECT_MARK,
-    "cot": "CoT",
-    "cot-direct": "CoT" + DIRECT_MARK,
-    "logits": "Logits",
-    "compare": "Compare",
-    "factor-based": "Factor-based",
-    "bird": "BIRD (strict)",
-    "bird-relaxed": "BIRD (relaxed)",
-    "bird-on-anchor": "BIRD (relaxed) on ANCHOR",
-}
 ABLATION_NAMES: dict[str, str] = {
     "no-cbn": "w/o cbn",
     "no-nb": "w/o nb",
@@ -45,11 +33,6 @@ ABLATION_NAMES: dict[str, str] = {
     "bma": "BMA",
 }
 ABLATION_ORDER = tuple(ABLATION_NAMES)
-#: Row order in the tables: baselines first, then ANCHOR variants, then full ANCHOR (as in the paper).
-METHOD_ORDER = (
-    "vanilla", "vanilla-direct", "cot", "cot-direct", "logits", "compare", "factor-based", "bird", "bird-relaxed",
-    "bird-on-anchor", "anchor",
-)
 PAIRWISE_F1 = (("f1_context1", "Context1"), ("f1_context2", "Context2"), ("f1_same", "Same"),
                ("f1_micro", "Average"))
 HEADLINE_METRIC = {"pairwise": "f1_micro", "decision": "accuracy", "factcheck": "balanced_accuracy", "cases": "accuracy"}
@@ -60,7 +43,10 @@ METRIC_WORDS = {
 
 def display_name(method: str, ablations: Sequence[str] = (), oracle: bool = False) -> str:
     """The paper's name for a method (``Vanilla⋆``, ``Factor-based†``, ``ANCHOR (w/o cbn)``)."""
-    name = METHOD_NAMES.get(method, method)
+    spec = METHODS.get(method)
+    name = spec.title if spec is not None and spec.title else method
+    if spec is not None and spec.direct:
+        name += DIRECT_MARK
     if ablations:
         name += " (" + ", ".join(ABLATION_NAMES.get(a, a) for a in ablations) + ")"
     if (oracle or method in ORACLE_METHODS) and not name.endswith(ORACLE_MARK):

@@ -9,14 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from anchor.evaluation.methods.registry import ORACLE_METHODS
+from anchor.evaluation.methods.registry import ORACLE_METHODS, table_order
 from anchor.evaluation.report.loading import LoadedRun
 from anchor.evaluation.report.markdown import format_mean_std, number
 from anchor.evaluation.report.names import (
     ABLATION_ORDER,
     APPROX_MARK,
     APPROXIMATE_DATASETS,
-    METHOD_ORDER,
     SMALL_MARK,
 )
 from anchor.evaluation.report.shared import SharedInstances
@@ -100,8 +99,8 @@ class ReportedRun:
         return format_mean_std(self.mean(key), self.std(key), percent=percent, show_std=self.m.n_runs > 1)
 
     def sort_key(self) -> tuple[int, int, tuple[int, ...], str, str]:
-        method = self.method if self.method in METHOD_ORDER else "anchor"
-        order = METHOD_ORDER.index(method)
+        rows = table_order()
+        order = rows.index(self.method if self.method in rows else "anchor")
         # Within ANCHOR: ablation variants first, in the paper's order, and the full model last.
         variant = tuple(ABLATION_ORDER.index(a) if a in ABLATION_ORDER else len(ABLATION_ORDER)
                         for a in self.ablations)

@@ -24,8 +24,8 @@ from typing import IO, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from anchor.errors import AnchorError
 from anchor.evaluation.rundir.sync import GroupSync
-from anchor.llm.errors import AnchorError
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")

@@ -7,11 +7,10 @@
 * :mod:`.scoring`: ``metrics.json``, the metrics, calibration, cost and notes of a run;
 * :mod:`.errors`: ``EvalError``.
 
-The run directory's files, its lock and its logs are :mod:`anchor.evaluation.rundir`'s. The names below
-are re-exported so that ``anchor.evaluation.runner.X`` keeps working.
+The run directory's files, its lock and its logs are :mod:`anchor.evaluation.rundir`'s; the
+runner's own public names are below.
 """
 
-from anchor.evaluation.rundir import DirectoryBusy, DirectoryLock, JsonLines
 from anchor.evaluation.runner.config import (
     BUILD_SIZES,
     dataset_kind,
@@ -31,12 +30,9 @@ from anchor.evaluation.runner.scoring import RunScorer
 
 __all__ = [
     "BUILD_SIZES",
-    "DirectoryBusy",
-    "DirectoryLock",
     "EvalError",
     "EvalRunner",
     "Instance",
-    "JsonLines",
     "RunScorer",
     "check_resumable",
     "dataset_kind",

@@ -9,16 +9,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from anchor import __version__
-from anchor.embed_server import settings_identity
+from anchor.config import AnchorConfig
+from anchor.embedding.server import settings_identity
 from anchor.evaluation.datasets.bundled import DATASET_NAMES, bundled_file, is_factcheck_dataset
 from anchor.evaluation.datasets.selection import resolve_sample
 from anchor.evaluation.methods.registry import METHODS
 from anchor.evaluation.results import Kind, RunConfig
 from anchor.evaluation.runner.errors import EvalError
 from anchor.llm.settings import LLMSettings
-from anchor.pipeline import AnchorConfig
-from anchor.types import BuildParams
+from anchor.space.config import BuildParams
+from anchor.version import __version__
 
 #: Paper Appendix B: factor-generation sizes per dataset group.
 BUILD_SIZES: dict[str, dict[str, int]] = {

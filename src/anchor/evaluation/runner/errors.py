@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from anchor.llm.errors import AnchorError
+from anchor.errors import AnchorError
 
 
 class EvalError(AnchorError):

@@ -7,14 +7,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from anchor.embed import KNOWN_DIMENSIONS, MiniLMEmbedder
-from anchor.embed_server import DEFAULT_SERVER_MODEL
+from anchor.config import AnchorConfig
+from anchor.embedding.embed import KNOWN_DIMENSIONS, MiniLMEmbedder
+from anchor.embedding.server import DEFAULT_SERVER_MODEL
 from anchor.evaluation.methods.registry import METHODS
 from anchor.evaluation.results import RunConfig
 from anchor.evaluation.rundir import RunDirectory
 from anchor.evaluation.runner.errors import EvalError
-from anchor.pipeline import AnchorConfig
-from anchor.types import with_legacy_build
+from anchor.space.config import with_legacy_build
 
 #: RunConfig fields that do not define a run: a rerun may change them and still resume.
 NOT_IDENTITY = {"command", "data_path", "anchor_version", "schema_version"}

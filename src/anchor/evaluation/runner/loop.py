@@ -25,13 +25,15 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from anchor import offload, prompts
 from anchor.calibration.contract import CalibratorMismatchWarning, method_label
 from anchor.calibration.registry import FileCalibrator
-from anchor.embed import Embedder, embedder_identity
-from anchor.embed_server import make_embedder
+from anchor.compute import offload
+from anchor.config import AnchorConfig
+from anchor.embedding.embed import Embedder, embedder_identity
+from anchor.embedding.server import make_embedder
 from anchor.evaluation.datasets.factcheck import FactcheckData
 from anchor.evaluation.datasets.instances import DecisionInstance, PairwiseInstance, scenario_key
+from anchor.evaluation.datasets.negation import negate_with_llm
 from anchor.evaluation.datasets.sampling import SampleRecord
 from anchor.evaluation.datasets.selection import select_instances
 from anchor.evaluation.methods.registry import METHODS
@@ -48,9 +50,7 @@ from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import CallRecord, empty_cost
 from anchor.llm.settings import LLMSettings, make_client
-from anchor.pipeline import AnchorConfig
 from anchor.progress import ProgressEvent, Reporter, silent
-from anchor.types import Scenario
 
 Instance = DecisionInstance | PairwiseInstance
 
@@ -221,7 +221,7 @@ class EvalRunner:
         stop_watching = self.client.ledger.subscribe(self._watch)
         try:
             if c.negation == "llm" and c.kind == "factcheck":
-                instances = await self._llm_negations(instances)  # type: ignore[arg-type]
+                instances = await negate_with_llm(self.client, instances)  # type: ignore[arg-type]
             pending = [(r, inst) for r in range(c.runs) for inst in instances
                        if (r, inst.id) not in done or (self.retry_failed and done[(r, inst.id)].status == "failed")]
             self._counts.update(total=len(instances) * c.runs, done=len(instances) * c.runs - len(pending))
@@ -311,17 +311,6 @@ class EvalRunner:
         if self._retry:
             info["retry"] = self._retry
         self.report(ProgressEvent("instances", self._counts["done"], self._counts["total"], "", info))
-
-    async def _llm_negations(self, instances: list[DecisionInstance]) -> list[DecisionInstance]:
-        assert self.client is not None
-
-        async def negate(inst: DecisionInstance) -> DecisionInstance:
-            with self.client.ledger.scope(f"negation:{inst.id}"):  # charged to the claim's scenario
-                answer = await self.client.ask(prompts.NEGATE_CLAIM, claim=inst.scenario.outcome1)
-            scen = Scenario(text=inst.scenario.text, outcome1=inst.scenario.outcome1, outcome2=answer.negation)
-            return inst.model_copy(update={"scenario": scen})
-
-        return list(await chain.gather(*(negate(i) for i in instances)))
 
     def compute_metrics(self, instances: Sequence[Instance], done: dict[tuple[int, str], Prediction],
                         calls: Iterable[CallRecord] = ()) -> MetricsReport:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from anchor.artefacts import ArtefactStore, reused_artefacts
+from anchor.config import AnchorConfig
 from anchor.evaluation.cost.attribution import run_critical_path
 from anchor.evaluation.datasets.factcheck import FactcheckData
 from anchor.evaluation.datasets.instances import DecisionInstance, PairwiseInstance
@@ -25,7 +26,6 @@ from anchor.evaluation.runner.config import default_build_params
 from anchor.evaluation.scores import score_runs
 from anchor.llm.ledger import CallRecord, merge_costs, summarize
 from anchor.llm.ledger import total as ledger_total
-from anchor.pipeline import AnchorConfig
 from anchor.types import StageCost
 
 Instance = DecisionInstance | PairwiseInstance

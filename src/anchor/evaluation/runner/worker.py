@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anchor import offload
 from anchor.artefacts import INSTANCE_FAILURES, ArtefactFailed, ArtefactStore
 from anchor.calibration.contract import CalibratorFile
 from anchor.calibration.registry import FileCalibrator
-from anchor.embed import Embedder
-from anchor.embed_server import make_embedder
+from anchor.compute import offload
+from anchor.config import AnchorConfig
+from anchor.embedding.embed import Embedder
+from anchor.embedding.server import make_embedder
 from anchor.evaluation.datasets.instances import DecisionInstance, PairwiseInstance
 from anchor.evaluation.methods.contract import ArtefactKind, Estimate, Method, MethodContext, PairJudge
 from anchor.evaluation.methods.registry import METHODS, build_method
@@ -32,7 +33,6 @@ from anchor.llm import chain, parallel
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import summarize
 from anchor.llm.settings import LLMSettings, make_client
-from anchor.pipeline import AnchorConfig
 from anchor.types import CalibratedProbability, Scenario, scenario_key
 
 Instance = DecisionInstance | PairwiseInstance

@@ -1,0 +1,212 @@
+"""Answering in helper processes (--workers N) and on a real local Ray instance (--ray): the same
+predictions, metrics and ledger totals as one process, the run directory written by the runner alone."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from anchor.cli import app
+from tests.fakeserver import FakeOpenAIServer
+from tests.predict.test_predict import COLUMNS, SCENARIOS, vanilla, write_csv
+
+pytestmark = pytest.mark.usefixtures("clean_anchor_env")
+runner = CliRunner()
+TOTALS = ("logical_requests", "llm_calls", "prompt_tokens", "completion_tokens", "cache_hits", "samples")
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def outcome(run: Path) -> tuple[list, dict, dict]:
+    """What must not depend on where the instances were answered: each prediction (in (run, id) order,
+    its measured times aside, its cost per stage in stage order: stages that ran at once are listed
+    in the order they first answered), the scores and the cost totals."""
+    preds = sorted(read_jsonl(run / "predictions.jsonl"), key=lambda r: (r["run"], r["id"]))
+    timeless = [{**{k: v for k, v in p.items() if k not in ("seconds", "cost")},
+                 "cost": sorted(({k: v for k, v in c.items() if not k.endswith("seconds")} for c in p["cost"]),
+                                key=lambda c: c["stage"])}
+                for p in preds]
+    metrics = json.loads((run / "metrics.json").read_text())
+    return timeless, metrics["mean"], {k: metrics["cost"]["total"][k] for k in TOTALS}
+
+
+def run_cli(*args: str) -> None:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.slow
+def test_an_anchor_eval_in_two_processes_equals_one_in_one(tmp_path):
+    with FakeOpenAIServer(deterministic=True) as server:
+        for workers in ("1", "2"):
+            run_cli("eval", "--dataset", "today", "--method", "anchor", "--limit", "6", "--sizes", "quick",
+                    "--balance-outcomes", "--base-url", server.base_url, "--cache-dir", str(tmp_path / f"cache{workers}"),
+                    "--out", str(tmp_path / f"w{workers}"), "--workers", workers)
+    one, two = outcome(tmp_path / "w1"), outcome(tmp_path / "w2")
+    assert one == two
+    assert sorted(p.name for p in (tmp_path / "w1" / "spaces").glob("*.json")) == \
+        sorted(p.name for p in (tmp_path / "w2" / "spaces").glob("*.json"))
+    # The runner alone wrote the call log: every request once, as many as the server saw.
+    assert one[2]["llm_calls"] > 0
+
+
+def test_a_predict_run_in_two_processes_equals_one_in_one(tmp_path):
+    cases = tmp_path / "cases.csv"
+    write_csv(cases)
+    with FakeOpenAIServer(responder=vanilla) as server:
+        for workers in ("1", "2"):
+            run_cli("predict", str(cases), *COLUMNS, "--method", "vanilla", "--base-url", server.base_url,
+                    "--cache-dir", str(tmp_path / f"cache{workers}"), "--out", str(tmp_path / f"w{workers}"),
+                    "--workers", workers)
+        assert server.completions == 24
+    assert outcome(tmp_path / "w1") == outcome(tmp_path / "w2")
+    assert (tmp_path / "w2" / "predictions.jsonl").read_text().count("\n") == 12
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.mark.slow
+def test_a_predict_run_on_a_local_ray_instance_equals_one_in_one_process(tmp_path, local_ray):
+    cases = tmp_path / "cases.csv"
+    write_csv(cases)
+    store = tmp_path / "store"
+    with FakeOpenAIServer(deterministic=True) as server:
+        for where in (("--workers", "1"), ("--ray", "auto", "--workers", "2")):
+            out = tmp_path / where[1]
+            run_cli("predict", str(cases), *COLUMNS, "--sizes", "quick", "--base-url", server.base_url,
+                    "--cache-dir", str(tmp_path / f"cache-{where[1]}"), "--out", str(out), "--spaces", str(store / where[1]),
+                    *where)
+    assert outcome(tmp_path / "1") == outcome(tmp_path / "auto")
+    # The actors built the spaces; the runner saved them in the run directory and in the store.
+    names = sorted(p.name for p in (tmp_path / "1" / "spaces").glob("*.json"))
+    assert len(names) == 3
+    assert sorted(p.name for p in (tmp_path / "auto" / "spaces").glob("*.json")) == names
+    assert sorted(p.name for p in (store / "auto" / "spaces").glob("*.json")) == names
+
+
+@pytest.mark.slow
+async def test_a_lost_ray_worker_is_started_again_and_its_instances_answered_once(tmp_path, local_ray):
+    """An actor killed while its instances wait on the server: Ray starts it again, the pool sends
+    those instances again, and every instance comes back once."""
+    from anchor.evaluation.datasets.instances import DecisionInstance
+    from anchor.evaluation.runner.ray_pool import RayPool
+    from anchor.evaluation.runner.worker import WorkerSetup
+    from anchor.llm.ledger import CostLedger
+    from anchor.llm.settings import LLMSettings
+    from anchor.predict.config import CasesInput, make_predict_config
+    from anchor.types import Scenario, scenario_key
+
+    cases = tmp_path / "cases.csv"
+    write_csv(cases)
+    with FakeOpenAIServer(responder=vanilla) as server:
+        settings = LLMSettings(base_url=server.base_url, model="fake-model", cache_dir=tmp_path / "cache")
+        config = make_predict_config(cases=CasesInput.of(cases, columns=dict(c.split("=") for c in COLUMNS[1::2])),
+                                     method="vanilla", settings=settings, anchor_config=None)
+        config.llm["model"] = "fake-model"
+        ledger = CostLedger()
+        pool = RayPool(WorkerSetup(config=config, settings=settings, artefacts=tmp_path / "run"), 2, ledger, "auto")
+        await pool.start()
+        scenario = Scenario(text=SCENARIOS[0][0], outcome1=SCENARIOS[0][1], outcome2=SCENARIOS[0][2])
+        group = scenario_key(scenario)
+        index = int(group[:8], 16) % 2
+        instances = [DecisionInstance(id=f"i{k}", dataset="cases", scenario=scenario, condition=f"condition 0-{k}",
+                                      label=1) for k in range(4)]
+        server.hold(after=0)
+        answers = [asyncio.ensure_future(pool.answer(0, inst, group)) for inst in instances]
+        # The worker's requests wait on the server (waited for in a thread: the answers are tasks of this
+        # loop). How many it sends before an answer comes is its client's choice (it starts cautiously).
+        await asyncio.to_thread(server.wait_until, lambda: len(server.requests) >= 1)
+        local_ray.kill(pool._actors[index], no_restart=False)  # the worker is lost; Ray starts it again
+        sent_before = server.completions
+        server.release()
+        results = await asyncio.gather(*answers)
+        await pool.settle()
+        await pool.close()
+    assert sorted(p.id for p, _ in results) == ["i0", "i1", "i2", "i3"]
+    assert [p.p_outcome1 for p, _ in results] == [0.9, 0.2, 0.5, 0.7]
+    # Those the lost actor had sent were sent again by its successor: each instance answered once.
+    assert server.completions == sent_before + 4
+    assert sum(1 for r in ledger.records if r.outcome == "ok") == 4
+
+
+@pytest.mark.slow
+def test_a_killed_runner_with_helper_processes_resumes_and_asks_again_only_what_was_in_flight(tmp_path):
+    """kill -9 of the runner while its two helper processes wait on the server: the helpers stop with
+    it (they ask nothing more), and the same command resumes; the only requests the server sees twice
+    are those in flight at the kill, as in one process."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cases = tmp_path / "cases.csv"
+    write_csv(cases)
+    repo = Path(__file__).resolve().parents[2]
+    with FakeOpenAIServer(responder=vanilla, record_bodies=str(tmp_path / "bodies.jsonl")) as server:
+        out = tmp_path / "killed"
+        cmd = [sys.executable, "-c", "from anchor.cli import main; main()", "predict", str(cases), *COLUMNS,
+               "--method", "vanilla", "--base-url", server.base_url, "--cache-dir", str(tmp_path / "cache"),
+               "--out", str(out), "--workers", "2"]
+        server.hold(5)  # 5 rows answered, the others held in flight
+        proc = subprocess.Popen(cmd, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        preds = out / "predictions.jsonl"
+        deadline = time.time() + 240  # only so that a broken run cannot hang the suite
+        while time.time() < deadline and proc.poll() is None:
+            if preds.exists() and len(preds.read_text().splitlines()) >= 5 and server.completions == 12 \
+                    and (out / "calls.jsonl").read_text().count('"outcome":"sent"') == 12:
+                # 5 answered, the other 7 held at the server, and the runner has recorded every request
+                # (a helper's record of a request travels to the runner as the request goes out).
+                break
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        held = server.completions - 5
+        server.release()
+        time.sleep(0.5)
+        assert server.completions == 5 + held  # the helpers asked nothing after the runner died
+        resumed = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=300)
+        assert resumed.returncode == 0, resumed.stderr
+    bodies = (tmp_path / "bodies.jsonl").read_text().splitlines()
+    twice = len(bodies) - len(set(bodies))
+    assert twice == held
+    calls = read_jsonl(out / "calls.jsonl")
+    answered = {r["request_id"] for r in calls if r["outcome"] != "sent"}
+    interrupted = {r["request_id"] for r in calls if r["outcome"] == "sent"} - answered
+    assert len(interrupted) == held
+    assert [p["id"] for p in read_jsonl(preds)] == [f"case-{i}" for i in range(12)]
+
+
+def test_workers_and_ray_come_from_the_flag_then_the_environment_then_the_default(monkeypatch):
+    from anchor.cli.options import ScaleOptions
+
+    monkeypatch.delenv("ANCHOR_WORKERS", raising=False)
+    monkeypatch.delenv("ANCHOR_RAY", raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 6)
+    assert ScaleOptions().resolve(uses_server=True) == (1, None)   # one process unless asked
+    assert ScaleOptions(workers="auto").resolve(uses_server=True) == (6, None)   # every core for a server
+    assert ScaleOptions(workers="auto").resolve(uses_server=False) == (1, None)  # the embedded model: one
+    monkeypatch.setenv("ANCHOR_WORKERS", "3")
+    assert ScaleOptions().resolve(uses_server=True) == (3, None)
+    assert ScaleOptions(workers="2").resolve(uses_server=True) == (2, None)
+    monkeypatch.setenv("ANCHOR_RAY", "auto")
+    assert ScaleOptions(workers="2").resolve(uses_server=True) == (2, "auto")
+    monkeypatch.delenv("ANCHOR_WORKERS")
+    assert ScaleOptions().resolve(uses_server=True) == (0, "auto")  # 0: one actor per CPU of the cluster
+    monkeypatch.setenv("ANCHOR_WORKERS", "two")
+    with pytest.raises(Exception, match="ANCHOR_WORKERS must be a whole number of at least 1, or auto"):
+        ScaleOptions().resolve(uses_server=True)
+    with pytest.raises(Exception, match="--workers must be a whole number"):
+        ScaleOptions(workers="0").resolve(uses_server=True)
