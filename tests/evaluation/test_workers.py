@@ -133,7 +133,10 @@ async def test_a_lost_ray_worker_is_started_again_and_its_instances_answered_onc
         server.release()
         results = await asyncio.gather(*answers)
         await pool.settle()
+        folders = [Path(await actor.folder.remote()) for actor in pool._actors]
+        assert all(folder.is_dir() for folder in folders)
         await pool.close()
+    assert not any(folder.exists() for folder in folders)  # the actors' scratch folders went with them
     assert sorted(p.id for p, _ in results) == ["i0", "i1", "i2", "i3"]
     assert [p.p_outcome1 for p, _ in results] == [0.9, 0.2, 0.5, 0.7]
     # Those the lost actor had sent were sent again by its successor: each instance answered once.

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,15 @@ class _ActorWorker:
         await self._start()
         return self.made
 
+    async def folder(self) -> str:
+        """Where this actor keeps the artefacts it builds and is sent."""
+        return str(self.scratch)
+
+    async def close(self) -> None:
+        """Close the worker's clients and remove the scratch folder (Ray's kill would leave it behind)."""
+        await self.worker.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
     async def answer(self, run: int, inst: Instance, rank: int, artefacts: dict[str, dict[str, str]] | None) -> Any:
         await self._start()
         if artefacts:
@@ -191,5 +201,9 @@ class RayPool:
         for reader in self._readers:
             reader.cancel()
         for actor in self._actors:
+            try:
+                await actor.close.remote()
+            except self.ray.exceptions.RayActorError:
+                pass  # lost, with its folder: nothing to tidy
             self.ray.kill(actor)
         self._actors, self._readers = [], []
