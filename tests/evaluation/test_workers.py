@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -142,6 +143,88 @@ async def test_a_lost_ray_worker_is_started_again_and_its_instances_answered_onc
     # Those the lost actor had sent were sent again by its successor: each instance answered once.
     assert server.completions == sent_before + 4
     assert sum(1 for r in ledger.records if r.outcome == "ok") == 4
+
+
+class _GatedActor:
+    """A stand-in for the pool's actor (a real Ray actor): once started, a restart waits for a gate
+    file, as a worker on a loaded machine takes its time to come back."""
+
+    def __init__(self, started: str, gate: str, answer: str) -> None:
+        if Path(started).exists():
+            while not Path(gate).exists():
+                time.sleep(0.05)
+        Path(started).touch()
+        self.answer_json = answer
+
+    async def count(self) -> int:
+        return 0
+
+    async def answer(self, run, inst, rank, artefacts):
+        return self.answer_json, [], {}
+
+
+class _CountingHandle:
+    """An actor handle that counts the calls refused while the actor restarts."""
+
+    def __init__(self, handle, unavailable) -> None:
+        self.handle, self.unavailable, self.refused = handle, unavailable, 0
+
+    def __getattr__(self, name):
+        method, outer = getattr(self.handle, name), self
+
+        class Method:
+            def remote(self, *args):
+                async def called():
+                    try:
+                        return await method.remote(*args)
+                    except outer.unavailable:
+                        outer.refused += 1
+                        raise
+                return called()
+        return Method()
+
+
+@pytest.mark.slow
+async def test_a_lost_ray_worker_slow_to_come_back_is_waited_for_not_given_up(tmp_path, local_ray):
+    """While Ray restarts a lost actor every call to it is refused at once: those refusals are not
+    losses. The instance waits for the actor and is answered (it was given up after four refusals)."""
+    from anchor.evaluation.datasets.instances import DecisionInstance
+    from anchor.evaluation.results import Prediction
+    from anchor.evaluation.runner.ray_pool import MAX_RESENDS, RayPool
+    from anchor.evaluation.runner.worker import WorkerSetup
+    from anchor.llm.ledger import CostLedger
+    from anchor.llm.settings import LLMSettings
+    from anchor.predict.config import CasesInput, make_predict_config
+    from anchor.types import Scenario
+
+    cases = tmp_path / "cases.csv"
+    write_csv(cases)
+    settings = LLMSettings(base_url="http://127.0.0.1:9/v1", model="fake-model", cache_dir=tmp_path / "cache")
+    config = make_predict_config(cases=CasesInput.of(cases, columns=dict(c.split("=") for c in COLUMNS[1::2])),
+                                 method="vanilla", settings=settings, anchor_config=None)
+    pool = RayPool(WorkerSetup(config=config, settings=settings, artefacts=tmp_path / "run"), 1, CostLedger(), "auto")
+    answer = Prediction(run=0, id="i0", seed=0, kind="decision", label=1, p_outcome1=0.9, p_outcome2=0.1)
+    gated = local_ray.remote(max_restarts=-1, max_task_retries=0)(_GatedActor).remote(
+        str(tmp_path / "started"), str(tmp_path / "gate"), answer.model_dump_json())
+    handle = _CountingHandle(gated, local_ray.exceptions.ActorUnavailableError)
+    pool._actors = [handle]
+    await handle.count.remote()  # started once
+    local_ray.kill(gated, no_restart=False)
+    while handle.refused == 0:  # until the kill has taken effect (a call just after it may still pass)
+        try:
+            await handle.count.remote()
+        except local_ray.exceptions.RayActorError:
+            pass
+    scenario = Scenario(text=SCENARIOS[0][0], outcome1=SCENARIOS[0][1], outcome2=SCENARIOS[0][2])
+    task = asyncio.ensure_future(pool.answer(0, DecisionInstance(id="i0", dataset="cases", scenario=scenario,
+                                                                 condition="c", label=1), "0" * 16))
+    while not task.done() and handle.refused < MAX_RESENDS + 3:
+        await asyncio.sleep(0.05)
+    (tmp_path / "gate").touch()  # now the actor may come back
+    pred, traces = await task
+    assert handle.refused >= MAX_RESENDS + 3  # refused more often than an instance is resent
+    assert (pred.id, pred.p_outcome1, traces) == ("i0", 0.9, [])
+    local_ray.kill(gated)
 
 
 @pytest.mark.slow

@@ -40,6 +40,9 @@ from anchor.llm.ledger import CallRecord, CostLedger
 RAY_EXTRA_HINT = "running on Ray needs the ray package: pip install 'anchor-infer[ray]'"
 #: How often an instance is sent again after the actor answering it was lost.
 MAX_RESENDS = 3
+#: How long a lost actor may take to come back before the run gives up on it (Ray restarts it; a
+#: loaded machine can take many seconds to start its process and load its models).
+RESTART_WAIT_SECONDS = 600.0
 #: Instances one actor answers at once (its client bounds the requests in flight).
 ACTOR_CONCURRENCY = 256
 
@@ -177,10 +180,31 @@ class RayPool:
                 if attempt == MAX_RESENDS:
                     raise EvalError(f"Ray worker {index} was lost {attempt + 1} times answering {inst.id} "
                                     f"({str(exc).splitlines()[0]}); run the same command again to resume") from None
+                await self._restarted(index, inst)
                 continue
             self.courier.incoming(built)
             return Prediction.model_validate_json(pred), [TraceRecord.model_validate_json(t) for t in traces]
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    async def _restarted(self, index: int, inst: Instance) -> None:
+        """Wait until Ray has started a lost actor again: an instance sent while it restarts would
+        fail at once, and counting that as a loss would give up on an actor that is merely slow to
+        come back."""
+        restarting = self.ray.exceptions.ActorUnavailableError
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + RESTART_WAIT_SECONDS
+        while True:
+            try:
+                await self._actors[index].count.remote()
+                return
+            except restarting:
+                if loop.time() > deadline:
+                    raise EvalError(f"Ray worker {index} did not come back within {RESTART_WAIT_SECONDS:.0f} s "
+                                    f"after it was lost answering {inst.id}; run the same command again to "
+                                    "resume") from None
+                await asyncio.sleep(0.2)
+            except self.ray.exceptions.RayActorError:
+                return  # lost again (or for good): the resend says which, and counts it
 
     def stores(self) -> dict[str, ArtefactStore[Any]]:
         return self.courier.stores_by_kind
