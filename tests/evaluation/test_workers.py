@@ -246,12 +246,21 @@ def test_a_killed_runner_with_helper_processes_resumes_and_asks_again_only_what_
         cmd = [sys.executable, "-c", "from anchor.cli import main; main()", "predict", str(cases), *COLUMNS,
                "--method", "vanilla", "--base-url", server.base_url, "--cache-dir", str(tmp_path / "cache"),
                "--out", str(out), "--workers", "2"]
-        server.hold(5)  # 5 rows answered, the others held in flight
+        # A first run learns which output format the server accepts (remembered in the cache folder):
+        # while a process learns it, its other requests wait for the first one, so a first request held
+        # at the server would keep them from the server, announced as sent but not sent.
+        warm = tmp_path / "warm.csv"
+        warm.write_text("Key,Situation,A,B,Evidence,Truth\nw,A first scenario asked only here.,Mia cycles.,"
+                        "Mia takes the bus.,condition 0-0,1\n", encoding="utf-8")
+        subprocess.run([*cmd[:4], str(warm), *cmd[5:-4], "--out", str(tmp_path / "warm")], cwd=repo,
+                       check=True, capture_output=True, timeout=300)
+        before = server.completions
+        server.hold(before + 5)  # 5 rows answered, the others held in flight
         proc = subprocess.Popen(cmd, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         preds = out / "predictions.jsonl"
         deadline = time.time() + 240  # only so that a broken run cannot hang the suite
         while time.time() < deadline and proc.poll() is None:
-            if preds.exists() and len(preds.read_text().splitlines()) >= 5 and server.completions == 12 \
+            if preds.exists() and len(preds.read_text().splitlines()) >= 5 and server.completions == before + 12 \
                     and (out / "calls.jsonl").read_text().count('"outcome":"sent"') == 12:
                 # 5 answered, the other 7 held at the server, and the runner has recorded every request
                 # (a helper's record of a request travels to the runner as the request goes out).
@@ -259,10 +268,11 @@ def test_a_killed_runner_with_helper_processes_resumes_and_asks_again_only_what_
             time.sleep(0.05)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        held = server.completions - 5
+        held = server.completions - before - 5
         server.release()
         time.sleep(0.5)
-        assert server.completions == 5 + held  # the helpers asked nothing after the runner died
+        assert held == 7
+        assert server.completions == before + 5 + held  # the helpers asked nothing after the runner died
         resumed = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=300)
         assert resumed.returncode == 0, resumed.stderr
     bodies = (tmp_path / "bodies.jsonl").read_text().splitlines()
