@@ -40,7 +40,7 @@ MAX_LINES = 550
 #: belongs to the longest part that names it. ``anchor`` is the package facade (its ``__init__``).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation: errors, files, secrets, text, progress, plots",
-     ("errors", "version", "secrets", "text", "files", "progress", "extras", "plots")),
+     ("errors", "version", "lazy", "secrets", "text", "files", "progress", "extras", "plots")),
     ("the domain model and the stages' settings (a factor space records the settings it was built with)",
      ("space.config", "types", "mapping.config", "inference.config", "config", "demo")),
     ("the LLM client and the prompts", ("llm", "prompts")),

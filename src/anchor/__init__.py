@@ -12,8 +12,9 @@ latent causal Bayesian network). The command line is ``anchor --help``; in Pytho
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from anchor.lazy import lazy_exports
 from anchor.space.config import BuildParams
 
 # Light types are imported eagerly; the pipeline (which pulls in numpy, scikit-learn and the
@@ -52,13 +53,7 @@ if TYPE_CHECKING:
     from anchor.space.io import load_space, save_space
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'anchor' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

@@ -13,9 +13,10 @@ package; the rest loads on first use.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from anchor.inference.config import InferenceConfig
+from anchor.lazy import lazy_exports
 
 _LAZY = {
     "InferenceEngine": "anchor.inference.engine",
@@ -35,13 +36,7 @@ if TYPE_CHECKING:
     from anchor.inference.engine import InferenceEngine
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'anchor.inference' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

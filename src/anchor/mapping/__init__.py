@@ -11,8 +11,9 @@ package; the rest loads on first use, so that reading a setting never imports th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from anchor.lazy import lazy_exports
 from anchor.mapping.config import RETRIEVER_NAMES, MappingConfig
 
 _LAZY = {
@@ -35,13 +36,7 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'anchor.mapping' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

@@ -14,8 +14,9 @@ first use, so that reading a setting never imports the build, UMAP or the LLM cl
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from anchor.lazy import lazy_exports
 from anchor.space.config import BuildParams
 
 _LAZY = {
@@ -46,13 +47,7 @@ if TYPE_CHECKING:
     from anchor.space.truncate import truncate_space
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'anchor.space' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [
