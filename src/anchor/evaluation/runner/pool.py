@@ -169,6 +169,13 @@ def remote_setup(setup: WorkerSetup, scratch: Path) -> WorkerSetup:
                                reuse=scratch / "reuse" if setup.reuse is not None else None)
 
 
+def concurrency_share(setup: WorkerSetup, workers: int) -> WorkerSetup:
+    """The setup of one of ``workers`` workers: its share of ``--concurrency``, so that the server sees
+    at most as many requests in flight as with one process."""
+    share = max(1, setup.settings.max_concurrency // workers)
+    return dataclasses.replace(setup, settings=setup.settings.model_copy(update={"max_concurrency": share}))
+
+
 def replay(ledger: CostLedger, record: CallRecord) -> None:
     """A request made by a remote worker, into the runner's ledger (and so its call log and progress)."""
     if record.outcome == "sent":
@@ -289,8 +296,7 @@ class ProcessPool:
         self.workers = workers
         self.ledger = ledger
         self.courier = ArtefactCourier(setup)
-        share = max(1, setup.settings.max_concurrency // workers)
-        self.setup = dataclasses.replace(setup, settings=setup.settings.model_copy(update={"max_concurrency": share}))
+        self.setup = concurrency_share(setup, workers)
         self._conns: list[Connection] = []
         self._procs: list[Any] = []
         self._waiting: dict[int, asyncio.Future[Answer]] = {}

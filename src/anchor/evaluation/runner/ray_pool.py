@@ -15,7 +15,6 @@ instance is ever written. Requests the lost actor had made stay in the call log:
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import shutil
 import tempfile
@@ -28,6 +27,7 @@ from anchor.evaluation.runner.errors import EvalError
 from anchor.evaluation.runner.pool import (
     Answer,
     ArtefactCourier,
+    concurrency_share,
     pack_built,
     remote_setup,
     replay,
@@ -142,8 +142,7 @@ class RayPool:
         self.workers = workers or max(1, int(self.ray.cluster_resources().get("CPU", 1)))
         self.ledger = ledger
         self.courier = ArtefactCourier(setup)
-        share = max(1, setup.settings.max_concurrency // self.workers)
-        self.setup = dataclasses.replace(setup, settings=setup.settings.model_copy(update={"max_concurrency": share}))
+        self.setup = concurrency_share(setup, self.workers)
         self._actors: list[Any] = []
         self._readers: list[asyncio.Task[None]] = []
         self._received: list[int] = []
