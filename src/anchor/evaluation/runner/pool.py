@@ -22,6 +22,7 @@ import dataclasses
 import multiprocessing
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -141,32 +142,55 @@ class ArtefactCourier:
                     store.built.append(key)
 
 
-def unpack_artefacts(artefacts: Artefacts, own: Path, reuse: Path) -> None:
-    """A worker's side: the artefacts sent with an instance, into its scratch folders."""
-    for where_kind, files in artefacts.items():
-        where, _, kind = where_kind.partition(":")
-        folder = (own if where == "own" else reuse) / kind
-        folder.mkdir(parents=True, exist_ok=True)
-        for name, text in files.items():
-            (folder / name).write_text(text, encoding="utf-8")
+class RemoteWorker:
+    """An instance worker away from the runner (a helper process or a Ray actor): the artefacts it is
+    sent and builds live in ``scratch``, and each artefact it builds goes back to the runner once,
+    with the answer of the instance that built it."""
 
+    def __init__(self, setup: WorkerSetup, scratch: Path) -> None:
+        self.scratch = scratch
+        # Its own artefacts in a scratch folder; the runner saves and publishes what comes back.
+        self.setup = dataclasses.replace(setup, artefacts=scratch / "own", publish=False,
+                                         reuse=scratch / "reuse" if setup.reuse is not None else None)
+        self.worker = InstanceWorker(self.setup)
+        self._shipped: set[tuple[str, str]] = set()
 
-def pack_built(worker: InstanceWorker, shipped: set[tuple[str, str]]) -> Artefacts:
-    """A worker's side: the artefacts it built and has not sent back yet, as file texts."""
-    out: Artefacts = {}
-    for kind, keys in worker.built().items():
-        store = worker.stores[kind]
-        for key in keys:
-            if (kind, key) not in shipped:
-                shipped.add((kind, key))
-                out.setdefault(kind, {})[f"{key}.json"] = store.path(key).read_text(encoding="utf-8")
-    return out
+    async def start(self, on_request: Callable[[CallRecord], None]) -> None:
+        """Start the worker; ``on_request`` gets the record of each request it makes, as it is made."""
+        await self.worker.start()
+        assert self.worker.client is not None
+        self.worker.client.ledger.subscribe(on_request)
 
+    async def answer(self, run: int, inst: Instance, rank: int,
+                     artefacts: Artefacts | None) -> tuple[Prediction, list[TraceRecord], Artefacts]:
+        """The answer of ``inst``, with the artefacts built for it; ``artefacts`` are those the runner
+        sent with it (a scenario's stored ones, with its first instance)."""
+        if artefacts:
+            self._unpack(artefacts)
+        pred, traces = await self.worker.evaluate(run, inst, rank)
+        return pred, traces, self._built()
 
-def remote_setup(setup: WorkerSetup, scratch: Path) -> WorkerSetup:
-    """The setup of a worker elsewhere: its artefacts in scratch folders, published by the runner."""
-    return dataclasses.replace(setup, artefacts=scratch / "own", publish=False,
-                               reuse=scratch / "reuse" if setup.reuse is not None else None)
+    async def close(self) -> None:
+        await self.worker.close()
+
+    def _unpack(self, artefacts: Artefacts) -> None:
+        for where_kind, files in artefacts.items():
+            where, _, kind = where_kind.partition(":")
+            folder = (self.scratch / ("own" if where == "own" else "reuse")) / kind
+            folder.mkdir(parents=True, exist_ok=True)
+            for name, text in files.items():
+                (folder / name).write_text(text, encoding="utf-8")
+
+    def _built(self) -> Artefacts:
+        """The artefacts built and not sent back yet, as file texts."""
+        out: Artefacts = {}
+        for kind, keys in self.worker.built().items():
+            store = self.worker.stores[kind]
+            for key in keys:
+                if (kind, key) not in self._shipped:
+                    self._shipped.add((kind, key))
+                    out.setdefault(kind, {})[f"{key}.json"] = store.path(key).read_text(encoding="utf-8")
+        return out
 
 
 def concurrency_share(setup: WorkerSetup, workers: int) -> WorkerSetup:
@@ -239,23 +263,17 @@ async def _serve(conn: Connection, setup: WorkerSetup) -> None:
     outbox = _Outbox(conn, loop)
 
     with tempfile.TemporaryDirectory(prefix="anchor-worker-") as scratch:
-        local = remote_setup(setup, Path(scratch))
-        worker = InstanceWorker(local)
-        await worker.start()
-        assert worker.client is not None
-        worker.client.ledger.subscribe(outbox.record)
-        shipped: set[tuple[str, str]] = set()
+        remote = RemoteWorker(setup, Path(scratch))
+        await remote.start(outbox.record)
         inbox: asyncio.Queue[Any] = asyncio.Queue()
         threading.Thread(target=lambda: [loop.call_soon_threadsafe(inbox.put_nowait, m) for m in _receive(conn)],
                          daemon=True).start()
         tasks: set[asyncio.Task[None]] = set()
 
         async def one(item: int, run: int, inst: Instance, rank: int, artefacts: Artefacts | None) -> None:
-            if artefacts:
-                unpack_artefacts(artefacts, local.artefacts, Path(scratch) / "reuse")
             try:
-                pred, traces = await worker.evaluate(run, inst, rank)
-                outbox.answer(("answer", item, pred, traces, pack_built(worker, shipped)))
+                pred, traces, built = await remote.answer(run, inst, rank, artefacts)
+                outbox.answer(("answer", item, pred, traces, built))
             except BaseException as exc:  # noqa: BLE001 - reported to the runner, which stops the run
                 outbox.answer(("error", item, f"{type(exc).__name__}: {exc}"))
 
@@ -275,7 +293,7 @@ async def _serve(conn: Connection, setup: WorkerSetup) -> None:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         outbox.flush()
-        await worker.close()
+        await remote.close()
 
 
 def _receive(conn: Connection) -> Any:

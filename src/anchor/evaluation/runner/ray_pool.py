@@ -27,14 +27,12 @@ from anchor.evaluation.runner.errors import EvalError
 from anchor.evaluation.runner.pool import (
     Answer,
     ArtefactCourier,
+    RemoteWorker,
     concurrency_share,
-    pack_built,
-    remote_setup,
     replay,
-    unpack_artefacts,
     worker_of,
 )
-from anchor.evaluation.runner.worker import Instance, InstanceWorker, WorkerSetup
+from anchor.evaluation.runner.worker import Instance, WorkerSetup
 from anchor.llm.ledger import CallRecord, CostLedger
 
 RAY_EXTRA_HINT = "running on Ray needs the ray package: pip install 'anchor-infer[ray]'"
@@ -77,10 +75,7 @@ class _ActorWorker:
     requests leave through :meth:`calls`, a stream the runner reads for the actor's whole life."""
 
     def __init__(self, setup: WorkerSetup) -> None:
-        self.scratch = Path(tempfile.mkdtemp(prefix="anchor-ray-worker-"))
-        self.setup = remote_setup(setup, self.scratch)
-        self.worker = InstanceWorker(self.setup)
-        self.shipped: set[tuple[str, str]] = set()
+        self.remote = RemoteWorker(setup, Path(tempfile.mkdtemp(prefix="anchor-ray-worker-")))
         self.records: asyncio.Queue[str] | None = None
         self.made = 0
         self._starting: asyncio.Task[None] | None = None
@@ -88,13 +83,8 @@ class _ActorWorker:
     async def _start(self) -> None:
         if self._starting is None:
             self.records = asyncio.Queue()
-            self._starting = asyncio.ensure_future(self._begin())
+            self._starting = asyncio.ensure_future(self.remote.start(self._made))
         await self._starting
-
-    async def _begin(self) -> None:
-        await self.worker.start()
-        assert self.worker.client is not None
-        self.worker.client.ledger.subscribe(self._made)
 
     def _made(self, record: CallRecord) -> None:
         assert self.records is not None
@@ -118,19 +108,17 @@ class _ActorWorker:
 
     async def folder(self) -> str:
         """Where this actor keeps the artefacts it builds and is sent."""
-        return str(self.scratch)
+        return str(self.remote.scratch)
 
     async def close(self) -> None:
         """Close the worker's clients and remove the scratch folder (Ray's kill would leave it behind)."""
-        await self.worker.close()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        await self.remote.close()
+        shutil.rmtree(self.remote.scratch, ignore_errors=True)
 
     async def answer(self, run: int, inst: Instance, rank: int, artefacts: dict[str, dict[str, str]] | None) -> Any:
         await self._start()
-        if artefacts:
-            unpack_artefacts(artefacts, self.setup.artefacts, self.scratch / "reuse")
-        pred, traces = await self.worker.evaluate(run, inst, rank)
-        return pred.model_dump_json(), [t.model_dump_json() for t in traces], pack_built(self.worker, self.shipped)
+        pred, traces, built = await self.remote.answer(run, inst, rank, artefacts)
+        return pred.model_dump_json(), [t.model_dump_json() for t in traces], built
 
 
 class RayPool:
