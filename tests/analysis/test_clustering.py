@@ -101,9 +101,12 @@ def test_four_blobs(four_blobs):
     assert result.skipped is None and (result.n_factors, result.n_distinct) == (60, 60)
     s = by_algorithm(result)
     assert list(s) == ["hdbscan", "dbscan", "kmeans", "agglomerative"]
-    # The density methods find the four blobs; the sqrt rule gives k = round(sqrt(30)) = 5.
+    # HDBSCAN finds the four blobs; the sqrt rule gives k = round(sqrt(30)) = 5.
     assert s["hdbscan"].n_clusters == 4 and s["hdbscan"].n_noise == 0
-    assert s["dbscan"].n_clusters == 4
+    # DBSCAN never merges two far-apart blobs, and its eps rule keeps nine points in ten as core points,
+    # so at most 6 of the 60 are noise. Whether it also splits a blob depends on UMAP's layout, which
+    # differs between platforms and library versions (4, 5 or 6 clusters over UMAP seeds 0-39): not asserted.
+    assert s["dbscan"].n_clusters >= 4 and s["dbscan"].n_noise <= 6
     assert s["kmeans"].n_clusters == 5 and s["kmeans"].params["k"] == 5
     assert s["agglomerative"].n_clusters == 5 and s["agglomerative"].params["linkage"] == "ward"
     assert s["hdbscan"].params["min_cluster_size"] == 3 == s["dbscan"].params["min_samples"]
