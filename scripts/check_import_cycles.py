@@ -46,7 +46,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the LLM client and the prompts", ("llm", "prompts")),
     ("embeddings, and heavy work off the event loop", ("embedding", "compute")),
     ("the stages and what they are made of, and the pages that show their objects",
-     ("artefacts", "cases", "space", "mapping", "inference", "calibration", "bird", "audit")),
+     ("artefacts", "cases", "space", "mapping", "inference", "calibration", "bird", "audit", "truth")),
     ("the pipeline: the stages put together", ("pipeline",)),
     ("the package facade", ("anchor",)),
     ("the evaluation harness", ("evaluation",)),
