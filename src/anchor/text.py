@@ -1,8 +1,9 @@
-"""Plain-text helpers every reader of user files shares: whitespace clean-up, and one-line
-descriptions of a value's type and of a validation error for messages."""
+"""Plain-text helpers every reader of user files shares: whitespace clean-up, whether two texts read
+the same, and one-line descriptions of a value's type and of a validation error for messages."""
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 from pydantic import ValidationError
@@ -13,12 +14,28 @@ def normalise_space(text: str) -> str:
     return " ".join(text.split())
 
 
+def comparable_text(text: str) -> str:
+    """``text`` as compared for sameness: compatibility-normalised (NFKC: a full-width letter or a
+    ligature is its plain form), without invisible format characters (zero-width spaces and joiners,
+    soft hyphens, byte-order marks), case-folded, whitespace collapsed. Two texts that read the same
+    compare equal, so "Alice wins." and "Alice\u200b wins." are one outcome, not two."""
+    text = unicodedata.normalize("NFKC", text)
+    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    return normalise_space(unicodedata.normalize("NFKC", text.casefold()))
+
+
+def same_text(a: str, b: str) -> bool:
+    """Do ``a`` and ``b`` read the same (see :func:`comparable_text`)?"""
+    return comparable_text(a) == comparable_text(b)
+
+
 def kind_of(value: Any) -> str:
     """What a JSON value is, for a message: "an object", "a number", ..."""
-    return {
+    kind = {
         dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null",
         int: "a number", float: "a number",
-    }.get(type(value), type(value).__name__)
+    }.get(type(value))
+    return kind or ("an object" if isinstance(value, dict) else type(value).__name__)
 
 
 def validation_message(exc: ValidationError) -> str:

@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from anchor.space.config import BuildParams, with_legacy_build
+from anchor.text import same_text
 
 FACTOR_SPACE_SCHEMA_VERSION = 1
 class _Model(BaseModel):
@@ -47,8 +48,9 @@ class Scenario(_Model):
 
     @model_validator(mode="after")
     def _distinct(self) -> Scenario:
-        if self.outcome1.casefold() == self.outcome2.casefold():
-            raise ValueError("outcome1 and outcome2 must differ")
+        if same_text(self.outcome1, self.outcome2):
+            raise ValueError("outcome1 and outcome2 must differ (they read the same, ignoring case, Unicode "
+                             "normalisation and invisible characters)")
         return self
 
     def swapped(self) -> Scenario:

@@ -59,7 +59,8 @@ def case_row_schema() -> dict[str, Any]:
             "A scenario, two competing outcomes and one condition, with an optional id and label. Column "
             "names other than these are ignored. Texts are compared and measured after whitespace "
             "normalisation (runs collapsed, ends stripped). Beyond this schema the reader also rejects a "
-            "row whose outcomes are the same text (ignoring case), a repeated id, and a label given as "
+            "row whose outcomes are the same text (ignoring case, Unicode compatibility forms (NFKC) and "
+            "invisible characters such as zero-width spaces), a repeated id, and a label given as "
             "text that is not one outcome's text."
         ),
         "type": "object",

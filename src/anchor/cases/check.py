@@ -95,7 +95,7 @@ def check_cases(
         if len(given) < len(OPTIONAL_COLUMNS):
             given |= _given(item)
     notes = [f"{COLUMN_FLAG} {field}={column}: no good row has a value in {column!r}"
-             for field, column in stream.used_columns.items()
+             for field, column in stream.mapped_columns.items()
              if field in stream.mapping and field in OPTIONAL_COLUMNS and field not in given and stream.good]
     if stream.rows and not stream.good:
         notes.append("no row is usable")

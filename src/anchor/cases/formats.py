@@ -10,6 +10,11 @@ record, or one chunk of the file, at a time:
 * JSON lines: one object per line, blank lines skipped.
 * JSON array: decoded element by element from 64 KiB chunks; the header is the first object's keys.
 * Parquet: record batches of the columns read (needs pyarrow, the ``parquet`` extra).
+
+Text files are UTF-8 (a UTF-8 byte-order mark is skipped). A file that starts with a UTF-16 or UTF-32
+byte-order mark, or whose first line holds NUL bytes, is refused with a hint to save it as UTF-8,
+rather than read as garbled column names. A JSON object with a key given twice is a bad row (which
+value is meant cannot be told), as a column given twice in a CSV header stops the file.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ _SUFFIXES: dict[str, CaseFormat] = {
     ".parquet": "parquet", ".pq": "parquet",
 }
 _BOM = "\ufeff"
+#: Byte-order marks of the encodings anchor does not read (UTF-32 first: its LE mark starts with UTF-16's).
+_OTHER_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+               (b"\xfe\xff", "UTF-16"))
 #: Raw bytes that were not UTF-8, as the ``surrogateescape`` error handler keeps them.
 NOT_UTF8 = re.compile("[\udc80-\udcff]")
 PARQUET_EXTRA_HINT = "reading Parquet needs pyarrow: pip install 'anchor-infer[parquet]'"
@@ -57,6 +65,17 @@ def detect_format(name: str, given: str | None = None) -> CaseFormat:
                      f"({', '.join(CASE_FORMATS)})")
 
 
+def check_encoding(start: bytes, source: str) -> None:
+    """Refuse a text file that is not UTF-8 as a whole (``start``: its first line or chunk), naming
+    the encoding it seems to be in and how to convert it."""
+    found = next((name for mark, name in _OTHER_BOMS if start.startswith(mark)), None)
+    if found is None and b"\x00" in start.split(b"\n", 1)[0]:
+        found = "UTF-16 or UTF-32 (NUL bytes in its first line)"
+    if found is not None:
+        raise CasesError(f"{source}: the file is {found} text, and anchor reads UTF-8: save it as UTF-8 (a "
+                         f"spreadsheet's \"CSV UTF-8\"; or iconv -f {found.split()[0]} -t UTF-8 FILE > NEW_FILE)")
+
+
 @dataclass(slots=True)
 class RawRecord:
     """One record as read: its values by the file's column names, or why it cannot be read."""
@@ -81,7 +100,7 @@ class RecordReader:
 class DelimitedReader(RecordReader):
     def __init__(self, stream: IO[bytes], source: str, delimiter: str) -> None:
         self._source = source
-        self._lines = _text_lines(stream)
+        self._lines = _text_lines(stream, source)
         # strict: a stray quote is a bad row, and a quote left open at the end of the file is one too,
         # instead of a field that silently swallows the lines after it.
         self._reader = csv.reader(self._lines, delimiter=delimiter, strict=True)
@@ -131,10 +150,12 @@ def _blank(fields: list[str]) -> bool:
     return not fields or (len(fields) == 1 and not fields[0].strip())
 
 
-def _text_lines(stream: IO[bytes]) -> Iterator[str]:
+def _text_lines(stream: IO[bytes], source: str) -> Iterator[str]:
     """The file's physical lines as text; bytes that are not UTF-8 become surrogate escapes."""
     first = True
     for raw in stream:
+        if first:
+            check_encoding(raw, source)
         text = raw.decode("utf-8", "surrogateescape")
         if first:
             text, first = text.removeprefix(_BOM), False
@@ -146,10 +167,12 @@ class JsonLinesReader(RecordReader):
 
     def __init__(self, stream: IO[bytes], source: str) -> None:
         self._stream = stream
+        self._source = source
 
     def records(self) -> Iterator[RawRecord]:
         for number, raw in enumerate(self._stream, start=1):
             if number == 1:
+                check_encoding(raw, self._source)
                 raw = raw.removeprefix(b"\xef\xbb\xbf")
             if not raw.strip():
                 continue
@@ -159,7 +182,7 @@ class JsonLinesReader(RecordReader):
                 yield RawRecord(number, None, f"not valid UTF-8 (byte {exc.start + 1} of the line)")
                 continue
             try:
-                value = json.loads(text)
+                value = json.loads(text, object_pairs_hook=_KeyedObject.of)
             except json.JSONDecodeError as exc:
                 yield RawRecord(number, None, _json_problem(text.strip(), exc))
                 continue
@@ -172,7 +195,31 @@ def _json_problem(text: str, exc: json.JSONDecodeError) -> str:
     return f"not valid JSON ({exc.msg}, column {exc.colno})"
 
 
+class _KeyedObject(dict[str, Any]):
+    """A decoded JSON object with a key given twice, and the first such key (the last value would
+    otherwise win without a word). Objects without one decode as plain dicts."""
+
+    twice: str | None = None
+
+    @classmethod
+    def of(cls, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out = dict(pairs)
+        if len(out) == len(pairs):
+            return out
+        keyed = cls(out)
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                keyed.twice = key
+                break
+            seen.add(key)
+        return keyed
+
+
 def _object_record(line: int, value: Any) -> RawRecord:
+    if isinstance(value, _KeyedObject) and value.twice is not None:
+        return RawRecord(line, None, f"the key {value.twice!r} appears twice in the object (which value is meant "
+                                     "cannot be told)")
     if isinstance(value, dict):
         return RawRecord(line, value)
     return RawRecord(line, None, f"not a JSON object (got {kind_of(value)})")
@@ -211,7 +258,7 @@ class JsonArrayReader(RecordReader):
         self._stream = stream
         self._source = source
         self._decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
-        self._decode = json.JSONDecoder().raw_decode
+        self._decode = json.JSONDecoder(object_pairs_hook=_KeyedObject.of).raw_decode
         self._buf = ""
         self._pos = 0
         self._line = 1
@@ -224,6 +271,8 @@ class JsonArrayReader(RecordReader):
         self._buf = self._buf[self._pos:]
         self._pos = 0
         data = self._stream.read(_CHUNK_BYTES)
+        if self._line == 1 and not self._buf:
+            check_encoding(data, self._source)
         self._eof = not data
         self._buf += self._decoder.decode(data, final=self._eof)
         return bool(data)

@@ -42,7 +42,8 @@ class CaseStream:
 
     After iteration (or during it, once the header is read) ``header``, ``used_columns`` and
     ``ignored_columns`` say which columns were read and which were not; ``rows``, ``good`` and
-    ``bad`` count the rows so far.
+    ``bad`` count the rows so far. In JSON an optional column (``id``, ``scenario``, ``label``) is
+    looked for in every row, and is among ``used_columns`` once some row has it.
     """
 
     def __init__(
@@ -64,11 +65,20 @@ class CaseStream:
         self.strict = strict
         self.limits = limits or CaseLimits()
         self.header: list[str] | None = None
-        self.used_columns: dict[str, str] = {}
+        self.mapped_columns: dict[str, str] = {}
+        """Canonical name -> the column looked for (in JSON, some may be in no row)."""
+        self._complete = True
+        self._present: set[str] = set()
         self._ignored: dict[str, None] = {}
         self.ignored_overflow = 0
         self.rows = self.good = self.bad = 0
         self._iterator: Generator[CaseRow | RejectedRow, None, None] | None = None
+
+    @property
+    def used_columns(self) -> dict[str, str]:
+        """Canonical name -> the file's column read for it: in the header, or (JSON) in a row read so far."""
+        return {name: column for name, column in self.mapped_columns.items()
+                if self._complete or column in self._present}
 
     @property
     def ignored_columns(self) -> list[str]:
@@ -115,7 +125,8 @@ class CaseStream:
         resolved: ResolvedColumns = resolve_columns(header, self.mapping, source=self.name,
                                                     complete=reader.complete_header)
         self.header = list(resolved.header)
-        self.used_columns = dict(resolved.used)
+        self.mapped_columns = dict(resolved.used)
+        self._complete = reader.complete_header
         for column in resolved.ignored:
             self._note_ignored(column)
         if isinstance(reader, ParquetReader):
@@ -132,13 +143,15 @@ class CaseStream:
 
     def _rows(self, reader: RecordReader) -> Iterator[CaseRow | RejectedRow]:
         checker = self._resolve(reader, reader.header) if reader.header is not None else None
-        read = set(self.used_columns.values())
+        read = set(self.mapped_columns.values())
         for record in reader.records():
             if checker is None and record.values is not None:
                 checker = self._resolve(reader, list(record.values))
-                read = set(self.used_columns.values())
+                read = set(self.mapped_columns.values())
             if record.values is not None and not reader.complete_header:
-                for key in record.values.keys() - read:
+                keys = record.values.keys()
+                self._present.update(keys & read)
+                for key in keys - read:
                     self._note_ignored(key)
             self.rows += 1
             if checker is None:  # JSON rows before the first object: nothing to check against yet

@@ -23,7 +23,7 @@ from anchor.cases.model import (
     CaseRow,
     RejectedRow,
 )
-from anchor.text import kind_of, normalise_space, validation_message
+from anchor.text import kind_of, normalise_space, same_text, validation_message
 from anchor.types import Scenario, scenario_key
 
 # "1.0" is how pandas writes a label column that has gaps (a float column).
@@ -81,7 +81,7 @@ class RowChecker:
             row_id = self._id(record.values, row)
             self._register(row_id, record.line)
             texts = {name: self._text_field(record.values, name) for name in TEXT_COLUMNS}
-            if texts["outcome1"].casefold() == texts["outcome2"].casefold():
+            if same_text(texts["outcome1"], texts["outcome2"]):
                 raise _Bad("outcome2", "outcome1 and outcome2 are the same text")
             label = self._label(record.values, texts["outcome1"], texts["outcome2"])
             return CaseRow(line=record.line, row=row, id=row_id, label=label,

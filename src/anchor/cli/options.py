@@ -44,6 +44,7 @@ from anchor.llm.settings import (
 )
 from anchor.mapping.config import RETRIEVER_NAMES, MappingConfig
 from anchor.space.config import BuildParams
+from anchor.text import same_text
 from anchor.types import AggregationMethod, Scenario
 
 LLM_PANEL = "LLM backend"
@@ -263,8 +264,9 @@ class ScenarioOptions:
                                          param_hint=flag)
             if not value.strip():
                 raise typer.BadParameter("is empty (only whitespace)", param_hint=flag)
-        if " ".join(self.outcome1.split()).casefold() == " ".join(self.outcome2.split()).casefold():
-            raise typer.BadParameter("must differ from --outcome2 (ignoring case and spacing)", param_hint="--outcome1")
+        if same_text(self.outcome1, self.outcome2):
+            raise typer.BadParameter("must differ from --outcome2 (ignoring case, spacing, Unicode normalisation "
+                                     "and invisible characters)", param_hint="--outcome1")
         return Scenario(text=self.scenario or "", outcome1=self.outcome1, outcome2=self.outcome2)
 
 
