@@ -58,13 +58,20 @@ def _cache_settings(cache: CacheDirOption) -> LLMSettings:
 
 @expand_options
 def cache_info(cache: CacheDirOption) -> None:
-    """Where the cache lives, how many answers it holds per stage, and how many vectors."""
+    """Where the cache lives, how many answers it holds per stage, and how many vectors.
+
+    Only reads: a cache folder or file that does not exist yet is reported as empty, not created."""
     with friendly_errors(FLAG_NAMES):
         settings = _cache_settings(cache)
-        store = ResponseCache(settings.response_cache_path)
-        out.print(f"{store.path}: {len(store)} cached answers")
-        for stage, n in sorted(store.stats().items()):
-            out.print(f"  {stage:<32} {n}")
+        if settings.response_cache_path.is_file():
+            store = ResponseCache(settings.response_cache_path)
+            out.print(f"{store.path}: {len(store)} cached answers")
+            for stage, n in sorted(store.stats().items()):
+                out.print(f"  {stage:<32} {n}")
+        else:
+            where = settings.resolved_cache_dir()
+            state = "no cache file yet" if where.is_dir() else f"{where} does not exist yet"
+            out.print(f"{settings.response_cache_path}: 0 cached answers ({state})", highlight=False, soft_wrap=True)
         vectors = settings.resolved_cache_dir() / VECTORS_FILE
         if vectors.exists():
             out.print(f"{vectors}: {len(VectorStore(vectors))} cached vectors")

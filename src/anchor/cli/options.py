@@ -28,6 +28,7 @@ from anchor.cli.option_machinery import expand_options as expand_options
 from anchor.cli.option_machinery import given_flags as given_flags
 from anchor.cli.option_machinery import opt, overrides
 from anchor.inference.config import InferenceConfig
+from anchor.llm.endpoint import CredentialSource, settle_credentials
 from anchor.llm.settings import (
     ENV_API_KEY,
     ENV_BASE_URL,
@@ -237,9 +238,14 @@ class EstimatorOptions:
         seed = self.estimator_seed
         if seed is None:
             seed = main.seed + 1 if not (url or main.uses_server) else main.seed
+        key = self._value("estimator_api_key", ENV_ESTIMATOR_API_KEY)
+        url_given, key_given = self.estimator_base_url is not None, self.estimator_api_key is not None
+        url, key = settle_credentials(url, key, CredentialSource(
+            url_name="--estimator-base-url" if url_given else ENV_ESTIMATOR_BASE_URL,
+            key_name="--estimator-api-key" if key_given else ENV_ESTIMATOR_API_KEY,
+            url_given=url_given, key_given=key_given))
         values = main.model_dump()
-        values.update(base_url=url, model=self._value("estimator_model", ENV_ESTIMATOR_MODEL), seed=seed,
-                      api_key=self._value("estimator_api_key", ENV_ESTIMATOR_API_KEY))
+        values.update(base_url=url, model=self._value("estimator_model", ENV_ESTIMATOR_MODEL), seed=seed, api_key=key)
         if url is None:
             values["context_tokens"] = None  # the embedded model's own window, not the server's
         return LLMSettings.model_validate(values)

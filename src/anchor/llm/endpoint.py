@@ -5,7 +5,9 @@ The SDK appends each route to the base URL's text, so ``http://h/v1?key=k`` woul
 ``http://h/v1/?key=kchat/completions``; the query is therefore taken off the URL and sent as the
 SDK's ``default_query`` instead. Credentials in the URL (``user:password@``) become HTTP Basic
 auth, which replaces the ``Authorization: Bearer`` header that carries an API key: with both, the
-key would silently never reach the server, so that combination is refused.
+key would silently never reach the server. :func:`settle_credentials` applies the rule that a flag
+wins over its variable (credentials on the command line beat the other ones from the environment);
+both from the command line, or both from the environment, are refused, naming the two.
 
 Also what a server's answer says about waiting: :func:`retry_after_seconds` (for the LLM and the
 embeddings server alike).
@@ -30,6 +32,46 @@ class Endpoint:
     query: dict[str, str] = field(default_factory=dict)
     """Parameters of the base URL's query, sent with every request."""
     api_key: str | None = None
+
+
+def has_credentials(url: str) -> bool:
+    """Does ``url`` carry ``user:password@`` (or ``user@``)?"""
+    return "@" in urlsplit(url).netloc
+
+
+def without_credentials(url: str) -> str:
+    """``url`` less its ``user:password@``."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+@dataclass(frozen=True)
+class CredentialSource:
+    """Where a base URL and an API key came from, to name them in an error: the flag or variable, and
+    whether it was the command line (a flag) rather than the environment."""
+
+    url_name: str
+    key_name: str
+    url_given: bool
+    key_given: bool
+
+
+def settle_credentials(url: str | None, api_key: str | None, source: CredentialSource) -> tuple[str | None, str | None]:
+    """The base URL and the key to use when the URL may carry credentials.
+
+    A request carries one ``Authorization`` header, so the URL's ``user:password@`` and an API key cannot
+    both be sent. The one given on the command line wins over the one from the environment (a flag wins
+    over its variable): a key from the environment is left out, or the URL's credentials are. Both from
+    the same place are refused, naming them."""
+    if not url or not api_key or not has_credentials(url):
+        return url, api_key
+    if source.url_given and not source.key_given:
+        return url, None
+    if source.key_given and not source.url_given:
+        return without_credentials(url), api_key
+    raise ConfigurationError(
+        f"{source.url_name} {display_url(url)} carries credentials (user:password@) and {source.key_name} is set "
+        "too; a request has one Authorization header, so one of them would never be sent: give only one")
 
 
 def sdk_endpoint(url: str, api_key: str | None, *, url_flag: str, key_flag: str) -> Endpoint:

@@ -12,6 +12,7 @@ from anchor.errors import ConfigurationError
 from anchor.llm.cache import RESPONSES_FILE, VECTORS_FILE, ResponseCache, default_cache_dir
 from anchor.llm.client import LLMClient
 from anchor.llm.context import DEFAULT_SERVER_CONTEXT_TOKENS
+from anchor.llm.endpoint import CredentialSource, settle_credentials
 from anchor.llm.ledger import CostLedger
 from anchor.llm.local_backend import LocalLlamaBackend
 from anchor.llm.memory import SERVERS_FILE, ServerMemory
@@ -32,6 +33,10 @@ ENV_EMBED_API_KEY = "ANCHOR_EMBED_API_KEY"
 #: n_ctx of the embedded model when no context size is set (SmolLM2-135M was trained for 8,192).
 EMBEDDED_CONTEXT_TOKENS = 8192
 
+#: The (base URL, API key) pairs of the settings, with their flags and variables (see settle_credentials).
+CREDENTIAL_PAIRS = (("base_url", "api_key", "--base-url", "--api-key", ENV_BASE_URL, ENV_API_KEY),
+                    ("embed_base_url", "embed_api_key", "--embed-base-url", "--embed-api-key", ENV_EMBED_BASE_URL,
+                     ENV_EMBED_API_KEY))
 #: Environment variable -> settings field.
 ENV_FIELDS: dict[str, str] = {
     ENV_BASE_URL: "base_url",
@@ -85,7 +90,8 @@ class LLMSettings(BaseModel):
         """Environment first, then explicit (non-None) overrides such as CLI flags.
 
         A malformed or out-of-range environment value raises ``ConfigurationError`` naming the
-        variable and what it accepts.
+        variable and what it accepts. A base URL with ``user:password@`` and an API key from
+        different places: the override (the flag) wins, as it does over its own variable.
         """
         values: dict[str, object] = {}
         for env, field in ENV_FIELDS.items():
@@ -93,7 +99,18 @@ class LLMSettings(BaseModel):
             if raw is None or not raw.strip():
                 continue
             values[field] = _env_value(cls, env, field, raw.strip())
-        values.update({k: v for k, v in overrides.items() if v is not None})
+        given = {k: v for k, v in overrides.items() if v is not None}
+        values.update(given)
+        for url_field, key_field, url_flag, key_flag, url_env, key_env in CREDENTIAL_PAIRS:
+            url, key = values.get(url_field), values.get(key_field)
+            if isinstance(url, str) and key is not None:
+                source = CredentialSource(url_name=url_flag if url_field in given else url_env,
+                                          key_name=key_flag if key_field in given else key_env,
+                                          url_given=url_field in given, key_given=key_field in given)
+                secret = key.get_secret_value() if isinstance(key, SecretStr) else str(key)
+                values[url_field], kept = settle_credentials(url, secret, source)
+                if kept is None:
+                    values.pop(key_field)
         return cls.model_validate(values)
 
     @property
