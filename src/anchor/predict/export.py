@@ -4,16 +4,26 @@ input order.
 ``predictions.jsonl`` (the full records) is the run directory's, written and put back in input order
 when the run ends by :class:`~anchor.evaluation.rundir.RunDirectory`; the table is made from it, one
 record at a time.
+
+The CSV is meant to be opened in a spreadsheet, which runs a cell that starts with ``=``, ``+``, ``-``
+or ``@`` (or a tab or carriage return) as a formula: an id or a reason copied from the user's file
+or the model could hold ``=HYPERLINK(...)``. Such a text cell is written with a ``'`` in front (the
+OWASP rule for CSV injection); a text that is just a number (``-3``) is left as it is, and so are
+the number cells. Numbers are written to 12 significant digits (``0.418``, not the
+``0.41800000000000004`` that ``1 - 0.582`` gives). Parquet (typed cells) and ``predictions.jsonl``
+keep every value as it is.
 """
 
 from __future__ import annotations
 
 import csv
+import math
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from anchor.cases import PARQUET_EXTRA_HINT, CasesError
+from anchor.cases import CasesError
 from anchor.evaluation.results import Prediction
 from anchor.evaluation.rundir import RunDirectory
 from anchor.files import write_atomic_stream
@@ -25,8 +35,15 @@ TABLE_FORMATS: tuple[TableFormat, ...] = ("jsonl", "csv", "parquet")
 TABLE_COLUMNS = ("id", "line", "label", "p_outcome1", "p_outcome2", "prediction", "unknown", "why_unknown",
                  "status", "p_outcome1_raw", "factors", "n_factors", "requests", "cache_hits", "prompt_tokens",
                  "completion_tokens", "seconds", "error")
+#: Said when ``--format parquet`` is asked for without pyarrow.
+PARQUET_WRITE_HINT = "writing Parquet needs pyarrow: pip install 'anchor-infer[parquet]'"
 #: Separates the mapped factors in a CSV cell (a factor's text may hold commas).
 FACTOR_SEPARATOR = " | "
+#: A CSV text cell starting with one of these runs as a formula in a spreadsheet (OWASP's list).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+#: Significant digits of a number in the CSV table.
+CSV_DIGITS = 12
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _PARQUET_BATCH = 2048
 
 
@@ -77,7 +94,7 @@ def check_table_format(fmt: TableFormat) -> None:
         try:
             import pyarrow  # noqa: F401 - an optional extra, needed only for this format
         except ImportError:
-            raise CasesError(f"--format parquet: {PARQUET_EXTRA_HINT}") from None
+            raise CasesError(f"--format parquet: {PARQUET_WRITE_HINT}") from None
 
 
 def write_table(run: RunDirectory, fmt: TableFormat, *, calibrated: bool) -> Path | None:
@@ -93,6 +110,18 @@ def write_table(run: RunDirectory, fmt: TableFormat, *, calibrated: bool) -> Pat
     else:
         _write_parquet(rows, columns, target)
     return target
+
+
+def csv_cell(value: Any) -> Any:
+    """A value as its CSV cell: none as empty, a float to :data:`CSV_DIGITS` significant digits, a text
+    that a spreadsheet would run as a formula behind a ``'``; other values as they are."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(float(f"{value:.{CSV_DIGITS}g}")) if math.isfinite(value) else repr(value)
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS) and not _PLAIN_NUMBER.fullmatch(value):
+        return "'" + value
+    return value
 
 
 def _csv_lines(rows: Iterator[dict[str, Any]], columns: list[str]) -> Iterator[bytes]:
@@ -111,7 +140,7 @@ def _csv_lines(rows: Iterator[dict[str, Any]], columns: list[str]) -> Iterator[b
         cells = dict(row)
         if cells.get("factors") is not None:
             cells["factors"] = FACTOR_SEPARATOR.join(cells["factors"])
-        writer.writerow({k: "" if v is None else v for k, v in cells.items()})
+        writer.writerow({k: csv_cell(v) for k, v in cells.items()})
         yield buffer.text.encode("utf-8")
 
 
