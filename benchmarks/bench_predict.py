@@ -48,7 +48,9 @@ def timed(args: list[str]) -> dict[str, float]:
     """Run ``anchor ARGS`` in a fresh process: its wall and CPU seconds and peak memory (MB)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "anchor.cli", *args], check=True, stdout=subprocess.DEVNULL,
+    # anchor.cli is a package without __main__: the console script's own entry point, as `anchor` runs it.
+    entry = "import sys; from anchor.cli import main; sys.argv[0] = 'anchor'; main()"
+    subprocess.run([sys.executable, "-c", entry, *args], check=True, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, cwd=REPO)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -3,6 +3,7 @@ the same, and one-line descriptions of a value's type and of a validation error 
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from typing import Any
 
@@ -14,11 +15,14 @@ def normalise_space(text: str) -> str:
     return " ".join(text.split())
 
 
+@functools.lru_cache(maxsize=4096)  # a file's rows repeat their group's outcomes
 def comparable_text(text: str) -> str:
     """``text`` as compared for sameness: compatibility-normalised (NFKC: a full-width letter or a
     ligature is its plain form), without invisible format characters (zero-width spaces and joiners,
     soft hyphens, byte-order marks), case-folded, whitespace collapsed. Two texts that read the same
     compare equal, so "Alice wins." and "Alice\u200b wins." are one outcome, not two."""
+    if text.isascii():  # the usual case: nothing to normalise, no format character
+        return normalise_space(text.casefold())
     text = unicodedata.normalize("NFKC", text)
     text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
     return normalise_space(unicodedata.normalize("NFKC", text.casefold()))
