@@ -311,7 +311,7 @@ def test_workers_and_ray_come_from_the_flag_then_the_environment_then_the_defaul
     monkeypatch.delenv("ANCHOR_WORKERS")
     assert ScaleOptions().resolve(uses_server=True) == (0, "auto")  # 0: one actor per CPU of the cluster
     monkeypatch.setenv("ANCHOR_WORKERS", "two")
-    with pytest.raises(Exception, match="ANCHOR_WORKERS must be a whole number of at least 1, or auto"):
+    with pytest.raises(Exception, match="ANCHOR_WORKERS must be a whole number from 1 to 1024, or auto"):
         ScaleOptions().resolve(uses_server=True)
     with pytest.raises(Exception, match="--workers must be a whole number"):
         ScaleOptions(workers="0").resolve(uses_server=True)

@@ -144,10 +144,10 @@ def eval_command(
     Killed half-way? Run the same command again: finished instances are skipped and failed ones
     retried. Example: anchor eval --dataset common2sense-pairwise --method anchor --limit 20 --runs 2
     """
-    from anchor.evaluation.runner import EvalRunner, default_build_params, make_run_config
+    from anchor.evaluation.runner import EvalRunner, WorkersCapped, default_build_params, make_run_config
 
     sample = _sample_size(sample)
-    with friendly_errors(EVAL_FLAGS), one_line_warnings(CalibratorMismatchWarning):
+    with friendly_errors(EVAL_FLAGS), one_line_warnings(CalibratorMismatchWarning, WorkersCapped):
         calibrator = read_calibrator(calibrator_path) if calibrator_path is not None else None
         if dataset is None:
             if data is not None and data.suffix == ".jsonl":
@@ -184,6 +184,7 @@ def eval_command(
             out_dir = Path("runs") / "-".join([name, method, *([stage] if stage else []), *ablations,
                                                f"s{settings.seed}"])
         check_directory(out_dir, "--out")  # before the first request to the server
+        RunDirectory(out_dir).check_target("--out")  # a folder of other files is not written over
         workers, ray = scale.resolve(settings.uses_server)
         runner = EvalRunner(config, out_dir, settings=settings, anchor_config=anchor_config,
                             retry_failed=retry_failed, calibrator=calibrator, workers=workers, ray=ray)

@@ -160,6 +160,8 @@ def llm_settings(conn: ConnectionOptions, cache: CacheOptions | None = None, see
 
 
 ENV_WORKERS = "ANCHOR_WORKERS"
+#: The most --workers accepted: more helper processes, or Ray actors, than any run could give work to.
+MAX_WORKERS = 1024
 ENV_RAY = "ANCHOR_RAY"
 SCALE_PANEL = "Processes and clusters"
 
@@ -172,7 +174,8 @@ class ScaleOptions:
         "Processes that answer scenario groups, each with its share of --concurrency (the run directory is "
         "written by this one); 'auto' = one per core with a server, 1 with the embedded model. Default 1: "
         "extra processes pay off only when anchor's own CPU, not the server, is the limit (docs/scale.md). "
-        "With --ray: the number of Ray actors (default: one per CPU of the cluster)."))] = None
+        "With --ray: the number of Ray actors (default: one per CPU of the cluster). At most the run's scenario "
+        f"groups (and, for processes, the cores) are started; more than {MAX_WORKERS} is refused."))] = None
     ray: Annotated[str | None, opt("--ray", panel=SCALE_PANEL, env=ENV_RAY, metavar="ADDRESS", help=(
         "Answer on a Ray cluster (pip install 'anchor-infer[ray]'): 'auto' = the one `ray start` began, "
         "ray://HOST:10001 or HOST:6379 = another, 'local' = a new one in this process. See docs/scale.md."))] = None
@@ -191,11 +194,11 @@ class ScaleOptions:
             workers = 0 if ray is not None else 1
         elif given.strip().lower() == "auto":
             workers = 0 if ray is not None else self.cores(uses_server)
-        elif given.strip().isdigit() and int(given) >= 1:
+        elif given.strip().isdigit() and 1 <= int(given) <= MAX_WORKERS:
             workers = int(given)
         else:
             where = "--workers" if self.workers is not None else ENV_WORKERS
-            raise typer.BadParameter(f"{where} must be a whole number of at least 1, or auto; got {given!r}",
+            raise typer.BadParameter(f"{where} must be a whole number from 1 to {MAX_WORKERS}, or auto; got {given!r}",
                                      param_hint="--workers")
         return workers, ray.strip() if ray is not None else None
 

@@ -126,13 +126,13 @@ def predict_command(
     anchor predict cases.csv --column condition=Evidence --out runs/my-cases --format csv
     """
     from anchor.cases import CaseLimits, example_file, parse_column_options
-    from anchor.evaluation.runner import default_build_params
+    from anchor.evaluation.runner import WorkersCapped, default_build_params
     from anchor.predict.config import CasesInput, check_predict_method, make_predict_config
     from anchor.predict.estimate import estimate_predict
     from anchor.predict.export import check_table_format
     from anchor.predict.runner import PredictRunner
 
-    with friendly_errors(PREDICT_FLAGS), one_line_warnings(CalibratorMismatchWarning):
+    with friendly_errors(PREDICT_FLAGS), one_line_warnings(CalibratorMismatchWarning, WorkersCapped):
         if cases is None and example is None:
             raise fail("give a cases file (CASES), or --example decisions|factcheck for a shipped one")
         if cases is not None and example is not None:
@@ -190,6 +190,7 @@ def predict_command(
             out.print(escape(estimate.line()), highlight=False, soft_wrap=True)
             return
         check_directory(out_dir, "--out")  # before the first request to the server
+        RunDirectory(out_dir).check_target("--out")  # a folder of other files is not written over
         if spaces is not None:
             check_directory(spaces, "--spaces")
         with RichReporter(enabled=True, remaining=True) as report:

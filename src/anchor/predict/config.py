@@ -93,7 +93,8 @@ def make_predict_config(
     spec = METHODS[method]
     llm, estimator_llm = recorded_llm(settings), recorded_llm(estimator) if estimator is not None else None
     return RunConfig(
-        anchor_version=__version__, dataset=CASES_DATASET, data_path=str(cases.path),
+        # Absolute: the run's readers (cost, calibrate, report) may run from another folder.
+        anchor_version=__version__, dataset=CASES_DATASET, data_path=str(cases.path.resolve()),
         data_sha256=file_digest(cases.path), kind="cases", method=method, ablations=list(ablations), limit=limit,
         runs=1, seed=settings.seed, decision_threshold=CASES_THRESHOLD, spaces="shared",
         spaces_from=str(spaces) if spaces is not None else None, llm=llm,

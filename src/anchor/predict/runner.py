@@ -11,7 +11,8 @@ its instances:
 * Rows are answered in any order, and ``predictions.jsonl`` grows in that order; when the run ends
   it is rewritten in input order (:meth:`~anchor.evaluation.rundir.RunDirectory.order_predictions`).
 * Each bad row is written to ``rejected.jsonl`` with its line and reason; ``--strict`` stops before
-  any request at the first one.
+  any request at the first one. Each row scored is written to ``instances.jsonl`` as it is read (the
+  file is put in place when the pass ends), so the run's readers need not find the cases file again.
 * Per-scenario artefacts (factor spaces, BIRD models) are named by their content and can live in a
   store shared with other runs (``RunConfig.spaces_from``): a run publishes what it builds there.
 """
@@ -96,6 +97,13 @@ class PredictRunner(EvalRunner):
         """Nothing up front: the rows are read as a stream while the run goes (see :meth:`check_input`)."""
         return []
 
+    def scenario_groups(self, instances: Sequence[Instance]) -> int:
+        """The groups the check pass counted (the rows are not held)."""
+        return self.summary.groups if self.summary is not None else 0
+
+    def record_instances(self, instances: list[Instance]) -> None:
+        """Nothing up front: ``instances.jsonl`` is written as the rows are read (see :meth:`_answer_all`)."""
+
     @property
     def total(self) -> int:
         good = self.summary.good if self.summary is not None else 0
@@ -155,7 +163,8 @@ class PredictRunner(EvalRunner):
                 failures.append(task.exception())  # type: ignore[arg-type]
 
         taken = 0
-        with self.directory.rejected_rows() as rejected, self.cases.open(strict=self.strict) as stream:
+        d = self.directory
+        with d.rejected_rows() as rejected, d.instances_log() as kept, self.cases.open(strict=self.strict) as stream:
             for item in stream:
                 if isinstance(item, RejectedRow):
                     rejected.write(item.model_dump_json() + "\n")
@@ -165,6 +174,7 @@ class PredictRunner(EvalRunner):
                     break
                 taken += 1
                 self._remember(item)
+                kept.write(self._instance(item).model_dump_json() + "\n")
                 was = status.get(item.id)
                 if was is not None and (was != "failed" or not again):
                     continue
@@ -187,10 +197,13 @@ class PredictRunner(EvalRunner):
         self._scenarios.setdefault(row.group, row.to_scenario())
         self._rows.append((row.id, row.group, row.label))
 
+    def _instance(self, row: CaseRow) -> DecisionInstance:
+        return DecisionInstance(id=row.id, dataset=self.config.dataset, scenario=self._scenarios[row.group],
+                                condition=row.condition, label=row.label)
+
     async def _answer(self, row: CaseRow, journal: JsonLines[Prediction], traces: JsonLines[TraceRecord],
                       rank: int) -> None:
-        inst = DecisionInstance(id=row.id, dataset=self.config.dataset, scenario=self._scenarios[row.group],
-                                condition=row.condition, label=row.label)
+        inst = self._instance(row)
         assert self.pool is not None
         pred, trace_records = await self.pool.answer(0, inst, row.group, rank)
         pred.line = row.line

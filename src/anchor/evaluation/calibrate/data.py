@@ -17,15 +17,13 @@ same scenario gets the same key in every run.
 
 from __future__ import annotations
 
-import hashlib
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from anchor.calibration.contract import CalibratorError, method_label
-from anchor.evaluation.datasets.bundled import bundled_file
 from anchor.evaluation.datasets.factcheck import DatasetWarning
-from anchor.evaluation.datasets.selection import select_instances
+from anchor.evaluation.datasets.selection import scored_instances
 from anchor.evaluation.report.loading import ReportError, load_run
 from anchor.evaluation.report.run_index import natural_key
 from anchor.evaluation.results import RunConfig
@@ -133,22 +131,14 @@ def load_labelled_run(path: Path | str) -> LabelledRun:
 
 
 def _scenarios(run: RunDirectory, config: RunConfig) -> dict[str, str]:
-    """Instance id -> canonical scenario key, from the run's own dataset file and sample."""
-    path = run.path
-    source = Path(config.data_path) if config.data_path else None
-    try:
-        data = source.read_bytes() if source is not None else bundled_file(config.dataset).read_bytes()
-    except (OSError, ValueError) as exc:
-        raise CalibratorError(f"{path}: its dataset file cannot be read ({exc}), so its instances cannot be "
-                              "grouped by scenario") from None
-    if hashlib.sha256(data).hexdigest() != config.data_sha256:
-        raise CalibratorError(f"{path}: the dataset file has changed since the run (its sha256 differs from "
-                              "config.json's), so its instances cannot be matched to their scenarios")
+    """Instance id -> canonical scenario key, of the instances the run kept (instances.jsonl), or, for a run
+    without them, of those selected again from its dataset file (which must be the one the run read)."""
     try:
         with warnings.catch_warnings():
             # Rows the run skipped are counted in its metrics.json already.
             warnings.simplefilter("ignore", DatasetWarning)
-            instances, _, _ = select_instances(config, run.read_sample())
+            instances, _ = scored_instances(run, config)
     except (OSError, ValueError) as exc:
-        raise CalibratorError(f"{path}: its instances cannot be read back ({exc})") from None
+        raise CalibratorError(f"{run.path}: its instances cannot be grouped by scenario: "
+                              f"{str(exc).splitlines()[0]}") from None
     return {inst.id: canonical_scenario_key(inst.scenario) for inst in instances}

@@ -37,7 +37,7 @@ from anchor.evaluation.cost.attribution import RUN_LEVEL, by_scenario, critical_
 from anchor.evaluation.cost.phases import PHASES, phase_of
 from anchor.evaluation.datasets.reading import DatasetError
 from anchor.evaluation.datasets.sampling import SampleError
-from anchor.evaluation.datasets.selection import select_instances
+from anchor.evaluation.datasets.selection import scored_instances, skipped_note
 from anchor.evaluation.results import RunConfig
 from anchor.evaluation.rundir import RunDirectory, Skipped
 from anchor.llm.ledger import CallRecord, busy_seconds
@@ -135,9 +135,10 @@ def load_run_cost(path: Path) -> RunCost:
         raise CostCompareError(f"{run.path}: no calls.jsonl (not a run directory written by `anchor eval` or "
                                "`anchor predict`)")
     records = run.call_log()
-    # The instances the run scored, selected as the runner did (its sample.json when it sampled).
+    # The instances the run scored: as it kept them, or selected again as the runner did (its sample.json
+    # when it sampled) from its data file, when it kept none.
     try:
-        instances, data, _ = select_instances(config, run.read_sample())
+        instances, data = scored_instances(run, config)
     except (DatasetError, SampleError, OSError) as exc:
         raise CostCompareError(f"{path}: cannot tell which instances the run scored, which the figures per "
                                f"scenario need: {str(exc).splitlines()[0]}") from exc
@@ -152,9 +153,18 @@ def load_run_cost(path: Path) -> RunCost:
     scopes = scope_scenarios(instances, config.runs, artefact_of)
     scenarios = list(dict.fromkeys(scopes[f"negation:{inst.id}"] for inst in instances))
     return RunCost(path=path, config=config, records=records, scopes=scopes, scenarios=scenarios,
-                   data_note=data.summary() if data is not None else None,
+                   data_note=data.summary() if data is not None else _recorded_note(run),
                    damaged_note=f"{damaged.note()}; their instances are placed by their data file's scenario"
                    if damaged else None)
+
+
+def _recorded_note(run: RunDirectory) -> str | None:
+    """The rows of the data file the run skipped, as its metrics.json recorded them (none when it has no
+    readable one: the note is not a figure)."""
+    try:
+        return skipped_note(run.read_metrics().data) if run.has_metrics() else None
+    except CostCompareError:
+        return None
 
 
 def check_same_slice(a: RunCost, b: RunCost) -> None:

@@ -12,19 +12,24 @@
   given the same data and sample settings, scores exactly the same ids.
 
 :func:`select_instances` is that whole selection for a run's configuration, used by the runner and
-by whatever reads a run directory back (``anchor cost``), so both see the same instances.
+by whatever reads a run directory back (``anchor cost``), so both see the same instances. A run keeps
+the instances it scores in its directory (``instances.jsonl``); :func:`scored_instances` reads them
+from there, and goes back to the data file only for a run that has none (checking first that it is
+still the file the run read).
 """
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anchor.cases import CaseLimits, CaseRow, CaseStream, read_cases
-from anchor.evaluation.datasets.bundled import is_factcheck_dataset
+from anchor.evaluation.datasets.bundled import bundled_file, is_factcheck_dataset
 from anchor.evaluation.datasets.factcheck import FactcheckData, load_factcheck_set
 from anchor.evaluation.datasets.instances import DecisionInstance, PairwiseInstance, balance_outcome_order
 from anchor.evaluation.datasets.loading import load_dataset
+from anchor.evaluation.datasets.reading import DatasetError
 from anchor.evaluation.datasets.sampling import (
     DEFAULT_SAMPLE_SEED,
     DEFAULT_SAMPLE_SIZE,
@@ -36,7 +41,10 @@ from anchor.evaluation.datasets.sampling import (
     parse_sample_size,
 )
 from anchor.evaluation.results import RunConfig
-from anchor.evaluation.rundir.names import SAMPLE
+from anchor.evaluation.rundir.names import INSTANCES, SAMPLE
+
+if TYPE_CHECKING:
+    from anchor.evaluation.rundir import RunDirectory
 
 __all__ = [
     "MAX_LISTED_SKIPPED",
@@ -47,7 +55,9 @@ __all__ = [
     "load_eval_data",
     "resolve_sample",
     "sample_summary",
+    "scored_instances",
     "select_instances",
+    "skipped_note",
 ]
 
 Instance = DecisionInstance | PairwiseInstance
@@ -138,6 +148,37 @@ def select_instances(config: RunConfig, recorded: SampleRecord | None = None
     return instances, data, record
 
 
+def scored_instances(run: RunDirectory, config: RunConfig) -> tuple[list[Instance], FactcheckData | None]:
+    """The instances the run in ``run`` (with ``config``) scores, in order, and the data file as read when
+    it was read: from the run's own ``instances.jsonl``, or, for a run without one (written by an older
+    anchor, or killed before its end), selected again from its data file, which must be there and
+    unchanged (:func:`check_data_file`)."""
+    stored = run.read_instances(pairwise=config.kind == "pairwise")
+    if stored is not None:
+        return stored, None
+    check_data_file(config)
+    instances, data, _ = select_instances(config, run.read_sample())
+    return instances, data
+
+
+def check_data_file(config: RunConfig) -> None:
+    """Refuse, naming it, a run's data file that is not the one the run read: gone (moved or deleted),
+    unreadable, or changed since (its sha256 is not ``config.data_sha256``)."""
+    where = config.data_path or f"the bundled {config.dataset} file"
+    if config.data_path and not Path(config.data_path).is_absolute():
+        where += " (a path relative to the folder the command runs in)"
+    why = (f"the run has no {INSTANCES} (the instances it scored, which a run of this anchor keeps once its pass "
+           "over the data ends), so this file is needed")
+    try:
+        data = Path(config.data_path).read_bytes() if config.data_path else bundled_file(config.dataset).read_bytes()
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise DatasetError(where, [f"cannot read the run's data file ({reason}); {why}: put it back"]) from None
+    if hashlib.sha256(data).hexdigest() != config.data_sha256:
+        raise DatasetError(where, [f"the file has changed since the run (its sha256 differs from the run's "
+                                   f"config.json); {why}, as the run read it"])
+
+
 def data_summary(data: FactcheckData | None) -> dict[str, Any] | None:
     """What ``metrics.json`` says about the file: rows read, usable, skipped (and the first reasons)."""
     if data is None:
@@ -149,6 +190,16 @@ def data_summary(data: FactcheckData | None) -> dict[str, Any] | None:
         "skipped": len(data.skipped),
         "skipped_rows": [{"line": s.line, "problem": s.problem} for s in data.skipped[:MAX_LISTED_SKIPPED]],
     }
+
+
+def skipped_note(summary: dict[str, Any] | None) -> str | None:
+    """The line :meth:`FactcheckData.summary` says of skipped rows, from what ``metrics.json`` recorded of
+    the file (:func:`data_summary`, or a predict run's ``data``); None when no row was skipped."""
+    if not summary or not summary.get("skipped"):
+        return None
+    listed = summary.get("skipped_rows") or []
+    first = f" (first: line {listed[0].get('line')}: {listed[0].get('problem')})" if listed else ""
+    return f"{summary.get('source')}: {summary['skipped']} of {summary.get('rows')} rows skipped{first}"
 
 
 def sample_summary(record: SampleRecord | None, used: int) -> dict[str, Any] | None:

@@ -69,10 +69,16 @@ def read_traces(run_dir: Path | str) -> dict[tuple[int, str], dict[int, AnchorTr
     return RunDirectory(run_dir, error=RunIndexError).anchor_traces()[0]
 
 
-def _dataset_texts(config: RunConfig) -> tuple[dict[str, tuple[Scenario, list[str]]], str | None]:
-    """Scenario and condition texts per instance id, from the run's dataset file, for instances
-    without traces (e.g. baseline runs). Used only when the file still has the hash the run
-    recorded; otherwise returns a note saying why the texts are missing."""
+def _dataset_texts(run: RunDirectory, config: RunConfig) -> tuple[dict[str, tuple[Scenario, list[str]]], str | None]:
+    """Scenario and condition texts per instance id, for instances without traces (e.g. baseline runs):
+    from the instances the run kept (instances.jsonl), else from the run's dataset file, used only when
+    it still has the hash the run recorded; otherwise a note says why the texts are missing."""
+    try:
+        kept = run.read_instances(pairwise=config.kind == "pairwise")
+    except RunIndexError as exc:
+        return {}, f"Condition texts not shown: {str(exc).splitlines()[0]}"
+    if kept is not None:
+        return _texts(kept), None
     try:
         if config.data_path:
             data = Path(config.data_path).read_bytes()
@@ -93,13 +99,17 @@ def _dataset_texts(config: RunConfig) -> tuple[dict[str, tuple[Scenario, list[st
         return {}, f"Condition texts not shown: the dataset cannot be loaded ({exc})"
     if config.balance_outcomes:
         instances = datasets.balance_outcome_order(instances)
+    return _texts(instances), None
+
+
+def _texts(instances: Sequence[Any]) -> dict[str, tuple[Scenario, list[str]]]:
     out: dict[str, tuple[Scenario, list[str]]] = {}
     for inst in instances:
         if isinstance(inst, datasets.PairwiseInstance):
             out[inst.id] = (inst.scenario, [inst.condition1, inst.condition2])
         else:
             out[inst.id] = (inst.scenario, [inst.condition])
-    return out, None
+    return out
 
 
 def _calibration(run: RunDirectory, notes: list[str]) -> RunCalibration | None:
@@ -236,7 +246,7 @@ def write_run_index(run_dir: Path | str, out_dir: Path | str | None = None, *,
     texts: dict[str, tuple[Scenario, list[str]]] = {}
     # Fact checking needs the file for every row: the claim is in no trace (it is the scenario's outcome 1).
     if config.kind == "factcheck" or any((p.run, p.id) not in traces for p in predictions):
-        texts, note = _dataset_texts(config)
+        texts, note = _dataset_texts(run, config)
         if note:
             notes.append(note)
 

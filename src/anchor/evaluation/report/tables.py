@@ -4,6 +4,7 @@ decisions and fact checking (Table 2), ablations (Table 3) and calibration."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from anchor.evaluation.datasets.bundled import PAPER_FACTCHECK_SETS
@@ -305,7 +306,8 @@ def cases_section(runs: Sequence[ReportedRun]) -> list[str]:
         cells += [_fixed(cal.get(k)) for k in ("brier", "log_loss", "ece")]
         rows.append([labels[id(r)], r.model_cell, str(int(run.get("n") or r.m.n_instances)), str(labelled),
                      *(cells if labelled else [DASH] * 6)])
-    source = cases[0].loaded.config.data_path or "the cases file"
+    recorded = cases[0].loaded.config.data_path
+    source = Path(recorded).name if recorded else "the cases file"  # the name: the path is the run's config.json's
     lines = [f"## Your cases ({source})", ""]
     lines += md_table(header, rows, ["l", "l"] + ["r"] * (len(header) - 2))
     lines.append("")

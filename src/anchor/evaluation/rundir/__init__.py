@@ -14,9 +14,16 @@ files by name: they ask a ``RunDirectory`` (see :mod:`.names` for the names and 
 ``metrics.json``        ``MetricsReport``, written last
 ``calibration.json``    ``RunCalibration``, written by ``anchor calibrate report``
 ``rejected.jsonl``      ``anchor predict``'s bad rows (line and reason)
+``instances.jsonl``     the instances the run scores, as read from its data file, in order, so
+                        that its readers need not find the file again (optional: older runs and
+                        runs killed before it was written go back to the data file)
 ``spaces/``, ``bird/``  per-scenario artefacts, one folder per kind
 ``.lock``               held by the process writing the run
 ======================  =====================================================================
+
+**A run is started only where it belongs**: in a new or empty folder, or in the directory of a run
+to resume; a folder of other files is refused (:meth:`RunDirectory.check_target`), and a start
+refused before it recorded anything leaves the folder as it was (:class:`RunStart`).
 
 **Schema version.** ``config.json`` records the layout it was written in (``SCHEMA_VERSION``);
 a directory without it is version 1, and every version up to this one is read (metrics.json's
@@ -33,6 +40,7 @@ from anchor.evaluation.rundir.directory import RunDirectory
 from anchor.evaluation.rundir.lines import JsonLines, LineProblem, RunDirError, Skipped
 from anchor.evaluation.rundir.lock import DirectoryBusy, DirectoryLock
 from anchor.evaluation.rundir.names import SCHEMA_VERSION
+from anchor.evaluation.rundir.start import RunStart
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -42,5 +50,6 @@ __all__ = [
     "LineProblem",
     "RunDirError",
     "RunDirectory",
+    "RunStart",
     "Skipped",
 ]

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from anchor.evaluation.datasets.instances import DecisionInstance, PairwiseInstance
 from anchor.evaluation.datasets.sampling import SampleRecord
 from anchor.evaluation.results import (
     AnchorTrace,
@@ -83,6 +84,10 @@ class RunDirectory:
     def rejected_path(self) -> Path:
         return self.path / names.REJECTED
 
+    @property
+    def instances_path(self) -> Path:
+        return self.path / names.INSTANCES
+
     def artefacts(self, kind: str = names.SPACES) -> Path:
         """The folder of one kind of per-scenario artefact (``spaces``: ANCHOR's factor spaces)."""
         return self.path / kind
@@ -94,6 +99,19 @@ class RunDirectory:
     def is_run(self) -> bool:
         """Does the folder hold a run (its ``config.json``)?"""
         return self.config_path.is_file()
+
+    def check_target(self, what: str = "the run directory") -> None:
+        """Refuse, before anything is written, to start a run in a folder that holds other files and no
+        run: the run's files (index.html, metrics.json, predictions.csv, ...) would be written over the
+        user's own. An empty or missing folder, and a run directory (a resume), are fine. ``what``
+        names the option that gave the folder (``--out``)."""
+        if not self.path.is_dir() or self.is_run():
+            return
+        others = sorted(entry.name for entry in self.path.iterdir() if entry.name != names.LOCK)
+        if others:
+            shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+            raise self.error(f"{what} {self.path}: the folder holds other files ({shown}) and no anchor run (no "
+                             f"{names.CONFIG}); give a new or empty folder, or the run directory of a run to resume")
 
     def lock(self) -> DirectoryLock:
         """The lock that keeps a second process out (``with rd.lock(): ...``)."""
@@ -362,6 +380,37 @@ class RunDirectory:
                 out[waiting.pop(record.request_id)] = None
             out.append(record)
         return collapse_sent(r for r in out if r is not None)
+
+    # ------------------------------------------------------------------ instances.jsonl
+
+    def write_instances(self, instances: Iterable[DecisionInstance | PairwiseInstance]) -> Path:
+        """``instances.jsonl``: the instances the run scores, in order, as read from its data file (after the
+        sample, the outcome balancing and ``--limit``). Readers of the run (cost, calibration, the index)
+        take them from here, so the run does not depend on where its data file is, or whether it still is."""
+        return write_atomic_stream(self.instances_path, (i.model_dump_json().encode("utf-8") + b"\n"
+                                                         for i in instances))
+
+    @contextmanager
+    def instances_log(self) -> Iterator[IO[str]]:
+        """Write ``instances.jsonl`` one line at a time (``anchor predict``, which streams its rows), in full or
+        not at all: into a part file, which replaces the old file only when the block ends without an error."""
+        part = self.instances_path.with_name(self.instances_path.name + ".part")
+        try:
+            with open(part, "w", encoding="utf-8") as fh:
+                yield fh
+        except BaseException:
+            part.unlink(missing_ok=True)
+            raise
+        part.replace(self.instances_path)
+
+    def read_instances(self, pairwise: bool = False) -> list[DecisionInstance | PairwiseInstance] | None:
+        """The instances recorded in ``instances.jsonl`` (pair instances when ``pairwise``); None when the run
+        has none (written before it was kept, or killed before its end). Read strictly."""
+        if not self.instances_path.exists():
+            return None
+        self.schema_version()
+        model: type[DecisionInstance] | type[PairwiseInstance] = PairwiseInstance if pairwise else DecisionInstance
+        return list(JsonLines(self.instances_path, model, "instance", error=self.error).read())
 
     # ------------------------------------------------------------------ rejected.jsonl
 

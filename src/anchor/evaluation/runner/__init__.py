@@ -5,7 +5,7 @@
 * :mod:`.config`: ``make_run_config`` (the options, checked and recorded) and the paper's sizes;
 * :mod:`.identity`: which recorded settings must match for a rerun to resume a run directory;
 * :mod:`.scoring`: ``metrics.json``, the metrics, calibration, cost and notes of a run;
-* :mod:`.errors`: ``EvalError``.
+* :mod:`.errors`: ``EvalError``, and ``WorkersCapped`` (fewer helpers started than ``--workers`` asked).
 
 The run directory's files, its lock and its logs are :mod:`anchor.evaluation.rundir`'s; the
 runner's own public names are below.
@@ -18,7 +18,7 @@ from anchor.evaluation.runner.config import (
     file_sha256,
     make_run_config,
 )
-from anchor.evaluation.runner.errors import EvalError
+from anchor.evaluation.runner.errors import EvalError, WorkersCapped
 from anchor.evaluation.runner.identity import (
     check_resumable,
     first_difference,
@@ -34,6 +34,7 @@ __all__ = [
     "EvalRunner",
     "Instance",
     "RunScorer",
+    "WorkersCapped",
     "check_resumable",
     "dataset_kind",
     "default_build_params",

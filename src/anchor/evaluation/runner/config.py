@@ -99,7 +99,8 @@ def make_run_config(
     sample_size, sample_seed = resolve_sample(dataset, sample, sample_seed)
     llm, estimator_llm = recorded_llm(settings), recorded_llm(estimator) if estimator is not None else None
     return RunConfig(
-        anchor_version=__version__, dataset=dataset, data_path=str(data_path) if data_path else None,
+        # Absolute: the run's readers (cost, calibrate, report) may run from another folder.
+        anchor_version=__version__, dataset=dataset, data_path=str(Path(data_path).resolve()) if data_path else None,
         data_sha256=file_sha256(dataset, Path(data_path) if data_path else None), kind=dataset_kind(dataset),
         method=method, ablations=list(ablations), limit=limit, runs=runs, seed=seed, negation=negation,  # type: ignore[arg-type]
         decision_threshold=decision_threshold, balance_outcomes=balance_outcomes, spaces=spaces,  # type: ignore[arg-type]

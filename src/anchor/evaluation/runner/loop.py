@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import time
 import warnings
 from collections import Counter
@@ -38,8 +39,8 @@ from anchor.evaluation.datasets.sampling import SampleRecord
 from anchor.evaluation.datasets.selection import select_instances
 from anchor.evaluation.methods.registry import METHODS
 from anchor.evaluation.results import MetricsReport, Prediction, RunConfig
-from anchor.evaluation.rundir import RunDirectory
-from anchor.evaluation.runner.errors import EvalError
+from anchor.evaluation.rundir import RunDirectory, RunStart
+from anchor.evaluation.runner.errors import EvalError, WorkersCapped
 from anchor.evaluation.runner.identity import check_resumable
 from anchor.evaluation.runner.pool import LocalPool, ProcessPool, WorkerPool
 from anchor.evaluation.runner.ray_pool import RayPool
@@ -132,7 +133,9 @@ class EvalRunner:
         return instances
 
     def check_dir(self) -> None:
-        """Refuse a run directory that holds a run with other settings (it is left as it is)."""
+        """Refuse a run directory that holds a run with other settings, or other files and no run (it is
+        left as it is)."""
+        self.directory.check_target()
         check_resumable(self.out_dir, self.config.model_dump(mode="json"))
 
     def prepare_dir(self) -> None:
@@ -189,24 +192,45 @@ class EvalRunner:
                 self.config.estimator = {**(self.config.estimator or {}), "model": self.estimator.backend.model}
             if self.spec.uses_anchor_config:
                 await self._identify_embedder()
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            with self.directory.lock():
-                # Under the lock: a start refused because another process runs here leaves config.json as it is.
-                self.prepare_dir()
-                if self.sample_record is not None:
-                    self.directory.record_sample(self.sample_record)
-                self.pool = self._make_pool(instances)
-                try:
-                    await self.pool.start()
-                    return await self._run_locked(instances)
-                finally:
-                    await self.pool.close()
+            return await self._start(instances)
         finally:
             # Also when the run is refused before it starts (a resume with other settings): the
             # connections opened to ask the server for its model belong to this event loop.
             await self.client.aclose()
             if self.estimator is not None:
                 await self.estimator.aclose()
+
+    async def _start(self, instances: list[Instance]) -> MetricsReport:
+        """Take the directory's lock, write config.json and run. A start refused before anything was
+        recorded (other settings, a pool that cannot start, a lock held by another process) leaves the
+        folder as it found it (:class:`~anchor.evaluation.rundir.RunStart`)."""
+        start = RunStart(self.directory)
+        try:
+            start.make_folder()
+            with self.directory.lock():
+                try:
+                    # Under the lock: a start refused because another process runs here leaves config.json as
+                    # it is.
+                    self.prepare_dir()
+                    if self.sample_record is not None:
+                        self.directory.record_sample(self.sample_record)
+                    self.record_instances(instances)
+                    self.pool = self._make_pool(instances)
+                    try:
+                        await self.pool.start()
+                        return await self._run_locked(instances)
+                    finally:
+                        await self.pool.close()
+                except BaseException:
+                    start.take_back()
+                    raise
+        except BaseException:
+            start.remove_folders()  # those this start created, when empty (never the lock holder's)
+            raise
+
+    def record_instances(self, instances: list[Instance]) -> None:
+        """Keep the instances the run scores in its directory (``instances.jsonl``), for its readers."""
+        self.directory.write_instances(instances)
 
     async def _run_locked(self, instances: list[Instance]) -> MetricsReport:
         assert self.client is not None
@@ -274,14 +298,37 @@ class EvalRunner:
             reuse=source, publish=c.artefact_keys == "content",
             conditions=_conditions_by_scenario(instances) if self.spec.trains_on_conditions else {})
 
+    def scenario_groups(self, instances: Sequence[Instance]) -> int:
+        """Scenarios among ``instances``: the most helpers that can have work (a scenario's instances go to one)."""
+        return len({scenario_key(inst.scenario) for inst in instances})
+
+    def _helpers(self, instances: Sequence[Instance]) -> int:
+        """``--workers``, capped at the scenario groups and, for processes, the cores: a helper more would sit
+        idle (or wait for a core) and only cost its start-up. A cap is said in one line (``WorkersCapped``)."""
+        asked = self.workers
+        if asked <= 1:
+            return asked  # one process, or (0, with Ray) one actor per CPU of the cluster
+        limits = [(self.scenario_groups(instances), "scenario group(s) in the run, each answered by one helper")]
+        if self.ray is None:
+            limits.append((os.cpu_count() or 1, "core(s) on this machine"))
+        bound, why = min(limits, key=lambda limit: limit[0])
+        if asked <= bound:
+            return asked
+        used = max(1, bound)
+        kind = "Ray actor(s)" if self.ray is not None else "helper process(es)" if used > 1 else "process"
+        warnings.warn(WorkersCapped(f"--workers {asked}: {used} {kind} started, as there are {bound} {why}"),
+                      stacklevel=2)
+        return used
+
     def _make_pool(self, instances: Sequence[Instance]) -> WorkerPool:
         """Where the instances are answered: here (one worker), in helper processes, or on Ray."""
         setup = self.worker_setup(instances)
         assert self.client is not None
+        helpers = self._helpers(instances)
         if self.ray is not None:
-            return RayPool(setup, self.workers, self.client.ledger, self.ray)
-        if self.workers > 1:
-            return ProcessPool(setup, self.workers, self.client.ledger)
+            return RayPool(setup, helpers, self.client.ledger, self.ray)
+        if helpers > 1:
+            return ProcessPool(setup, helpers, self.client.ledger)
         return LocalPool(InstanceWorker(setup, client=self.client, estimator=self.estimator,
                                         embedder=self._embedder))
 

@@ -319,6 +319,7 @@ class ProcessPool:
         self._procs: list[Any] = []
         self._waiting: dict[int, asyncio.Future[Answer]] = {}
         self._next = 0
+        self._groups: dict[str, int] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listeners: list[threading.Thread] = []
         self._closing = False
@@ -373,9 +374,14 @@ class ProcessPool:
                                                "resume"))
         self._waiting.clear()
 
+    def worker_for(self, group: str) -> int:
+        """The process that answers every instance of scenario ``group``: the groups are dealt out in the order
+        they come, so that no process is left without one while there are as many groups as processes."""
+        return self._groups.setdefault(group, len(self._groups) % self.workers)
+
     async def answer(self, run: int, inst: Instance, group: str, rank: int = 0) -> Answer:
         assert self._loop is not None
-        worker = worker_of(group, self.workers)
+        worker = self.worker_for(group)
         self._next += 1
         future: asyncio.Future[Answer] = self._loop.create_future()
         self._waiting[self._next] = future
