@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from anchor.cli import app
 from anchor.evaluation.runner import EvalError
-from anchor.evaluation.runner.pool import ProcessPool
+from anchor.evaluation.runner.pool import LocalPool, ProcessPool
 from anchor.predict.export import check_table_format, csv_cell
 from tests.fakeserver import FakeOpenAIServer
 from tests.predict.test_predict import CASES, COLUMNS, read_jsonl, vanilla, write_csv
@@ -222,3 +222,19 @@ def test_a_start_refused_on_an_empty_folder_leaves_it_empty(tmp_path, monkeypatc
         result = predict(server, tmp_path / "cache", cases, out, "--workers", "2", *COLUMNS)
     assert result.exit_code == 2
     assert out.is_dir() and list(out.iterdir()) == []
+
+
+def test_a_start_that_handed_out_an_instance_is_a_run_and_keeps_its_folder(tmp_path, monkeypatch):
+    # A helper process may have sent requests whose records have not reached calls.jsonl: once an
+    # instance is handed out, the folder is a run to resume, not a refused start to take back.
+    async def broken(self: LocalPool, run: int, inst: object, group: str, rank: int = 0) -> None:
+        raise EvalError("the worker broke")
+
+    monkeypatch.setattr(LocalPool, "answer", broken)
+    cases = tmp_path / "cases.csv"
+    write_csv(cases)
+    out = tmp_path / "run"
+    with FakeOpenAIServer(responder=vanilla) as server:
+        result = predict(server, tmp_path / "cache", cases, out, *COLUMNS)
+    assert result.exit_code == 2 and "the worker broke" in result.stderr
+    assert (out / "config.json").is_file()

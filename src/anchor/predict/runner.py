@@ -185,6 +185,7 @@ class PredictRunner(EvalRunner):
                 # Groups numbered in the order they start: an earlier group's requests get a free slot
                 # first (see anchor.llm.parallel).
                 rank = ranks.setdefault(item.group, len(ranks))
+                self.answering = True
                 task = asyncio.get_running_loop().create_task(self._answer(item, journal, traces, rank))
                 running.add(task)
                 task.add_done_callback(finished)

@@ -419,8 +419,12 @@ class RunDirectory:
         """Write ``rejected.jsonl`` (``anchor predict``'s bad rows, one JSON line each) in full or not at
         all: into a part file, which replaces the old file only when the block ends without an error."""
         part = self.rejected_path.with_name(self.rejected_path.name + ".part")
-        with open(part, "w", encoding="utf-8") as fh:
-            yield fh
+        try:
+            with open(part, "w", encoding="utf-8") as fh:
+                yield fh
+        except BaseException:
+            part.unlink(missing_ok=True)
+            raise
         part.replace(self.rejected_path)
 
     # ------------------------------------------------------------------ JSON files

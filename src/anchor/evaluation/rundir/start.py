@@ -6,7 +6,9 @@ the lock file and ``config.json``. Left behind, they would make the folder "a ru
 settings" for the next start, or a run the user never had. :class:`RunStart` notes what the folder
 held before the start; when the start fails before a line was added to any of the run's logs, it
 takes back what the start made: the files and folders that were not there before, the lock file
-included, and the folders it created. What was there before is never touched.
+included, and the folders it created. What was there before is never touched. (The runner calls it
+only before it hands out its first instance: a helper process may have sent a request whose record
+has not reached ``calls.jsonl`` yet, and such a start is a run that began.)
 """
 
 from __future__ import annotations

@@ -116,6 +116,8 @@ class EvalRunner:
         self.client: LLMClient | None = None
         self.estimator: LLMClient | None = None
         self.pool: WorkerPool | None = None
+        self.answering = False
+        """Set once the first instance is handed to the pool: from then on a failed start is a run that began."""
         self._counts: Counter[str] = Counter()
         self._retry = ""
         self._last_tick = 0.0
@@ -201,9 +203,9 @@ class EvalRunner:
                 await self.estimator.aclose()
 
     async def _start(self, instances: list[Instance]) -> MetricsReport:
-        """Take the directory's lock, write config.json and run. A start refused before anything was
-        recorded (other settings, a pool that cannot start, a lock held by another process) leaves the
-        folder as it found it (:class:`~anchor.evaluation.rundir.RunStart`)."""
+        """Take the directory's lock, write config.json and run. A start refused before its first instance
+        and before anything was recorded (other settings, a pool that cannot start, a lock held by another
+        process) leaves the folder as it found it (:class:`~anchor.evaluation.rundir.RunStart`)."""
         start = RunStart(self.directory)
         try:
             start.make_folder()
@@ -222,7 +224,8 @@ class EvalRunner:
                     finally:
                         await self.pool.close()
                 except BaseException:
-                    start.take_back()
+                    if not self.answering:  # a helper may have asked before its records reached calls.jsonl
+                        start.take_back()
                     raise
         except BaseException:
             start.remove_folders()  # those this start created, when empty (never the lock holder's)
@@ -274,6 +277,7 @@ class EvalRunner:
                 self._counts.update(done=1, unknown=int(pred.unknown), failed=int(pred.status == "failed"))
                 self._tick(force=True)
 
+            self.answering = bool(pending)
             await chain.gather(*(one(r, inst) for r, inst in pending))
             await pool.settle()
             report = self.compute_metrics(instances, done, self.directory.call_log())
