@@ -111,4 +111,5 @@ def test_import_anchor_stays_cheap():
     assert done.returncode == 0, done.stderr[-2000:]
     loaded = json.loads(done.stdout)
     assert loaded == ["anchor", "anchor.inference", "anchor.inference.config", "anchor.lazy", "anchor.mapping",
-                      "anchor.mapping.config", "anchor.space", "anchor.space.config", "anchor.types", "anchor.version"], loaded
+                      "anchor.mapping.config", "anchor.space", "anchor.space.config", "anchor.text", "anchor.types",
+                      "anchor.version"], loaded
