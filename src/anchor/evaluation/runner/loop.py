@@ -282,8 +282,9 @@ class EvalRunner:
             return RayPool(setup, self.workers, self.client.ledger, self.ray)
         if self.workers > 1:
             return ProcessPool(setup, self.workers, self.client.ledger)
+        # The embedder is made when a method first embeds: a run of a method that embeds nothing needs no MiniLM.
         return LocalPool(InstanceWorker(setup, client=self.client, estimator=self.estimator,
-                                        embedder=self._embedder))
+                                        embedder=lambda: self._embedder))
 
     def _watch(self, record: CallRecord) -> None:
         """Keep the progress line alive while requests fail and back off (nothing else moves then)."""
