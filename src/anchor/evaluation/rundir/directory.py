@@ -192,6 +192,8 @@ class RunDirectory:
         return self._model(self.metrics_path, self._json(self.metrics_path), MetricsReport, "metrics report")
 
     def write_metrics(self, report: MetricsReport) -> Path:
+        """Write ``metrics.json`` in this version's layout (the schema version stamped on ``report``)."""
+        report.schema_version = names.SCHEMA_VERSION
         return write_atomic_stream(self.metrics_path, [report.model_dump_json(indent=2).encode("utf-8")])
 
     def read_sample(self) -> SampleRecord | None:
@@ -213,7 +215,8 @@ class RunDirectory:
                 raise self.error(f"{self.sample_path} lists another sample than the one drawn now (seed {old.seed}, "
                                  f"{len(old.ids)} ids); use another --out, or move the file away")
             return self.sample_path
-        return write_atomic(self.sample_path, record.model_dump_json(indent=2))
+        stamped = record.model_copy(update={"schema_version": names.SCHEMA_VERSION})
+        return write_atomic(self.sample_path, stamped.model_dump_json(indent=2))
 
     def read_calibration(self) -> RunCalibration | None:
         """``calibration.json`` (written by ``anchor calibrate report``); None when there is none."""
@@ -224,6 +227,7 @@ class RunDirectory:
                            "calibration summary")
 
     def write_calibration(self, summary: RunCalibration) -> Path:
+        summary.schema_version = names.SCHEMA_VERSION
         return write_atomic(self.calibration_path, summary.model_dump_json(indent=2) + "\n")
 
     # ------------------------------------------------------------------ predictions.jsonl
