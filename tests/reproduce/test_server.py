@@ -150,6 +150,13 @@ def test_tables_1_and_4_beside_the_paper_planned_run_and_run_again(tmp_path):
     assert "| requests |" in text and "| attempts (retries included) |" in text
     assert "Some answers came from the response cache" not in text  # both runs made all their requests
     assert "### Headline claims" in text and "indicative, not a verdict" in text
+    # --quick's two pairs are labelled 1 and 2: no pair is Same, so its F1 is undefined. No method's Same
+    # cell shows a number (the note says why), and the claim about ANCHOR's Same F1 is not checked.
+    for row in ("CoT", "Vanilla", "Logits", "Compare", "Factor-based", "BIRD†", "BIRD‡", "ANCHOR"):
+        cells = line(text, row, "Same", "## Table 1")
+        assert (cells[2], cells[4]) == ("–", "–") and cells[5].startswith("no Same pair in this run"), cells
+    (claim,) = [x for x in text.splitlines() if x.startswith("| ANCHOR's F1 on the Same class")]
+    assert "| no Same pair in this run (ANCHOR Same) | not checked |" in claim
     assert not re.search(rb"https?://", html) and b"data:image/png;base64," in html
 
 
