@@ -119,7 +119,13 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
         got["anchor reproduce --plan --json"] = one(ok(*repro, "--plan", "--json"))
         got["anchor reproduce --json"] = one(ok(*repro, "--json"))
         got["state.json"] = read(tmp / "reproduce" / "state.json")
-        got["factors.json"] = read(tmp / "reproduce" / "analyses" / "factors-common2sense-pairwise" / "factors.json")
+        analysis = tmp / "reproduce" / "analyses" / "factors-common2sense-pairwise"
+        got["factors.json"] = read(analysis / "factors.json")
+        got["analyses/*/reproduce.json"] = read(analysis / "reproduce.json")
+        # Resumed: the analysis is recognised as finished whatever its file's version, and asks nothing again.
+        asked = server.completions
+        assert one(ok(*repro, "--json"))["states"] == {"factors-common2sense-pairwise": "finished"}
+        assert server.completions == asked
     return got
 
 

@@ -280,6 +280,8 @@ def test_an_estimator_slice_without_a_phi_ends_with_nothing_to_compare_and_its_c
     assert "4 with nothing to compare (estimator-cnn, estimator-expertqa, estimator-plasma, estimator-today)" in \
         " ".join(done.stdout.split())
     assert set(json.loads((out / "state.json").read_text())["states"].values()) == {"empty"}
+    nothing = json.loads((out / "analyses" / "estimator-cnn" / "no-result.json").read_text())
+    assert nothing["schema_version"] == 1 and nothing["reason"]  # docs/schemas.md
     md = (out / "report.md").read_text()
     cells = line(md, "CNN", "Δ (mini − 72B)", "## Table 8")
     assert cells[2] == "–" and cells[5].startswith(
