@@ -109,9 +109,6 @@ class SampleRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    schema_version: int | None = Field(default=None, ge=1, description=(
-        "The run-directory layout sample.json was written in (stamped by RunDirectory.record_sample); None "
-        "before it was recorded."))
     seed: int
     requested: SampleSize = Field(description="The size asked for: a number or 'all'.")
     population: int = Field(ge=0, description="Usable instances the sample was drawn from.")

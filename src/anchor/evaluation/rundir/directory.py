@@ -202,6 +202,8 @@ class RunDirectory:
             return None
         self.schema_version()
         data = self._json(self.sample_path, hint="; move it away to draw the sample again")
+        if isinstance(data, dict):  # the file's layout (schema 3 on), not part of the sample it records
+            data = {k: v for k, v in data.items() if k != "schema_version"}
         return self._model(self.sample_path, data, SampleRecord, "sample record",
                            hint="; move it away to draw the sample again")
 
@@ -215,8 +217,8 @@ class RunDirectory:
                 raise self.error(f"{self.sample_path} lists another sample than the one drawn now (seed {old.seed}, "
                                  f"{len(old.ids)} ids); use another --out, or move the file away")
             return self.sample_path
-        stamped = record.model_copy(update={"schema_version": names.SCHEMA_VERSION})
-        return write_atomic(self.sample_path, stamped.model_dump_json(indent=2))
+        stamped = {"schema_version": names.SCHEMA_VERSION, **record.model_dump(mode="json")}
+        return write_atomic(self.sample_path, json.dumps(stamped, indent=2))
 
     def read_calibration(self) -> RunCalibration | None:
         """``calibration.json`` (written by ``anchor calibrate report``); None when there is none."""
