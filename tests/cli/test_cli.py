@@ -221,7 +221,7 @@ def test_demo_json_against_a_server(runner, server, tmp_path):
     result = runner.invoke(app, ["demo", "--json", "--out", str(out), *llm_args(server, tmp_path)])
     assert result.exit_code == 0, (result.stderr, result.exception)
     data = json.loads(result.stdout)
-    assert set(data) == {"space", "results", "timing"}
+    assert set(data) == {"schema_version", "space", "results", "timing"}
     assert len(data["results"]) == 5
     assert data["space"]["params"]["n_target"] == 24
     assert load_space(out).scenario.outcome1.startswith("Noodles cook much more efficiently in hot water")

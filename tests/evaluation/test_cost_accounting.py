@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from anchor.cli import app
 from anchor.evaluation.datasets import load_factcheck_set, scenario_key
-from anchor.evaluation.datasets.sampling import SampleRecord
 from anchor.evaluation.results import TraceRecord
+from anchor.evaluation.rundir import RunDirectory
 from anchor.space.io import load_space
 from anchor.types import CriticalPath
 from tests.fakeserver import FakeOpenAIServer
@@ -66,7 +66,9 @@ def test_sampled_factcheck_runs_are_compared_over_their_sampled_scenarios(tmp_pa
     assert total["a"]["requests"] * 4 == v_calls and total["b"]["requests"] * 4 == c_calls  # a server without faults
     assert total["a"]["tokens"] * 4 == pytest.approx(v_tokens) and total["b"]["tokens"] * 4 == pytest.approx(c_tokens)
     # One row per sampled claim, each with its one request; nothing left over in a run-level row.
-    ids = SampleRecord.model_validate_json((vanilla / "sample.json").read_text()).ids
+    sample = RunDirectory(vanilla).read_sample()
+    assert sample is not None
+    ids = sample.ids
     claims = {inst.id: scenario_key(inst.scenario) for inst in load_factcheck_set("cnn").instances}
     assert set(doc["scenarios"]) == {claims[i] for i in ids}
     assert all(row["a"]["requests"] == row["b"]["requests"] == 1 for row in doc["scenarios"].values())

@@ -87,10 +87,13 @@ def test_every_baseline_runs_on_pairwise(method, tmp_path):
     assert config.method == method and config.runs == 2 and config.limit == 3
     assert metrics.n_instances == 3 and metrics.n_runs == 2 and len(metrics.runs) == 2
     # Predictions 1 (pair 0), 2 (pair 1) and same (pair 2) against the human 1, 2, 2: class 1 F1 1,
-    # class 2 F1 2/3 (one of two found, no false alarm), "same" 0, micro 2/3; both runs alike.
-    expected = {"f1_context1": 1.0, "f1_context2": 2 / 3, "f1_same": 0.0, "f1_micro": 2 / 3, "coverage": 1.0}
+    # class 2 F1 2/3 (one of two found, no false alarm), micro 2/3; both runs alike. No pair is "same":
+    # its F1 is undefined (None), not 0.
+    expected = {"f1_context1": 1.0, "f1_context2": 2 / 3, "f1_micro": 2 / 3, "coverage": 1.0}
     for key, value in expected.items():
         assert metrics.mean[key] == pytest.approx(value) and metrics.std[key] == pytest.approx(0.0), key
+    assert metrics.mean["f1_same"] is None and metrics.std["f1_same"] is None
+    assert [r["pairs_per_class"] for r in metrics.runs] == [{"context1": 1, "context2": 2, "same": 0}] * 2
     preds = read_predictions(out)
     assert sorted((p.run, p.id) for p in preds) == sorted(
         (r, f"common2sense-pairwise:{i}") for r in range(2) for i in range(3))

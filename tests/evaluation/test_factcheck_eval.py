@@ -16,6 +16,7 @@ from anchor.cli import app
 from anchor.evaluation.datasets import DatasetWarning, load_factcheck_set, scenario_key
 from anchor.evaluation.datasets.sampling import SampleRecord, draw_sample
 from anchor.evaluation.results import MetricsReport, Prediction, RunConfig
+from anchor.evaluation.rundir import SCHEMA_VERSION, RunDirectory
 from tests.fakeserver import FakeOpenAIServer
 
 runner = CliRunner()
@@ -39,7 +40,9 @@ def metrics(out: Path) -> MetricsReport:
 
 
 def sample_record(out: Path) -> SampleRecord:
-    return SampleRecord.model_validate_json((out / "sample.json").read_text())
+    record = RunDirectory(out).read_sample()  # the record, without the file's schema_version
+    assert record is not None and json.loads((out / "sample.json").read_text())["schema_version"] == SCHEMA_VERSION
+    return record
 
 
 def write_claims(path: Path, rows: list[dict[str, object] | str]) -> Path:

@@ -106,16 +106,26 @@ def test_pairwise_metrics_all_unknown() -> None:
 
 
 def test_pairwise_metrics_single_class() -> None:
-    # Human all 1, predicted [1, 1, 2]: class 1 TP 2, FN 1 -> P 1, R 2/3, F1 0.8.
-    # Class 2: TP 0, FP 1 -> F1 0. Class 3 never occurs -> 0.0 by zero_division. Micro 2/3.
+    # Human all 1, predicted [1, 1, 2]: class 1 TP 2, FN 1 -> P 1, R 2/3, F1 0.8. Class 2 has no pair
+    # (its prediction is a false positive, which costs class 1 its recall and the micro F1) and class
+    # 3 none either: their F1 is undefined, None, not scikit-learn's 0.0. Micro 2/3.
     m = pairwise_metrics([1, 1, 1], [1, 1, 2])
     assert m["f1_context1"] == approx(0.8)
-    assert m["f1_context2"] == 0.0
-    assert m["f1_same"] == 0.0
+    assert m["f1_context2"] is None
+    assert m["f1_same"] is None
     assert m["f1_micro"] == approx(2 / 3)
-    # Everything "same" and predicted "same": that class is perfect, the absent ones are 0.0.
+    assert m["support"] == [3, 0, 0]
+    # Everything "same" and predicted "same": that class is perfect, the absent ones have no F1.
     m = pairwise_metrics([3, 3], [3, 3])
-    assert (m["f1_context1"], m["f1_context2"], m["f1_same"], m["f1_micro"]) == (0.0, 0.0, 1.0, 1.0)
+    assert (m["f1_context1"], m["f1_context2"], m["f1_same"], m["f1_micro"]) == (None, None, 1.0, 1.0)
+
+
+def test_a_class_with_pairs_but_none_covered_has_no_f1() -> None:
+    """The F1 of a class is over the scored pairs: pairs of it that were all unknown leave it without one."""
+    m = pairwise_metrics([1, 2, 3], [1, 1, None])
+    assert m["support"] == [1, 1, 0]
+    assert m["f1_same"] is None
+    assert m["f1_context2"] == 0.0  # a Context2 pair was scored, and missed: a real 0
 
 
 def test_pairwise_metrics_with_unknown_as_half() -> None:
@@ -130,11 +140,11 @@ def test_pairwise_metrics_with_unknown_as_half() -> None:
     # 0.9 > 0.4 -> 1; 0.5 < 0.6 -> 2; 0.7 > 0.5 -> 1; 0.5 == 0.5 -> 3.
     assert filled == [1, 2, 1, 3]
     m = pairwise_metrics(human, filled)
-    # human [1, 1, 1, 3] vs [1, 2, 1, 3]: class 1 TP 2, FN 1 -> F1 0.8; class 2 TP 0, FP 1 -> 0;
+    # human [1, 1, 1, 3] vs [1, 2, 1, 3]: class 1 TP 2, FN 1 -> F1 0.8; class 2 has no pair -> None;
     # class 3 TP 1 -> 1.0; micro 3/4.
     assert m["coverage"] == 1.0
     assert m["f1_context1"] == approx(0.8)
-    assert m["f1_context2"] == 0.0
+    assert m["f1_context2"] is None  # no pair has human label 2: predicting it once is a false positive only
     assert m["f1_same"] == 1.0
     assert m["f1_micro"] == approx(0.75)
 

@@ -49,7 +49,10 @@ def test_pairwise_f1_and_confusion_match_sklearn(rows: list[tuple[int, int | Non
     y, pred = [h for h, _ in covered], [p for _, p in covered]
     labels = [1, 2, 3]
     per_class = sk.f1_score(y, pred, labels=labels, average=None, zero_division=0)
-    assert [ours["f1_context1"], ours["f1_context2"], ours["f1_same"]] == approx(per_class.tolist(), abs=1e-12)
+    # scikit-learn's 0.0 for a class with no scored pair is ours None (undefined); the others are equal.
+    expected = [float(f) if label in y else None for label, f in zip(labels, per_class, strict=True)]
+    assert [ours["f1_context1"], ours["f1_context2"], ours["f1_same"]] == approx(expected, abs=1e-12)
+    assert ours["support"] == [y.count(label) for label in labels]
     micro = sk.f1_score(y, pred, labels=labels, average="micro", zero_division=0)
     assert ours["f1_micro"] == approx(float(micro), abs=1e-12)
     assert ours["confusion"] == sk.confusion_matrix(y, pred, labels=labels).tolist()

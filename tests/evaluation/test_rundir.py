@@ -83,7 +83,7 @@ def damage_line(path: Path, n: int, text: str = "this line is not JSON") -> None
 
 def test_a_run_records_its_schema_version_and_its_costs_as_stage_costs(runs):
     config = json.loads((runs["vanilla"] / "config.json").read_text())
-    assert config["schema_version"] == SCHEMA_VERSION == 2
+    assert config["schema_version"] == SCHEMA_VERSION == 3
     metrics = json.loads((runs["vanilla"] / "metrics.json").read_text())
     total = metrics["cost"]["total"]
     assert total["stage"] == "total" and "llm_seconds" in total and "request_seconds" not in total

@@ -101,3 +101,16 @@ def test_each_check_says_which_cells_and_runs_it_compared():
                               "runs/common2sense-pairwise-anchor, runs/common2sense-pairwise-compare, "
                               "runs/common2sense-pairwise-factor-based (3 runs each)")
     assert check.caveat == "from 3 runs; the paper's table used 5: indicative, not a verdict"
+
+
+def test_a_figure_the_runs_hold_no_data_for_leaves_its_claim_not_checked_and_says_why():
+    """ANCHOR's Same F1 on runs without a Same pair is undefined: the claim resting on it is not checked
+    (not held or refuted by a 0 standing in for it), and says why."""
+    claim = published.claim("t1-anchor-same-lowest")  # ANCHOR's Same F1 below its Context1 and Context2 F1
+    source = "runs/common2sense-pairwise-anchor"
+    ours = {("anchor", "f1_same"): Value(None, source=source, absent="no Same pair in this run"),
+            ("anchor", "f1_context1"): Value(1.0, source=source), ("anchor", "f1_context2"): Value(0.0, source=source)}
+    check = check_claim(claim, published, by_row(ours), 1, model=Q72)
+    assert (check.verdict, check.ours) == ("not checked", "no Same pair in this run (ANCHOR Same)")
+    with_pairs = {**ours, ("anchor", "f1_same"): Value(0.0, source=source)}  # a real 0: Same pairs, all missed
+    assert check_claim(claim, published, by_row(with_pairs), 1, model=Q72).verdict == "did not hold"

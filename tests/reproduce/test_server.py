@@ -150,6 +150,13 @@ def test_tables_1_and_4_beside_the_paper_planned_run_and_run_again(tmp_path):
     assert "| requests |" in text and "| attempts (retries included) |" in text
     assert "Some answers came from the response cache" not in text  # both runs made all their requests
     assert "### Headline claims" in text and "indicative, not a verdict" in text
+    # --quick's two pairs are labelled 1 and 2: no pair is Same, so its F1 is undefined. No method's Same
+    # cell shows a number (the note says why), and the claim about ANCHOR's Same F1 is not checked.
+    for row in ("CoT", "Vanilla", "Logits", "Compare", "Factor-based", "BIRD†", "BIRD‡", "ANCHOR"):
+        cells = line(text, row, "Same", "## Table 1")
+        assert (cells[2], cells[4]) == ("–", "–") and cells[5].startswith("no Same pair in this run"), cells
+    (claim,) = [x for x in text.splitlines() if x.startswith("| ANCHOR's F1 on the Same class")]
+    assert "| no Same pair in this run (ANCHOR Same) | not checked |" in claim
     assert not re.search(rb"https?://", html) and b"data:image/png;base64," in html
 
 
@@ -273,6 +280,8 @@ def test_an_estimator_slice_without_a_phi_ends_with_nothing_to_compare_and_its_c
     assert "4 with nothing to compare (estimator-cnn, estimator-expertqa, estimator-plasma, estimator-today)" in \
         " ".join(done.stdout.split())
     assert set(json.loads((out / "state.json").read_text())["states"].values()) == {"empty"}
+    nothing = json.loads((out / "analyses" / "estimator-cnn" / "no-result.json").read_text())
+    assert nothing["schema_version"] == 1 and nothing["reason"]  # docs/schemas.md
     md = (out / "report.md").read_text()
     cells = line(md, "CNN", "Δ (mini − 72B)", "## Table 8")
     assert cells[2] == "–" and cells[5].startswith(

@@ -54,6 +54,7 @@ def test_a_cached_kernel_gives_the_fit_a_fresh_compilation_gives(tmp_path):
     assert any(p.suffix == ".nbc" and p.parent.name.startswith("umap") for p in tmp_path.rglob("*"))
 
 
+@pytest.mark.usefixtures("clean_anchor_env")
 def test_warm_up_command_loads_minilm_and_fits_umap():
     from typer.testing import CliRunner
 
@@ -62,6 +63,8 @@ def test_warm_up_command_loads_minilm_and_fits_umap():
     result = CliRunner().invoke(app, ["warm-up", "--json"])
     assert result.exit_code == 0, result.output
     info = json.loads(result.stdout)
-    assert set(info) == {"minilm_seconds", "umap_seconds", "umap_kernels_loaded", "umap_kernels_compiled"}
+    assert set(info) == {"schema_version", "minilm", "minilm_note", "minilm_seconds", "umap_seconds",
+                         "umap_kernels_loaded", "umap_kernels_compiled"}
+    assert info["minilm"] == "loaded" and info["minilm_seconds"] >= 0
     # UMAP went through the cached kernels: loaded them, or compiled them into the cache.
     assert info["umap_kernels_loaded"] + info["umap_kernels_compiled"] > 0

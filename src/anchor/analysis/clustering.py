@@ -45,6 +45,7 @@ from pydantic import Field, field_validator
 from anchor.analysis.common import (
     AnalysisFiles,
     AnalysisModel,
+    AnalysisResult,
     fmt,
     markdown_table,
     write_analysis,
@@ -126,7 +127,7 @@ class AlgorithmSummary(AnalysisModel):
     noise_share_mean: float
 
 
-class ClusteringAnalysis(AnalysisModel):
+class ClusteringAnalysis(AnalysisResult):
     analysis: str = NAME
     settings: ClusteringSettings
     datasets: list[str]

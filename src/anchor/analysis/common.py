@@ -35,6 +35,17 @@ class AnalysisModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+#: The layout of an analysis's ``<name>.json`` (docs/schemas.md); files written before it was recorded are 1.
+ANALYSIS_SCHEMA_VERSION = 1
+
+
+class AnalysisResult(AnalysisModel):
+    """What one analysis writes to ``<name>.json`` (and ``anchor analyze ... --json`` prints)."""
+
+    schema_version: int = Field(default=ANALYSIS_SCHEMA_VERSION, ge=1, le=ANALYSIS_SCHEMA_VERSION, description=(
+        "The layout of this file; a newer one is refused by this anchor."))
+
+
 class TaskScores(AnalysisModel):
     """The numbers an analysis plots for one evaluation run directory (``metrics.json``)."""
 

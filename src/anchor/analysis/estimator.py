@@ -31,6 +31,7 @@ from pydantic import Field
 from anchor.analysis.common import (
     AnalysisFiles,
     AnalysisModel,
+    AnalysisResult,
     TaskScores,
     fmt,
     markdown_table,
@@ -178,7 +179,7 @@ class EstimatorComparison(AnalysisModel):
     density_estimator: Density
 
 
-class EstimatorAnalysis(AnalysisModel):
+class EstimatorAnalysis(AnalysisResult):
     analysis: str = NAME
     comparisons: list[EstimatorComparison]
     notes: list[str] = Field(default_factory=list)

@@ -20,6 +20,7 @@ from pydantic import Field
 from anchor.analysis.common import (
     AnalysisFiles,
     AnalysisModel,
+    AnalysisResult,
     TaskScores,
     fmt,
     markdown_table,
@@ -70,7 +71,7 @@ class FactorCountPoint(AnalysisModel):
     scores: TaskScores
 
 
-class FactorCountAnalysis(AnalysisModel):
+class FactorCountAnalysis(AnalysisResult):
     analysis: str = NAME
     dataset: str
     model: str = Field(default="", description="The LLM, as the evaluation recorded it.")

@@ -17,6 +17,7 @@ from anchor.analysis.common import (
     PAIRWISE_CLASSES,
     AnalysisFiles,
     AnalysisModel,
+    AnalysisResult,
     TaskScores,
     fmt,
     markdown_table,
@@ -42,7 +43,7 @@ class RetrievalCell(AnalysisModel):
     scores: TaskScores
 
 
-class RetrievalAnalysis(AnalysisModel):
+class RetrievalAnalysis(AnalysisResult):
     analysis: str = NAME
     dataset: str
     model: str = ""

@@ -136,7 +136,7 @@ def explain(
             emit_json({"path": str(written), "bytes": size, "page": "explanation" if results else "space",
                        "scenario": space.scenario.model_dump(mode="json"), "n_factors": len(space.factors),
                        "space_saved_to": str(save_space_to) if save_space_to is not None else None,
-                       "conditions": [_condition_summary(r) for r in results]})
+                       "conditions": [_condition_summary(r) for r in results]}, "explain")
             return
         what = (f"explanation of {len(results)} condition(s)" if results
                 else f"factor space ({len(space.factors)} factors)")

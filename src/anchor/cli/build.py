@@ -207,7 +207,7 @@ def infer(
         # Print first: a bad --save-space must not cost the answers that were paid for.
         if json_out:
             for res in results:
-                emit_json(result_json(res))
+                emit_json(result_json(res), "infer")
         else:
             if space_path is None:
                 out.print(space_view(space))
@@ -295,7 +295,7 @@ def demo(
         timing = {"wall_seconds": round(wall, 2), "llm_request_seconds": round(llm_seconds, 2)}
         if json_out:
             emit_json({"space": json.loads(space.model_dump_json(exclude={"embeddings"})),
-                       "results": [result_json(r) for r in results], "timing": timing})
+                       "results": [result_json(r) for r in results], "timing": timing}, "demo")
         else:
             out.print(Rule("Stage 1: factor space"))
             out.print(space_view(space))

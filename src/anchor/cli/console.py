@@ -28,6 +28,7 @@ from rich.progress import (
 )
 from rich.table import Column
 
+from anchor.cli.schemas import json_schema_version
 from anchor.errors import AnchorError
 from anchor.llm.ledger import CallRecord, CostLedger
 from anchor.progress import ProgressEvent, Reporter
@@ -200,6 +201,13 @@ def llm_activity(ledger: CostLedger, report: Reporter) -> Iterator[None]:
         unsubscribe()
 
 
-def emit_json(obj: Any) -> None:
+def emit_json(obj: dict[str, Any], output: str | None = None) -> None:
+    """Print one JSON object for machines. ``output`` names a command's own object (a key of
+    ``schemas.JSON_OUTPUTS``), whose ``schema_version`` is put first; without it ``obj`` is a document
+    that carries its own (a factor space, metrics.json, the cost comparison)."""
+    if output is not None:
+        obj = {"schema_version": json_schema_version(output), **obj}
+    elif "schema_version" not in obj:
+        raise AssertionError("JSON printed for machines carries a schema_version (see anchor.cli.schemas)")
     sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
     sys.stdout.flush()

@@ -183,7 +183,8 @@ def predict_command(
         estimate = estimate_predict(summary, spec, anchor_config, limit)
         if check:
             if json_out:
-                emit_json({"check": summary.model_dump(mode="json"), "estimate": estimate.model_dump(mode="json")})
+                emit_json({"check": summary.model_dump(mode="json"), "estimate": estimate.model_dump(mode="json")},
+                          "predict --check")
                 return
             for line in summary.lines():
                 out.print(escape(line), highlight=False, soft_wrap=True)
@@ -199,7 +200,7 @@ def predict_command(
         write_html = html if html is not None else metrics.n_instances <= HTML_ROWS
         index = write_html_indexes([out_dir])[0] if write_html else None
         if json_out:
-            emit_json(_summary_json(runner, metrics, out_dir, index))
+            emit_json(_summary_json(runner, metrics, out_dir, index), "predict")
             return
         _print_summary(runner, metrics, out_dir, index, html)
 

@@ -193,7 +193,7 @@ def _show_plan(repro: Any, outcome: Any, json_out: bool) -> None:
         emit_json({"runs": [{**e.model_dump(mode="json"), "state": outcome.states.get(e.name)} for e in rows],
                    "total": {"requests": total_requests, "tokens": total_tokens, "unknown": len(rows) - len(known)},
                    "spent": outcome.spent.model_dump(), "stopped": outcome.stopped,
-                   "notes": [*repro.notes(), ESTIMATES_NOTE]})
+                   "notes": [*repro.notes(), ESTIMATES_NOTE]}, "reproduce --plan")
         return
     planned = (*repro.plan.runs, *repro.plan.analyses)
     parts = {r.name: ", ".join(r.parts) for r in planned}
@@ -227,7 +227,8 @@ def _show_plan(repro: Any, outcome: Any, json_out: bool) -> None:
 def _show_outcome(outcome: Any, files: Any, json_out: bool) -> None:
     if json_out:
         emit_json({"complete": outcome.complete, "states": outcome.states, "errors": outcome.errors,
-                   "spent": outcome.spent.model_dump(), "report": str(files.markdown), "html": str(files.html)})
+                   "spent": outcome.spent.model_dump(), "report": str(files.markdown), "html": str(files.html)},
+                  "reproduce")
         return
     done = sum(1 for s in outcome.states.values() if s in ("finished", "empty"))
     empty = [n for n, s in outcome.states.items() if s == "empty"]

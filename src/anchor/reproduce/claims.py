@@ -165,9 +165,13 @@ def check_claim(claim: Claim, published: PublishedNumbers, ours: Lookup, our_run
     compared = _compared(slots)
     # A value that cannot stand for its cell leaves the claim unchecked whatever else is missing: say so first.
     unfit = list(dict.fromkeys(v.unfit for _, v in slots.values() if v is not None and v.unfit))
-    missing = [_name(c) + _by(s) for s, (c, v) in slots.items() if v is None or v.value is None]
-    if missing or unfit:
-        text = "; ".join([*unfit, *(["missing: " + ", ".join(dict.fromkeys(missing))] if missing else [])])
+    # A figure the runs hold no data for (an F1 of a class with no pair) is not a figure of 0: say why.
+    absent = list(dict.fromkeys(f"{v.absent} ({_name(c)}{_by(s)})" for s, (c, v) in slots.items()
+                                if v is not None and v.value is None and v.absent))
+    missing = [_name(c) + _by(s) for s, (c, v) in slots.items()
+               if (v is None or v.value is None) and not (v is not None and v.absent)]
+    if missing or unfit or absent:
+        text = "; ".join([*unfit, *absent, *(["missing: " + ", ".join(dict.fromkeys(missing))] if missing else [])])
         return ClaimCheck(claim, "not checked", text, paper, caveat, timed, compared)
     if claim.comparison in ("greater", "less"):
         return _compare(claim, slots, pairs, across, numbers, paper, caveat, timed, compared)

@@ -500,9 +500,13 @@ class Reproduction:
                        spent=est.spent_in(self.out_dir), stopped=stopped)
 
 
+#: The layout of ``DIR/state.json`` (docs/schemas.md).
+STATE_SCHEMA_VERSION = 1
+
+
 def write_state(out_dir: Path, outcome: Outcome) -> None:
     """``DIR/state.json``: where the reproduction stands (for scripts; the report says the same)."""
-    doc = {"complete": outcome.complete, "stopped": outcome.stopped, "interrupted": outcome.interrupted,
+    doc = {"schema_version": STATE_SCHEMA_VERSION, "complete": outcome.complete, "stopped": outcome.stopped, "interrupted": outcome.interrupted,
            "states": outcome.states,
            "errors": outcome.errors, "spent": outcome.spent.model_dump(),
            "estimates": [e.model_dump(mode="json") for e in outcome.estimates]}

@@ -69,7 +69,9 @@ def cell_rows(cells: Sequence[PublishedCell], ours: Ours, selection: Selection) 
         paper = cell.text() + ("" if cell.model in (selection.paper_model, "") or cell.table in ESTIMATOR_TABLES
                                else f" ({cell.model})")
         notes = []
-        if v is None or v.value is None:
+        if v is not None and v.value is None and v.absent:
+            notes.append(v.absent)
+        elif v is None or v.value is None:
             notes.append(ours.why_missing(cell))
         elif v.note:
             notes.append(v.note)

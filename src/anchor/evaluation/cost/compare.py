@@ -43,6 +43,15 @@ from anchor.evaluation.rundir import RunDirectory, Skipped
 from anchor.llm.ledger import CallRecord, busy_seconds
 from anchor.types import CriticalPath
 
+#: The layout of the comparison (``anchor cost --json``; docs/schemas.md). 1: per-row ``calls`` (requests sent
+#: with a known outcome, retries included) and each side's ``requests`` in that sense. 2: ``requests`` are
+#: logical requests and ``attempts`` what 1 called calls; ``calls`` is kept beside them, deprecated, with its
+#: version-1 meaning (the attempts), and goes in version 3.
+COST_SCHEMA_VERSION = 2
+#: Keys kept for one version under their old name, and what to read instead.
+DEPRECATED = {"calls": "the version-1 name of 'attempts' (requests sent with a known outcome, retries included; "
+                       "equal to 'requests' when no attempt failed); removed in schema_version 3: read 'attempts'"}
+
 #: Run settings that define a dataset slice: two runs compare only when all of them agree.
 SLICE_FIELDS = ("dataset", "data_sha256", "kind", "sample", "sample_seed", "limit", "balance_outcomes", "runs")
 
@@ -69,7 +78,9 @@ class Figures(BaseModel):
         return self.prompt_tokens + self.completion_tokens
 
     def scaled(self, by: float) -> dict[str, float]:
-        return {"requests": self.requests / by, "attempts": self.attempts / by, "prompt_tokens": self.prompt_tokens / by,
+        return {"requests": self.requests / by, "attempts": self.attempts / by,
+                "calls": self.attempts / by,  # deprecated: see DEPRECATED
+                "prompt_tokens": self.prompt_tokens / by,
                 "completion_tokens": self.completion_tokens / by, "tokens": self.tokens / by,
                 "seconds": self.seconds / by, "cache_hits": self.cache_hits / by, "interrupted": self.interrupted / by}
 
@@ -234,8 +245,8 @@ def compare(dir_a: Path, dir_b: Path) -> dict[str, Any]:
         out: dict[str, Any] = {"a": {k: round(v, 4) for k, v in xa.items()},
                                "b": {k: round(v, 4) for k, v in xb.items()}}
         # Of requests, not attempts: a server's faults add attempts, not requests.
-        out["ratio"] = {k: _ratio(xb[k], xa[k]) for k in ("requests", "prompt_tokens", "completion_tokens", "tokens",
-                                                          "seconds")}
+        out["ratio"] = {k: _ratio(xb[k], xa[k]) for k in ("requests", "calls", "prompt_tokens", "completion_tokens",
+                                                          "tokens", "seconds")}
         return out
 
     phases = {}
@@ -267,6 +278,8 @@ def compare(dir_a: Path, dir_b: Path) -> dict[str, Any]:
                 "busy_seconds": t.seconds}
 
     return {
+        "schema_version": COST_SCHEMA_VERSION,
+        "deprecated": dict(DEPRECATED),
         "slice": {"dataset": a.config.dataset, "kind": a.config.kind, "sample": a.config.sample,
                   "sample_seed": a.config.sample_seed, "limit": a.config.limit, "runs": a.config.runs,
                   "scenarios": a.n_scenarios},

@@ -24,6 +24,7 @@ from anchor.evaluation.report.names import (
     SMALL_WARNING,
 )
 from anchor.evaluation.report.runs import ReportedRun, row_labels, shared_line
+from anchor.evaluation.scores import missing_class
 
 
 def header_section(runs: Sequence[ReportedRun]) -> list[str]:
@@ -132,10 +133,23 @@ def pairwise_section(runs: Sequence[ReportedRun]) -> list[str]:
             "three classes; Coverage is the share of pairs with a prediction (no unknown side)."
         ]
         notes += [f"Scope (from metrics.json): {s}" for s in scopes]
+        notes += _missing_classes(group, labels)
         notes += _marks_footnotes(group)
         lines += [f"- {n}" for n in notes]
         lines.append("")
     return lines
+
+
+def _missing_classes(group: Sequence[ReportedRun], labels: dict[int, str], covered: bool = True) -> list[str]:
+    """Why a per-class F1 shows no value, where the reason is its class (no pair of it in the run)."""
+    reasons: dict[str, list[str]] = {}
+    for r in group:
+        for key, title in PAIRWISE_F1:
+            for variant, shown in ((key, title), *([(f"covered_{key}", f"{title} (covered)")] if covered else [])):
+                why = missing_class(r.m.runs, variant) if r.mean(variant) is None else None
+                if why is not None:
+                    reasons.setdefault(f"{shown}: {why}", []).append(labels[id(r)])
+    return [f"{text} ({', '.join(rows)}): its F1 is undefined, not 0, and shows {DASH}." for text, rows in reasons.items()]
 
 
 def decision_section(runs: Sequence[ReportedRun]) -> list[str]:
@@ -246,6 +260,9 @@ def ablation_section(runs: Sequence[ReportedRun]) -> list[str]:
         lines.append("")
         lines.append(f"- Δ = variant mean minus the full model's mean ({METRIC_WORDS[metric]}), from "
                      f"`{full.tag}`; {MINUS} is a drop, + a gain. Other cells are mean ± std over runs.")
+        if kind == "pairwise":
+            named = {**labels, id(full): "ANCHOR (full)"}
+            lines += [f"- {note}" for note in _missing_classes([*variants, full], named, covered=False)]
         if len(fulls) > 1:
             lines.append(f"- {len(fulls)} full ANCHOR runs match; the reference is the first given, "
                          f"`{full.tag}`.")

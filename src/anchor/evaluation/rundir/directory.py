@@ -210,6 +210,8 @@ class RunDirectory:
         return self._model(self.metrics_path, self._json(self.metrics_path), MetricsReport, "metrics report")
 
     def write_metrics(self, report: MetricsReport) -> Path:
+        """Write ``metrics.json`` in this version's layout (the schema version stamped on ``report``)."""
+        report.schema_version = names.SCHEMA_VERSION
         return write_atomic_stream(self.metrics_path, [report.model_dump_json(indent=2).encode("utf-8")])
 
     def read_sample(self) -> SampleRecord | None:
@@ -218,6 +220,8 @@ class RunDirectory:
             return None
         self.schema_version()
         data = self._json(self.sample_path, hint="; move it away to draw the sample again")
+        if isinstance(data, dict):  # the file's layout (schema 3 on), not part of the sample it records
+            data = {k: v for k, v in data.items() if k != "schema_version"}
         return self._model(self.sample_path, data, SampleRecord, "sample record",
                            hint="; move it away to draw the sample again")
 
@@ -231,7 +235,8 @@ class RunDirectory:
                 raise self.error(f"{self.sample_path} lists another sample than the one drawn now (seed {old.seed}, "
                                  f"{len(old.ids)} ids); use another --out, or move the file away")
             return self.sample_path
-        return write_atomic(self.sample_path, record.model_dump_json(indent=2))
+        stamped = {"schema_version": names.SCHEMA_VERSION, **record.model_dump(mode="json")}
+        return write_atomic(self.sample_path, json.dumps(stamped, indent=2))
 
     def read_calibration(self) -> RunCalibration | None:
         """``calibration.json`` (written by ``anchor calibrate report``); None when there is none."""
@@ -242,6 +247,7 @@ class RunDirectory:
                            "calibration summary")
 
     def write_calibration(self, summary: RunCalibration) -> Path:
+        summary.schema_version = names.SCHEMA_VERSION
         return write_atomic(self.calibration_path, summary.model_dump_json(indent=2) + "\n")
 
     # ------------------------------------------------------------------ predictions.jsonl

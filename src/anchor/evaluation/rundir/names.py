@@ -10,7 +10,9 @@ from __future__ import annotations
 #:    ``request_seconds`` and no ``stage``.
 #: 2. config.json records ``schema_version``; metrics.json's costs are ``StageCost`` records
 #:    (``stage`` and ``llm_seconds``), as the costs of predictions.jsonl always were.
-SCHEMA_VERSION = 2
+#: 3. metrics.json, sample.json and calibration.json record ``schema_version`` too (the layout they
+#:    were written in), so that each file read on its own says its version (docs/schemas.md).
+SCHEMA_VERSION = 3
 
 CONFIG = "config.json"
 PREDICTIONS = "predictions.jsonl"

@@ -333,8 +333,9 @@ class EvalRunner:
             return RayPool(setup, helpers, self.client.ledger, self.ray)
         if helpers > 1:
             return ProcessPool(setup, helpers, self.client.ledger)
+        # The embedder is made when a method first embeds: a run of a method that embeds nothing needs no MiniLM.
         return LocalPool(InstanceWorker(setup, client=self.client, estimator=self.estimator,
-                                        embedder=self._embedder))
+                                        embedder=lambda: self._embedder))
 
     def _watch(self, record: CallRecord) -> None:
         """Keep the progress line alive while requests fail and back off (nothing else moves then)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,10 +69,11 @@ class WorkerSetup:
 class InstanceWorker:
     """Answers (run, instance) pairs with the run's method. ``client``, ``estimator`` and ``embedder``
     may be handed in (the runner's own, when it answers in its own process); otherwise they are made
-    from the setup by :meth:`start`."""
+    from the setup by :meth:`start`. ``embedder`` is a function that gives it, called the first time a
+    method embeds: a method that embeds nothing (vanilla, CoT, ...) never needs the bundled MiniLM."""
 
     def __init__(self, setup: WorkerSetup, *, client: LLMClient | None = None, estimator: LLMClient | None = None,
-                 embedder: Embedder | None = None) -> None:
+                 embedder: Callable[[], Embedder] | None = None) -> None:
         self.setup = setup
         self.config = setup.config
         self.spec = METHODS[setup.config.method]
@@ -109,7 +110,7 @@ class InstanceWorker:
     @functools.cached_property
     def embedder(self) -> Embedder:
         """One embedder (and vector cache) for every space and run: a server's, or MiniLM (loaded on first use)."""
-        return self._given_embedder if self._given_embedder is not None else make_embedder(self.setup.settings)
+        return self._given_embedder() if self._given_embedder is not None else make_embedder(self.setup.settings)
 
     # ------------------------------------------------------------------ artefacts and methods
 
