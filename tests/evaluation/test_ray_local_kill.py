@@ -20,6 +20,7 @@ import pytest
 
 from anchor.evaluation.rundir import RunDirectory
 from anchor.evaluation.rundir.lines import JsonLines
+from anchor.evaluation.runner import ray_watchdog
 from anchor.evaluation.runner.pool import worker_of
 from anchor.evaluation.runner.ray_local import WORKERS_FOLDER, Journal, merge_journals
 from anchor.llm.ledger import CallRecord, total
@@ -220,3 +221,32 @@ def test_a_journal_is_merged_once_its_actor_is_gone_and_only_what_calls_jsonl_la
     calls.close()
     assert calls.read() == [received, *lost]
     assert not (tmp_path / WORKERS_FOLDER).exists()
+
+
+@linux_only
+@pytest.mark.parametrize("told", [True, False], ids=["session-told", "killed-before-ray-started"])
+def test_the_watchdog_ends_the_instance_processes_once_its_runner_ends(tmp_path, told):
+    """The watchdog's runner (here: this test, closing the pipe) ends: the watchdog kills the processes
+    that carry the instance's tag, and Ray's titled ones that hold a file in its session folder (found
+    by the runner's id when the runner died before it could say which), and no other."""
+    tag = f"{os.getpid()}-{os.urandom(4).hex()}"
+    session = tmp_path / f"session_2026-01-01_00-00-00_000000_{os.getpid()}"
+    session.mkdir()
+    tagged = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                              env={**os.environ, ray_watchdog.TAG_VARIABLE: tag})
+    # A Ray agent's title hides the environment; it writes a log in the session folder.
+    agent = subprocess.Popen(["bash", "-c", f'exec -a "ray::DashboardAgent" sleep 600 >> {session}/agent.log'])
+    stranger = subprocess.Popen(["bash", "-c", 'exec -a "ray::DashboardAgent" sleep 600'])
+    try:
+        watchdog = ray_watchdog.start(tag)
+        if told:
+            ray_watchdog.tell(watchdog, str(session))
+        assert watchdog.stdin is not None
+        watchdog.stdin.close()  # the runner's end
+        assert watchdog.wait(timeout=60) == 0  # it swept, then ended
+        assert (tagged.wait(timeout=60), agent.wait(timeout=60)) == (-signal.SIGKILL, -signal.SIGKILL)
+        assert stranger.poll() is None  # another instance's agent
+    finally:
+        for proc in (tagged, agent, stranger):
+            proc.kill()
+            proc.wait()

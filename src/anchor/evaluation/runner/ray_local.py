@@ -8,8 +8,9 @@ minute on the dead servers. So, with ``--ray local``:
 * every process of the instance carries a tag in its environment (:func:`tagged_environment`: the
   variable is set while ``ray.init`` starts the instance, and Ray's processes pass it on);
 * each actor watches its runner (:class:`RunnerWatch`): once the runner is gone it ends every process
-  of the instance (:func:`end_instance`), then itself; and it looks again as each request is about to
-  leave, so that no request leaves after the runner's death;
+  of the instance (``ray_watchdog.end_instance``), then itself; and it looks again as each request is
+  about to leave, so that no request leaves after the runner's death. A watchdog process the runner
+  starts with the instance does the same for a runner killed before its actors watch it;
 * each actor keeps its scratch folder (the artefacts it builds and is sent) in the run directory, not
   in ``/tmp``, beside a journal of its requests (:class:`Journal`), each record written before its
   request goes out. The runner reads its actors' records on a stream, and those in transit when it
@@ -28,7 +29,6 @@ import os
 import secrets
 import select
 import shutil
-import signal
 import threading
 import time
 from collections import Counter
@@ -38,10 +38,9 @@ from pathlib import Path
 from typing import NoReturn
 
 from anchor.evaluation.rundir.lines import JsonLines, Skipped
+from anchor.evaluation.runner.ray_watchdog import TAG_VARIABLE, end_instance
 from anchor.llm.ledger import CallRecord
 
-#: The environment variable that marks every process of a local Ray instance started by anchor.
-TAG_VARIABLE = "ANCHOR_RAY_LOCAL"
 #: The run directory's folder of actor scratch folders and journals (``--ray local``).
 WORKERS_FOLDER = ".ray-workers"
 #: How often a runner's liveness is polled where the system has no process file descriptors.
@@ -89,41 +88,6 @@ class LocalHome:
     def here(cls, run_dir: Path, tag: str | None, session: str | None) -> LocalHome:
         return cls(runner=os.getpid(), runner_started=_start_time(os.getpid()), tag=tag, session=session,
                    folder=Path(run_dir).resolve() / WORKERS_FOLDER)
-
-
-def _holds_file_in(pid: str, folder: str) -> bool:
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return False
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(folder):
-                return True
-    return False
-
-
-def end_instance(home: LocalHome) -> None:
-    """SIGKILL every other process of the runner's Ray instance (Linux; elsewhere nothing): those whose
-    environment carries its tag, and Ray's own titled processes (``ray::...``, whose title can overwrite
-    the environment /proc shows) that hold a file in its session folder."""
-    if not home.tag or not os.path.isdir("/proc"):
-        return
-    mark, me = f"{TAG_VARIABLE}={home.tag}".encode(), str(os.getpid())
-    session = home.session.rstrip("/") + "/" if home.session else None
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or pid == me:
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as fh:
-                ours = mark in fh.read().split(b"\0")
-            if not ours and session is not None:
-                with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                    ours = fh.read().startswith(b"ray::") and _holds_file_in(pid, session)
-            if ours:
-                os.kill(int(pid), signal.SIGKILL)
-        except OSError:
-            continue  # gone already, or another user's
 
 
 def _readable(fd: int, timeout_ms: int | None) -> bool:
@@ -177,7 +141,8 @@ class RunnerWatch:
         self.die()
 
     def die(self) -> NoReturn:
-        end_instance(self.home)
+        if self.home.tag is not None:
+            end_instance(self.home.tag, self.home.session)
         os._exit(1)
 
 

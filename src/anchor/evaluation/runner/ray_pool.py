@@ -28,6 +28,7 @@ from typing import Any
 from anchor.artefacts import ArtefactStore
 from anchor.evaluation.results import Prediction, TraceRecord
 from anchor.evaluation.rundir import RunDirectory
+from anchor.evaluation.runner import ray_watchdog
 from anchor.evaluation.runner.errors import EvalError
 from anchor.evaluation.runner.pool import (
     Answer,
@@ -67,6 +68,8 @@ def _ray() -> Any:
 
 #: The tag and session folder of the local Ray instance this process started (see ray_local).
 _local_instance: tuple[str | None, str | None] = (None, None)
+#: Its watchdog, kept for as long as this process lives (its pipe's end is the signal).
+_watchdogs: list[Any] = []
 
 
 def connect(address: str) -> Any:
@@ -79,8 +82,10 @@ def connect(address: str) -> Any:
     try:
         if address == "local":
             with tagged_environment() as tag:  # every process of the instance carries it
+                _watchdogs.append(ray_watchdog.start(tag))  # ends them all when this process ends
                 started = ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
             _local_instance = (tag, (getattr(started, "address_info", None) or {}).get("session_dir"))
+            ray_watchdog.tell(_watchdogs[-1], _local_instance[1])
         else:
             ray.init(address=address, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
