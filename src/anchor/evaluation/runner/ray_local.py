@@ -6,11 +6,11 @@ notice a second or two later, sending requests meanwhile, and its two agent proc
 minute on the dead servers. So, with ``--ray local``:
 
 * every process of the instance carries a tag in its environment (:func:`tagged_environment`: the
-  variable is set while ``ray.init`` starts the instance, and Ray's processes pass it on);
-* each actor watches its runner (:class:`RunnerWatch`): once the runner is gone it ends every process
-  of the instance (``ray_watchdog.end_instance``), then itself; and it looks again as each request is
-  about to leave, so that no request leaves after the runner's death. A watchdog process the runner
-  starts with the instance does the same for a runner killed before its actors watch it;
+  variable is set while ``ray.init`` starts the instance, and Ray's processes pass it on), and a
+  watchdog the runner starts with the instance ends them all once the runner has ended
+  (:mod:`anchor.evaluation.runner.ray_watchdog`);
+* each actor watches its runner (:class:`RunnerWatch`) and ends as soon as the runner has; it looks
+  again as each request is about to leave, so that no request leaves once the runner is gone;
 * each actor keeps its scratch folder (the artefacts it builds and is sent) in the run directory, not
   in ``/tmp``, beside a journal of its requests (:class:`Journal`), each record written before its
   request goes out. The runner reads its actors' records on a stream, and those in transit when it
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from anchor.evaluation.rundir.lines import JsonLines, Skipped
-from anchor.evaluation.runner.ray_watchdog import TAG_VARIABLE, end_instance
+from anchor.evaluation.runner.ray_watchdog import TAG_VARIABLE
 from anchor.llm.ledger import CallRecord
 
 #: The run directory's folder of actor scratch folders and journals (``--ray local``).
@@ -75,18 +75,15 @@ def _start_time(pid: int) -> str | None:
 @dataclass(frozen=True)
 class LocalHome:
     """What an actor of a ``--ray local`` instance is given about its runner: the runner's process
-    (id and start time), the instance's tag and session folder (None when this process did not start
-    the instance), and the run directory's folder for scratch folders."""
+    (id and start time), and the run directory's folder for scratch folders."""
 
     runner: int
     runner_started: str | None
-    tag: str | None
-    session: str | None
     folder: Path
 
     @classmethod
-    def here(cls, run_dir: Path, tag: str | None, session: str | None) -> LocalHome:
-        return cls(runner=os.getpid(), runner_started=_start_time(os.getpid()), tag=tag, session=session,
+    def here(cls, run_dir: Path) -> LocalHome:
+        return cls(runner=os.getpid(), runner_started=_start_time(os.getpid()),
                    folder=Path(run_dir).resolve() / WORKERS_FOLDER)
 
 
@@ -97,8 +94,8 @@ def _readable(fd: int, timeout_ms: int | None) -> bool:
 
 
 class RunnerWatch:
-    """An actor's watch on its runner: once the runner is gone, the instance's processes and the actor
-    end (:meth:`die`). A thread waits for the runner's end; :meth:`check` looks at once."""
+    """An actor's watch on its runner: once the runner is gone, the actor ends (:meth:`die`). A thread
+    waits for the runner's end; :meth:`check` looks at once."""
 
     def __init__(self, home: LocalHome) -> None:
         self.home = home
@@ -141,9 +138,7 @@ class RunnerWatch:
         self.die()
 
     def die(self) -> NoReturn:
-        if self.home.tag is not None:
-            end_instance(self.home.tag, self.home.session)
-        os._exit(1)
+        os._exit(1)  # at once: the runner's watchdog ends the instance's other processes
 
 
 class Journal:

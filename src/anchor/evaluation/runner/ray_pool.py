@@ -66,16 +66,14 @@ def _ray() -> Any:
     return ray
 
 
-#: The tag and session folder of the local Ray instance this process started (see ray_local).
-_local_instance: tuple[str | None, str | None] = (None, None)
-#: Its watchdog, kept for as long as this process lives (its pipe's end is the signal).
+#: The watchdog of the local Ray instance this process started, kept for as long as this process
+#: lives (its pipe's end is the signal).
 _watchdogs: list[Any] = []
 
 
 def connect(address: str) -> Any:
     """Ray, connected: to a running instance already in this process, to the cluster at ``address``
     ('auto': the one ``ray start`` began on this machine), or to a new local one ('local')."""
-    global _local_instance
     ray = _ray()
     if ray.is_initialized():
         return ray
@@ -84,8 +82,7 @@ def connect(address: str) -> Any:
             with tagged_environment() as tag:  # every process of the instance carries it
                 _watchdogs.append(ray_watchdog.start(tag))  # ends them all when this process ends
                 started = ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
-            _local_instance = (tag, (getattr(started, "address_info", None) or {}).get("session_dir"))
-            ray_watchdog.tell(_watchdogs[-1], _local_instance[1])
+            ray_watchdog.tell(_watchdogs[-1], (getattr(started, "address_info", None) or {}).get("session_dir"))
         else:
             ray.init(address=address, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -170,7 +167,7 @@ class RayPool:
         self.courier = ArtefactCourier(setup)
         self.setup = concurrency_share(setup, self.workers)
         # On this machine: the actors watch this process and use the run directory for scratch.
-        self.home = LocalHome.here(setup.artefacts, *_local_instance) if address == "local" else None
+        self.home = LocalHome.here(setup.artefacts) if address == "local" else None
         self.run_dir = RunDirectory(setup.artefacts, error=EvalError)
         self._actors: list[Any] = []
         self._readers: list[asyncio.Task[None]] = []
