@@ -10,11 +10,15 @@ no shared file system, only the same LLM endpoint.
 An actor that dies (its node lost, its process killed) is started again by Ray; the instances it
 was answering are sent again, with their scenario's artefacts, and only the first answer of an
 instance is ever written. Requests the lost actor had made stay in the call log: they were sent.
+
+With ``--ray local`` the actors go with the runner, keep their scratch folders in the run directory
+and journal their requests there (:mod:`anchor.evaluation.runner.ray_local`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import tempfile
@@ -23,6 +27,8 @@ from typing import Any
 
 from anchor.artefacts import ArtefactStore
 from anchor.evaluation.results import Prediction, TraceRecord
+from anchor.evaluation.rundir import RunDirectory
+from anchor.evaluation.runner import ray_watchdog
 from anchor.evaluation.runner.errors import EvalError
 from anchor.evaluation.runner.pool import (
     Answer,
@@ -31,6 +37,13 @@ from anchor.evaluation.runner.pool import (
     concurrency_share,
     replay,
     worker_of,
+)
+from anchor.evaluation.runner.ray_local import (
+    Journal,
+    LocalHome,
+    RunnerWatch,
+    merge_journals,
+    tagged_environment,
 )
 from anchor.evaluation.runner.worker import Instance, WorkerSetup
 from anchor.llm.ledger import CallRecord, CostLedger
@@ -53,6 +66,11 @@ def _ray() -> Any:
     return ray
 
 
+#: The watchdog of the local Ray instance this process started, kept for as long as this process
+#: lives (its pipe's end is the signal).
+_watchdogs: list[Any] = []
+
+
 def connect(address: str) -> Any:
     """Ray, connected: to a running instance already in this process, to the cluster at ``address``
     ('auto': the one ``ray start`` began on this machine), or to a new local one ('local')."""
@@ -61,7 +79,10 @@ def connect(address: str) -> Any:
         return ray
     try:
         if address == "local":
-            ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
+            with tagged_environment() as tag:  # every process of the instance carries it
+                _watchdogs.append(ray_watchdog.start(tag))  # ends them all when this process ends
+                started = ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
+            ray_watchdog.tell(_watchdogs[-1], (getattr(started, "address_info", None) or {}).get("session_dir"))
         else:
             ray.init(address=address, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -72,10 +93,17 @@ def connect(address: str) -> Any:
 
 class _ActorWorker:
     """The Ray actor: an instance worker kept alive between instances (Ray makes it remote). Its
-    requests leave through :meth:`calls`, a stream the runner reads for the actor's whole life."""
+    requests leave through :meth:`calls`, a stream the runner reads for the actor's whole life.
+    Given ``home`` (``--ray local``), it ends with its runner and journals its requests."""
 
-    def __init__(self, setup: WorkerSetup) -> None:
-        self.remote = RemoteWorker(setup, Path(tempfile.mkdtemp(prefix="anchor-ray-worker-")))
+    def __init__(self, setup: WorkerSetup, home: LocalHome | None = None) -> None:
+        self.watch = RunnerWatch(home) if home is not None else None
+        self.journal = Journal(home.folder) if home is not None else None
+        if self.journal is not None:
+            scratch = self.journal.scratch  # in the run directory, not in /tmp
+        else:
+            scratch = Path(tempfile.mkdtemp(prefix="anchor-ray-worker-"))  # a node of a cluster
+        self.remote = RemoteWorker(setup, scratch)
         self.records: asyncio.Queue[str] | None = None
         self.made = 0
         self._starting: asyncio.Task[None] | None = None
@@ -88,6 +116,10 @@ class _ActorWorker:
 
     def _made(self, record: CallRecord) -> None:
         assert self.records is not None
+        if self.watch is not None and record.outcome == "sent":
+            self.watch.check()  # the request is about to leave: not once the runner is gone
+        if self.journal is not None:
+            self.journal.write(record)  # before the request leaves: a killed runner still counts it
         self.made += 1
         self.records.put_nowait(record.model_dump_json())
 
@@ -113,7 +145,10 @@ class _ActorWorker:
     async def close(self) -> None:
         """Close the worker's clients and remove the scratch folder (Ray's kill would leave it behind)."""
         await self.remote.close()
-        shutil.rmtree(self.remote.scratch, ignore_errors=True)
+        if self.journal is not None:
+            self.journal.remove()  # the runner has every record (it settled first)
+        else:
+            shutil.rmtree(self.remote.scratch, ignore_errors=True)
 
     async def answer(self, run: int, inst: Instance, rank: int, artefacts: dict[str, dict[str, str]] | None) -> Any:
         await self._start()
@@ -131,14 +166,18 @@ class RayPool:
         self.ledger = ledger
         self.courier = ArtefactCourier(setup)
         self.setup = concurrency_share(setup, self.workers)
+        # On this machine: the actors watch this process and use the run directory for scratch.
+        self.home = LocalHome.here(setup.artefacts) if address == "local" else None
+        self.run_dir = RunDirectory(setup.artefacts, error=EvalError)
         self._actors: list[Any] = []
         self._readers: list[asyncio.Task[None]] = []
         self._received: list[int] = []
 
     async def start(self) -> None:
+        self._merge_journals()  # those of a killed runner's actors
         actor = self.ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=ACTOR_CONCURRENCY,
                                 num_cpus=1)(_ActorWorker)
-        self._actors = [actor.remote(self.setup) for _ in range(self.workers)]
+        self._actors = [actor.remote(self.setup, self.home) for _ in range(self.workers)]
         self._received = [0] * self.workers
         self._readers = [asyncio.ensure_future(self._read_calls(i)) for i in range(self.workers)]
 
@@ -198,7 +237,19 @@ class RayPool:
 
     async def settle(self) -> None:
         """Wait until every request record the actors have made has reached the runner's ledger (they
-        come on a stream of their own, so an answer can arrive before its last requests' records)."""
+        come on a stream of their own, so an answer can arrive before its last requests' records), and
+        add those of actors lost on the way from their journals."""
+        await self._received_all()
+        self._merge_journals()
+
+    def _merge_journals(self) -> None:
+        if self.home is not None:
+            try:
+                merge_journals(self.home.folder, self.run_dir.calls)
+            finally:
+                self.run_dir.calls.close()
+
+    async def _received_all(self) -> None:
         for index, actor in enumerate(self._actors):
             try:
                 made = await actor.count.remote()
@@ -208,7 +259,7 @@ class RayPool:
                 await asyncio.sleep(0.05)
 
     async def close(self) -> None:
-        await self.settle()
+        await self._received_all()
         for reader in self._readers:
             reader.cancel()
         for actor in self._actors:
@@ -218,3 +269,6 @@ class RayPool:
                 pass  # lost, with its folder: nothing to tidy
             self.ray.kill(actor)
         self._actors, self._readers = [], []
+        if self.home is not None:
+            with contextlib.suppress(OSError):
+                self.home.folder.rmdir()  # the actors removed their own folders and journals
