@@ -126,6 +126,26 @@ def test_the_same_cases_without_labels_as_json_lines_give_the_same_probabilities
     assert json.loads(result.stdout)["metrics"] is None
 
 
+def test_a_true_probability_column_is_kept_with_each_rows_prediction(tmp_path):
+    # The cases of a synthetic world carry the true P(outcome1): the run keeps it, so that it can be scored
+    # against the truth without the cases file. A row without one keeps none.
+    cases = tmp_path / "cases.jsonl"
+    truth = {}
+    with cases.open("w", encoding="utf-8") as fh:
+        for i, (s, cond, _, _) in enumerate(CASES):
+            scen, o1, o2 = SCENARIOS[s]
+            truth[f"case-{i}"] = None if i == 3 else round(0.05 + 0.07 * i, 2)
+            fh.write(json.dumps({"id": f"case-{i}", "scenario": scen, "outcome1": o1, "outcome2": o2,
+                                 "condition": cond, "Truth": truth[f"case-{i}"]}) + "\n")
+    with FakeOpenAIServer(responder=vanilla) as server:
+        result = predict(server, tmp_path, cases, tmp_path / "run", "--method", "vanilla", "--column",
+                         "p_true=Truth")
+        assert result.exit_code == 0, result.output
+    records = read_jsonl(tmp_path / "run" / "predictions.jsonl")
+    assert {r["id"]: r["p_true"] for r in records} == truth
+    assert all(Prediction.model_validate(r).p_true == truth[r["id"]] for r in records)
+
+
 BAD = [
     "k1,S,O1,O2,fine condition one,1",
     "k2,S,,O2,an empty outcome,1",

@@ -194,6 +194,7 @@ class PredictRunner(EvalRunner):
         assert self.pool is not None
         pred, trace_records = await self.pool.answer(0, inst, row.group, rank)
         pred.line = row.line
+        pred.p_true = row.p_true
         for t in trace_records:
             traces.append(t)
         journal.append(pred)
