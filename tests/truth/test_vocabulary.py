@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 
 from anchor.truth.generate import generate_worlds
-from anchor.truth.vocabulary import DISTRACTORS, DOMAINS, FILLERS, PLAIN_TEMPLATES, SENTENCE_FRAMES, bank_digest
+from anchor.truth.vocabulary import (
+    DISTRACTORS,
+    DOMAINS,
+    FILLERS,
+    PLAIN_TEMPLATES,
+    SENTENCE_FRAMES,
+    bank_digest,
+)
 
 #: Below this cosine two factor texts are not near-duplicates (ANCHOR's own dedup threshold is 0.85 too).
 NEAR_DUPLICATE = 0.85
