@@ -53,6 +53,8 @@ def truth_section(runs: Sequence[ReportedRun]) -> list[str]:
         "label drawn from the truth. Bayes decision: how often the estimate falls on the same side of 0.5 as "
         "the truth, over the answered rows that are not Ties (an estimate of exactly 0.5, or a truth of 0.5).",
     ]
+    if len({s.n for _, s in scored}) > 1:
+        notes.append("Each run is scored over its own rows with a true probability (their numbers differ).")
     for r, s in scored:
         missing = [f"{column} ({getattr(s, key).reason})" for column, key in COLUMNS
                    if getattr(s, key).value is None]
