@@ -4,8 +4,11 @@ the truth with pen and paper (the conditions' p_true are then computed by exact 
 
 from __future__ import annotations
 
+from anchor.llm.client import LLMClient
 from anchor.truth import exact
+from anchor.truth.simulate import SimErrors, SimulatedBackend, SimulatedLLM
 from anchor.truth.world import Variable, World, WorldCondition, WorldFactor, WorldFile, WorldLatent
+from anchor.types import Scenario
 
 # --------------------------------------------------------------------------- a naive-Bayes world
 
@@ -142,3 +145,15 @@ def latent_world(world_id: str = "latent-tablets") -> World:
 def world_file(*worlds: World) -> WorldFile:
     return WorldFile(generator={"by": "hand (tests/truth/sim_worlds.py)"}, worlds=list(worlds) or [nb_world(),
                                                                                                      latent_world()])
+
+
+def sim_client(*worlds: World, errors: object = None, seed: int = 0, client_seed: int = 0) -> LLMClient:
+    """An ``LLMClient`` on the in-process simulated LLM of ``worlds`` (default: both hand-made ones);
+    ``errors`` None is no error at all."""
+    chosen = SimErrors.zero() if errors is None else errors
+    assert isinstance(chosen, SimErrors)
+    return LLMClient(SimulatedBackend(SimulatedLLM(world_file(*worlds), chosen, seed=seed)), seed=client_seed)
+
+
+def scenario_of(world: World) -> Scenario:
+    return Scenario(text=world.scenario, outcome1=world.outcome1, outcome2=world.outcome2)

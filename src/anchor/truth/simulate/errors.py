@@ -23,9 +23,10 @@ import hashlib
 import json
 import math
 import random
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 #: Where a probability with step 0 is kept: strictly inside (0, 1), as an LLM never states 0 or 1
 #: through this curve (and a log-probability of 0 or 1 would be infinite).
@@ -145,3 +146,74 @@ def request_rng(seed: int, world_id: str, stage: str, messages: list[dict[str, s
                 schema: dict[str, Any] | None, request_seed: int | None, purpose: str) -> random.Random:
     """A random source for one request's draws of one kind (``purpose``)."""
     return random.Random(_digest(["request", seed, world_id, stage, messages, schema, request_seed, purpose]))
+
+
+# --------------------------------------------------------------------------- errors from files and flags
+
+#: The schema version an errors file may state (a file without one is read as this version).
+ERRORS_SCHEMA_VERSION = 1
+
+
+class SimErrorsInvalid(ValueError):
+    """Errors that cannot be read: a file that is not a SimErrors object, or a setting that is not one."""
+
+
+def errors_from(base: SimErrors, data: dict[str, Any], where: str) -> SimErrors:
+    """``base`` with the settings in ``data`` (field -> value; a curve as an object of its own fields)."""
+    merged = base.model_dump()
+    for name, value in data.items():
+        if name not in SimErrors.model_fields:
+            raise SimErrorsInvalid(f"{where}: unknown error parameter {name!r} (known: "
+                                   f"{', '.join(SimErrors.model_fields)})")
+        if isinstance(value, dict) and isinstance(merged.get(name), dict):
+            merged[name] = {**merged[name], **value}
+        else:
+            merged[name] = value
+    try:
+        return SimErrors.model_validate(merged)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise SimErrorsInvalid(f"{where}: {field}: {first['msg']}") from None
+
+
+def load_errors(path: str, base: SimErrors | None = None) -> SimErrors:
+    """Errors from a JSON file holding some or all of SimErrors' fields (the rest from ``base``,
+    else the defaults); an optional ``schema_version`` must be this version's."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SimErrorsInvalid(f"--errors {path}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SimErrorsInvalid(f"--errors {path}: not a readable JSON file ({exc})") from None
+    if not isinstance(data, dict):
+        raise SimErrorsInvalid(f"--errors {path}: an errors file is a JSON object of error parameters")
+    version = data.pop("schema_version", ERRORS_SCHEMA_VERSION)
+    if version != ERRORS_SCHEMA_VERSION:
+        raise SimErrorsInvalid(f"--errors {path}: schema_version {version!r}, this anchor reads "
+                               f"{ERRORS_SCHEMA_VERSION}")
+    return errors_from(base or SimErrors(), data, f"--errors {path}")
+
+
+def errors_with_settings(base: SimErrors, settings: list[str]) -> SimErrors:
+    """``base`` with ``NAME=VALUE`` settings (``--set factor_recall=0.5``, ``--set direct_curve.noise=0.8``);
+    values are read as JSON where they parse (numbers), else as text (``phi_reading=latent-link``)."""
+    data: dict[str, Any] = {}
+    for setting in settings:
+        name, sep, raw = setting.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or not name:
+            raise SimErrorsInvalid(f"--set {setting!r}: expected NAME=VALUE, e.g. --set factor_recall=0.5")
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw.strip()
+        field, dot, part = name.partition(".")
+        if dot:
+            data.setdefault(field, {})
+            if not isinstance(data[field], dict):
+                raise SimErrorsInvalid(f"--set {setting!r}: {field} was set whole and by part")
+            data[field][part] = value
+        else:
+            data[field] = value
+    return errors_from(base, data, "--set")

@@ -18,7 +18,7 @@ import json
 import math
 from typing import Any
 
-from anchor.llm.base import Message, MultiCompletion, RawCompletion
+from anchor.llm.base import Message, MultiCompletion, RawCompletion, TokenLogprob
 from anchor.truth.simulate import baselines, bird, stages
 from anchor.truth.simulate.core import Handler, Simulator
 from anchor.truth.simulate.errors import SimErrors
@@ -33,6 +33,18 @@ def model_name(worlds: WorldFile, errors: SimErrors, seed: int) -> str:
     """``sim-`` and a digest of what the answers depend on: the worlds, the errors and the seed."""
     blob = json.dumps([worlds.model_dump(mode="json"), errors.model_dump(mode="json"), seed], sort_keys=True)
     return "sim-" + hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
+
+
+def _trimmed(logprobs: list[TokenLogprob] | None, top: int | None) -> list[TokenLogprob] | None:
+    """The log-probabilities asked for: none without ``top_logprobs``, else the ``top`` likeliest
+    alternatives at each position (as a server lists them)."""
+    if logprobs is None or top is None:
+        return None
+    out = []
+    for item in logprobs:
+        best = sorted(item.top.items(), key=lambda kv: -kv[1])[:max(0, top)]
+        out.append(item.model_copy(update={"top": dict(best)}))
+    return out
 
 
 def _tokens(text: str) -> int:
@@ -65,8 +77,7 @@ class SimulatedLLM:
         assert text is not None
         prompt = sum(len(m["content"]) for m in req.messages)
         return RawCompletion(text=text, finish_reason="stop", prompt_tokens=max(1, math.ceil(prompt / 4)),
-                             completion_tokens=_tokens(text),
-                             logprobs=reply.logprobs if top_logprobs is not None else None)
+                             completion_tokens=_tokens(text), logprobs=_trimmed(reply.logprobs, top_logprobs))
 
     def answers(self, messages: list[dict[str, Any]], *, n: int, json_schema: dict[str, Any] | None = None,
                 max_tokens: int = 512, seed: int | None = None, top_logprobs: int | None = None
