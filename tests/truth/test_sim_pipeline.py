@@ -115,3 +115,28 @@ def test_the_network_with_the_posterior_reading_is_the_closed_form(embedder: Any
     # and it is not the truth: c4's three factors of one latent, read as P(O1 | f), overstate the evidence
     c4 = next(r for c, r in checked if c.id == "c4")
     assert abs(c4.cbn - LAT.conditions[3].p_true) > 0.05
+
+
+def test_bird_on_anchor_maps_onto_the_space_and_trains_on_it(nb_run: tuple[Any, list[Any]]) -> None:
+    """BIRD's mapping over ANCHOR's factors (one-value slots) and its CPT trained on them, under zero
+    error: every stated condition maps to exactly its present factors, and the transplanted CPT leans
+    the truth's way wherever the truth leans clearly."""
+    import asyncio
+
+    from anchor.bird.transplant import map_condition_on_space, train_on_space, transplant_probability
+
+    space, _ = nb_run
+    client = LLMClient(SimulatedBackend(SimulatedLLM(world_file(), SimErrors.zero(), seed=0)), seed=0)
+    id_of = {f.text: f.id for f in space.factors}
+
+    async def run() -> tuple[list[list[str]], Any]:
+        mapped = [(await map_condition_on_space(client, space, c.text))[0] for c in NB.conditions if c.present]
+        return mapped, await train_on_space(client, space, mapped)
+
+    mapped, model = asyncio.run(run())
+    stated = [c for c in NB.conditions if c.present]
+    for cond, ids in zip(stated, mapped, strict=True):
+        assert sorted(ids) == sorted(id_of[NB.factor(f).text] for f in cond.present), cond.id
+        p = transplant_probability(model, ids).p_outcome1
+        if abs(cond.p_true - 0.5) >= 0.1:
+            assert p is not None and (p > 0.5) == (cond.p_true > 0.5), cond.id

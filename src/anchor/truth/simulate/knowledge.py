@@ -12,8 +12,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TypeVar
 
 from anchor.truth import exact
 from anchor.truth.simulate.errors import SimErrors, world_rng
@@ -21,12 +23,32 @@ from anchor.truth.simulate.invented import INVENTED
 from anchor.truth.world import OUTCOME, World
 
 #: What ``anchor.llm.context`` puts where it cut a long field (taken off before a condition is read).
+T = TypeVar("T")
 _OMISSION = re.compile(r"\s*\[\.\.\. [\d,]+ characters omitted \.\.\.\]\s*$")
 
 
 def key(text: str) -> str:
     """What two spellings of one factor share (case and spacing aside)."""
     return " ".join(text.casefold().split())
+
+
+def find_phrases(text: str, phrases: Iterable[tuple[str, T]]) -> list[tuple[int, T]]:
+    """(position, item) for each phrase found in ``text`` (case aside), longest phrases first: a phrase
+    inside a longer one's match is not found again there. In order of position."""
+    folded = text.casefold()
+    taken: list[tuple[int, int]] = []
+    found: list[tuple[int, T]] = []
+    for phrase, item in sorted(phrases, key=lambda p: -len(p[0])):
+        needle = " ".join(phrase.casefold().split())
+        at = folded.find(needle) if needle else -1
+        while at >= 0:
+            span = (at, at + len(needle))
+            if not any(a < span[1] and span[0] < b for a, b in taken):
+                taken.append(span)
+                found.append((at, item))
+                break
+            at = folded.find(needle, at + 1)
+    return sorted(found, key=lambda f: f[0])
 
 
 @dataclass(frozen=True)
@@ -62,6 +84,11 @@ class WorldKnowledge:
         self.known: list[Entry] = [self.real[i] for i in known] + invented
         self._by_key: dict[str, Entry] = {key(e.text): e for e in [*self.real, *invented]}
 
+    @property
+    def entries(self) -> list[Entry]:
+        """Every factor it recognises: the world's, then its inventions."""
+        return list(self._by_key.values())
+
     def lookup(self, text: str) -> Entry | None:
         """The factor with this text (any world factor, or one of the LLM's inventions)."""
         return self._by_key.get(key(text))
@@ -88,6 +115,10 @@ class WorldKnowledge:
     def p_outcome1(self, present: list[str]) -> float:
         """The true P(O1 | these factors present)."""
         return exact.p_outcome1(self.world, sorted(set(present)))
+
+    def p_given(self, evidence: dict[str, int]) -> float:
+        """The true P(O1 | factors set present (1) or absent (0))."""
+        return exact.joint(self.world).conditional({OUTCOME: 1}, evidence)
 
     # ------------------------------------------------------------------ factors
 

@@ -27,7 +27,7 @@ import re
 from collections import Counter
 
 from anchor.truth.simulate.core import Handler, Reply, Simulator, number
-from anchor.truth.simulate.knowledge import Entry, WorldKnowledge, key
+from anchor.truth.simulate.knowledge import Entry, WorldKnowledge, find_phrases, key
 from anchor.truth.simulate.recognise import Request, bullet_lines, keyed_lines, numbered_lines
 
 LABEL_FOR = 0.55
@@ -87,28 +87,16 @@ def _all_known(sim: Simulator) -> list[Entry]:
     for world in sim.worlds.worlds:
         for entry in sim.knowledge(world).known:
             seen.setdefault(key(entry.text), entry)
-    return sorted(seen.values(), key=lambda e: -len(e.text))
+    return list(seen.values())
 
 
 def extract_factors(sim: Simulator, req: Request) -> Reply:
     sentences = numbered_lines(req.fields["sentences"], req.name)
-    found: list[tuple[int, int, str]] = []  # (sentence, position, text)
-    entries = _all_known(sim)
-    for si, sentence in enumerate(sentences):
-        folded = sentence.casefold()
-        taken: list[tuple[int, int]] = []
-        for entry in entries:  # longest first: a factor inside a longer one's text is not found twice
-            needle = entry.text.casefold()
-            at = folded.find(needle)
-            while at >= 0:
-                span = (at, at + len(needle))
-                if not any(a < span[1] and span[0] < b for a, b in taken):
-                    taken.append(span)
-                    found.append((si, at, entry.text))
-                    break
-                at = folded.find(needle, at + 1)
-    texts = list(dict.fromkeys(text for _, _, text in sorted(found)))
-    return Reply({"factors": texts or [NOTHING_FOUND]})
+    phrases = [(e.text, e.text) for e in _all_known(sim)]
+    texts: list[str] = []
+    for sentence in sentences:
+        texts.extend(text for _, text in find_phrases(sentence, phrases))
+    return Reply({"factors": list(dict.fromkeys(texts)) or [NOTHING_FOUND]})
 
 
 def validate_factors(sim: Simulator, req: Request) -> Reply:
