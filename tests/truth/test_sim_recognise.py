@@ -109,3 +109,9 @@ def test_a_schema_spelt_out_in_the_system_message_is_the_same_request() -> None:
     hinted = llm.answer(_with_schema_hint(messages, schema), json_schema=None, seed=9)
     assert hinted.text == plain.text
     assert json.loads(plain.text) != json.loads(llm.answer(messages, json_schema=schema, seed=10).text)
+
+
+def test_every_recognised_prompt_has_an_answer() -> None:
+    from anchor.truth.simulate.llm import HANDLERS
+
+    assert set(HANDLERS) == {t.name for group in TEMPLATES.values() for t in group}
