@@ -1,8 +1,9 @@
 """``anchor truth``: synthetic worlds whose true probabilities are known, and runs scored against them.
 
-``make`` writes a world file (and its cases file for ``anchor predict``); ``score`` scores a finished
-run whose rows carry the truth. Each command is one function registered on :data:`app`; a new one
-(the simulated LLM's server, the benchmark) is another function and one ``app.command`` line.
+``make`` writes a world file (and its cases file for ``anchor predict``); ``serve`` answers from it as an
+OpenAI-compatible server (:mod:`anchor.cli.truth_serve`); ``score`` scores a finished run whose rows carry
+the truth. Each command is one function registered on :data:`app`; a new one is another function and one
+``app.command`` line.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import typer
 from anchor.cli.build import JsonOut
 from anchor.cli.console import emit_json, err, fail, friendly_errors, out
 from anchor.cli.options import WorldOptions, expand_options, opt
+from anchor.cli.truth_serve import serve_command
 from anchor.files import check_destination
 
 # The machinery a command drives is imported inside the command, to keep start-up light: see anchor.cli.
@@ -121,3 +123,4 @@ def _score_lines(run: str, scores: object) -> list[str]:
 
 app.command("make")(make_command)
 app.command("score")(score_command)
+app.command("serve")(serve_command)
