@@ -126,7 +126,8 @@ class PredictRunner(EvalRunner):
             calls.close()
         self._tick(force=True)
         d.order_predictions(key=lambda record: int(record.get("line") or 0))
-        self.table_path = write_table(d, self.table, calibrated=self.calibrator is not None)
+        truth = self.summary is not None and "p_true" in self.summary.columns_used
+        self.table_path = write_table(d, self.table, calibrated=self.calibrator is not None, truth=truth)
         # Leniently: the run's answers are all in; a damaged line of the call log costs its figures only,
         # and metrics.json says so.
         damaged = Skipped()
