@@ -36,7 +36,7 @@ from anchor.evaluation.runner import EvalRunner, instance_slots
 from anchor.evaluation.runner.loop import Instance
 from anchor.evaluation.runner.worker import WorkerSetup
 from anchor.llm.ledger import CallRecord
-from anchor.llm.settings import LLMSettings
+from anchor.llm.settings import BackendFactory, LLMSettings
 from anchor.predict.config import CasesInput
 from anchor.predict.export import TableFormat, write_table
 from anchor.progress import ProgressEvent, Reporter, silent
@@ -62,10 +62,11 @@ class PredictRunner(EvalRunner):
         table: TableFormat = "jsonl",
         workers: int = 1,
         ray: str | None = None,
+        backends: BackendFactory | None = None,
     ) -> None:
         super().__init__(config, out_dir, settings=settings, anchor_config=anchor_config, report=report,
                          retry_failed=retry_failed, estimator_settings=estimator_settings, calibrator=calibrator,
-                         workers=workers, ray=ray)
+                         workers=workers, ray=ray, backends=backends)
         self.cases = cases
         self.strict = strict
         self.table = table
