@@ -78,7 +78,7 @@ def recorded(embedder: Any) -> list[dict[str, Any]]:
         for c in NB.conditions:
             await bird.estimate(model, c.text)
             await relaxed.estimate(model, c.text)
-        for name, estimate in baselines.ESTIMATORS.items():
+        for estimate in baselines.ESTIMATORS.values():
             for c in NB.conditions[:3]:
                 await estimate(client, scenario_of(NB), c.text, 1)
         await baselines.compare(client, scenario_of(NB), NB.outcome1, NB.conditions[0].text, NB.conditions[2].text)
