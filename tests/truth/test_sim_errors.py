@@ -283,3 +283,50 @@ def test_errors_from_settings_and_files(tmp_path: Any) -> None:
     path.write_text(json.dumps({"schema_version": 9}))
     with pytest.raises(SimErrorsInvalid, match="schema_version 9"):
         load_errors(str(path))
+
+
+def test_a_generated_worlds_inventions_are_its_own_domains_factors_it_does_not_use() -> None:
+    from anchor.truth.generate import generate_worlds
+    from anchor.truth.simulate.knowledge import WorldKnowledge, invention_pool
+    from anchor.truth.simulate.invented import INVENTED
+    from anchor.truth.vocabulary import DOMAINS
+
+    file = generate_worlds("all", 2, seed=3, n_conditions=6)
+    for world in file.worlds:
+        domain = next(d for d in DOMAINS if d.outcome1 == world.outcome1 and d.outcome2 == world.outcome2)
+        bank = {w.text: th.name for th in domain.themes for w in th.factors}
+        used = {f.text for f in world.factors}
+        pool = invention_pool(world)
+        # plausible but absent: every unused factor of the world's domain, with its theme, and nothing else
+        assert {(e.text, e.theme) for e in pool} == {(t, th) for t, th in bank.items() if t not in used}
+        knows = WorldKnowledge(world, SimErrors(hallucination_rate=0.4), seed=1)
+        invented = [e for e in knows.known if e.invented]
+        assert len(invented) == min(len(pool), round(0.4 * len(world.factors))) > 0
+        assert all(e.text in bank and e.text not in used for e in invented)
+        # the same seed invents the same ones; another seed may not
+        again = WorldKnowledge(world, SimErrors(hallucination_rate=0.4), seed=1)
+        assert [e.text for e in again.known] == [e.text for e in knows.known]
+    seeds = {tuple(e.text for e in WorldKnowledge(file.worlds[0], SimErrors(hallucination_rate=0.4), seed=s).known
+                   if e.invented) for s in range(6)}
+    assert len(seeds) > 1
+    # a hand-made world, from no domain of the bank, invents from the unrelated phrases
+    assert {(e.theme, e.text) for e in invention_pool(NB)} <= set(INVENTED)
+
+
+def test_an_invented_factor_is_grouped_with_the_real_ones_of_its_theme() -> None:
+    from anchor.truth.generate import generate_worlds
+    from anchor.truth.world import WorldFile
+
+    world = next(w for w in generate_worlds("latent", 1, seed=5, n_conditions=6).worlds)
+    llm = SimulatedLLM(WorldFile(generator={}, worlds=[world]), SimErrors.zero().model_copy(
+        update={"hallucination_rate": 0.5}), seed=0)
+    knows = llm._sim.knowledge(world)
+    invented = [e for e in knows.known if e.invented and e.theme in knows.theme_latent]
+    assert invented  # some inventions come from a theme the world uses
+    texts = [e.text for e in knows.known]
+    answer = ask(llm, prompts.DISCOVER_LATENTS, prompts.latent_partition_schema(tuple(texts), 4), 0,
+                 scenario=world.scenario, factors="\n".join(f"- {t}" for t in texts), max_latents=4)
+    group_of = {t: g["name"] for g in answer["latents"] for t in g["factors"]}
+    for e in invented:
+        real = next(r for r in knows.real if r.theme == e.theme and r.text in group_of)
+        assert group_of[e.text] == group_of[real.text]

@@ -101,8 +101,9 @@ class SimErrors(BaseModel):
         "Share of the world's factors the LLM can ever name in abduction (a fixed subset per world, "
         "round(share * n) factors); the others are never generated, so they never enter a factor space."))
     hallucination_rate: float = Field(default=0.1, ge=0.0, le=5.0, description=(
-        "Invented factors, as a share of the world's factor count (round(rate * n) per world): texts of other "
-        "themes that are not in the world; the LLM names them like real ones and believes them (P(O1 | f) = 0.5)."))
+        "Invented factors, as a share of the world's factor count (round(rate * n) per world): plausible but "
+        "absent, the factors of the world's own domain in the bank that it does not use (a hand-made world: "
+        "unrelated phrases); the LLM names them like real ones and believes them (P(O1 | f) = 0.5)."))
     vote_flip_rate: float = Field(default=0.1, ge=0.0, le=1.0, description=(
         "Each sampled vote label is replaced by one of the two other labels (chosen evenly) at this rate."))
     map_recall: float = Field(default=0.9, ge=0.0, le=1.0, description=(

@@ -1,9 +1,11 @@
-"""Factors the simulated LLM invents: plausible-sounding considerations that are not in the world.
+"""Factors the simulated LLM invents for a world that is not drawn from the bank of texts.
 
-An LLM asked for reasons sometimes names things that do not bear on the question at all. These
-phrases stand for that: each belongs to a theme of its own, far from any decision a world is about,
-and the simulated LLM draws its inventions for a world from them (seeded per world), leaving out any
-that a world happens to contain. The wording is ours.
+A world of ``anchor truth make`` gets its inventions from its own domain (the bank's factors it does
+not use: plausible but absent, see :func:`anchor.truth.simulate.knowledge.invention_pool`). A world
+written by hand has no domain in the bank; for it, these phrases stand for an LLM naming things that
+do not bear on the question: each belongs to a theme of its own, far from any decision a world is
+about, and the simulated LLM draws from them (seeded per world), leaving out any the world contains.
+The wording is ours.
 """
 
 from __future__ import annotations

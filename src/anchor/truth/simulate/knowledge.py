@@ -1,7 +1,11 @@
 """What the simulated LLM knows about one world, and the true numbers it answers from.
 
 * The factors it can name: a fixed subset of the world's factors (``factor_recall``) plus invented
-  ones (``hallucination_rate``), drawn once per world from the simulator's seed;
+  ones (``hallucination_rate``), drawn once per world from the simulator's seed. Inventions are
+  plausible but absent: factors of the world's own domain in the bank (``anchor.truth.vocabulary``)
+  that the world does not use, from its other themes and from the themes it uses; a world not drawn
+  from the bank (a hand-made one) gets them from a small bank of unrelated phrases
+  (:mod:`.invented`);
 * the factors it recognises when shown one: every factor of the world (a real factor is relevant even
   if the LLM would never have thought of it) and its own inventions;
 * what a condition makes present: the world's condition with that exact text, else every factor
@@ -20,6 +24,7 @@ from typing import TypeVar
 from anchor.truth import exact
 from anchor.truth.simulate.errors import SimErrors, world_rng
 from anchor.truth.simulate.invented import INVENTED
+from anchor.truth.vocabulary import DOMAINS
 from anchor.truth.world import OUTCOME, World
 
 #: What ``anchor.llm.context`` puts where it cut a long field (taken off before a condition is read).
@@ -65,6 +70,20 @@ class Entry:
         return self.factor_id is None
 
 
+def invention_pool(world: World) -> list[Entry]:
+    """What the LLM may invent for ``world``, in a fixed order: the factors of its domain in the bank
+    (found by its outcomes and its factors' texts) that it does not use; for a world not drawn from the
+    bank, the unrelated phrases of :data:`~anchor.truth.simulate.invented.INVENTED`. Never one of the
+    world's own factors."""
+    taken = {key(f.text) for f in world.factors}
+    outcomes = (key(world.outcome1), key(world.outcome2))
+    for d in DOMAINS:
+        bank = [(th.name, words.text) for th in d.themes for words in th.factors]
+        if (key(d.outcome1), key(d.outcome2)) == outcomes and taken <= {key(text) for _, text in bank}:
+            return [Entry(text, theme) for theme, text in bank if key(text) not in taken]
+    return [Entry(text, theme) for theme, text in INVENTED if key(text) not in taken]
+
+
 class WorldKnowledge:
     """The simulated LLM's view of one world under given errors and seed."""
 
@@ -76,13 +95,17 @@ class WorldKnowledge:
         n = len(self.real)
         keep = round(errors.factor_recall * n)
         known = sorted(world_rng(seed, world.id, "recall").sample(range(n), keep))
-        taken = {key(e.text) for e in self.real}
-        pool = [Entry(text, theme) for theme, text in INVENTED if key(text) not in taken]
+        pool = invention_pool(world)
         invented = world_rng(seed, world.id, "hallucination").sample(pool, min(len(pool),
                                                                                 round(errors.hallucination_rate * n)))
         #: What the LLM can name (in abduction), real factors first.
         self.known: list[Entry] = [self.real[i] for i in known] + invented
         self._by_key: dict[str, Entry] = {key(e.text): e for e in [*self.real, *invented]}
+
+    @cached_property
+    def theme_latent(self) -> dict[str, str]:
+        """The latent of each theme of a latent world (its factors' latent), where it has one."""
+        return {e.theme: e.latent for e in self.real if e.latent is not None}
 
     @property
     def entries(self) -> list[Entry]:

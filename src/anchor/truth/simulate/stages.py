@@ -14,8 +14,8 @@ Each answer is the truth about the world, bent by the errors of :class:`SimError
 * ``SELECT_FACTORS`` / ``REFLECT_FACTORS``: truly present candidates selected at ``map_recall``,
   others at ``map_false_rate``; reflection keeps true ones and drops wrong ones at ``reflect_catch``;
 * ``ELICIT_PHI``: phi (by ``phi_reading``) through ``factor_curve``; 0.5 for an invented factor;
-* ``DISCOVER_LATENTS``: factors grouped by their latent (latent worlds) or theme, each put in a wrong
-  group at ``grouping_error``;
+* ``DISCOVER_LATENTS``: factors grouped by their latent (latent worlds) or theme (an invented factor
+  with the real ones of its theme), each put in a wrong group at ``grouping_error``;
 * ``ELICIT_LATENT_PARAMS``: for a group of one latent, (P(L=s | O1), P(L=s | O2)) with s its
   O1-leaning state; a group mixing latents, or in a world without latents, (1, 0) (the concept is
   the outcome itself); both through ``factor_curve``.
@@ -201,8 +201,10 @@ def _group_key(world: WorldKnowledge, text: str) -> tuple[str, str]:
     entry = world.lookup(text)
     if entry is None:
         return "?", "Other factors"
-    if entry.latent is not None:
-        return entry.latent, world.latent_name(entry.latent)
+    # An invented factor goes with the real ones of its theme (it is of the world's domain), in their latent's group.
+    latent = entry.latent if entry.latent is not None else world.theme_latent.get(entry.theme)
+    if latent is not None:
+        return latent, world.latent_name(latent)
     return "theme:" + entry.theme, entry.theme
 
 
