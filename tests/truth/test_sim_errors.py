@@ -287,8 +287,8 @@ def test_errors_from_settings_and_files(tmp_path: Any) -> None:
 
 def test_a_generated_worlds_inventions_are_its_own_domains_factors_it_does_not_use() -> None:
     from anchor.truth.generate import generate_worlds
-    from anchor.truth.simulate.knowledge import WorldKnowledge, invention_pool
     from anchor.truth.simulate.invented import INVENTED
+    from anchor.truth.simulate.knowledge import WorldKnowledge, invention_pool
     from anchor.truth.vocabulary import DOMAINS
 
     file = generate_worlds("all", 2, seed=3, n_conditions=6)
