@@ -52,7 +52,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the pipeline: the stages put together", ("pipeline",)),
     ("the package facade", ("anchor",)),
     ("the evaluation harness", ("evaluation",)),
-    ("commands built on it", ("analysis", "predict", "reproduce")),
+    ("commands built on it (truth.bench drives anchor predict's runner)",
+     ("analysis", "predict", "reproduce", "truth.bench")),
     ("the command line", ("cli",)),
 )
 

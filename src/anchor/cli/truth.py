@@ -2,7 +2,8 @@
 
 ``make`` writes a world file (and its cases file for ``anchor predict``); ``serve`` answers from it as an
 OpenAI-compatible server (:mod:`anchor.cli.truth_serve`); ``score`` scores a finished run whose rows carry
-the truth. Each command is one function registered on :data:`app`; a new one is another function and one
+the truth; ``bench`` scores every method over sweeps of the simulated LLM's errors
+(:mod:`anchor.cli.truth_bench`). Each command is one function registered on :data:`app`; a new one is another function and one
 ``app.command`` line.
 """
 
@@ -16,6 +17,7 @@ import typer
 from anchor.cli.build import JsonOut
 from anchor.cli.console import emit_json, err, fail, friendly_errors, out
 from anchor.cli.options import WorldOptions, expand_options, opt
+from anchor.cli.truth_bench import bench_command
 from anchor.cli.truth_serve import serve_command
 from anchor.files import check_destination
 
@@ -124,3 +126,4 @@ def _score_lines(run: str, scores: object) -> list[str]:
 app.command("make")(make_command)
 app.command("score")(score_command)
 app.command("serve")(serve_command)
+app.command("bench")(bench_command)
