@@ -23,14 +23,15 @@ from anchor.truth.bench.results import BenchResults
 from anchor.truth.bench.runner import BenchError, BenchRunner, Say
 
 
-def run_bench(plan: BenchPlan, out: Path | str, *, say: Say = lambda line: None) -> BenchResults:
-    """Run ``plan`` into ``out``: run directories, results.json, table.md, the figures and timings.json."""
+def run_bench(plan: BenchPlan, out: Path | str, *, say: Say = lambda line: None, reuse: bool = True) -> BenchResults:
+    """Run ``plan`` into ``out``: run directories, results.json, table.md, the figures and timings.json.
+    ``reuse=False`` runs every cell, even where an earlier run's answers are provably the same."""
     from anchor.truth.bench.figures import write_figures
     from anchor.truth.bench.report import table_md
     from anchor.truth.bench.verdicts import judge
 
     out = Path(out)
-    runner = BenchRunner(plan, out, say=say)
+    runner = BenchRunner(plan, out, say=say, reuse=reuse)
     results = judge(runner.run())
     write_text_atomic(out / "results.json", json.dumps(results.model_dump(mode="json"), indent=1) + "\n")
     write_text_atomic(out / "table.md", table_md(results))

@@ -76,10 +76,13 @@ class _Done:
 class BenchRunner:
     """Runs a :class:`BenchPlan` into ``out`` and returns its :class:`BenchResults` (without verdicts)."""
 
-    def __init__(self, plan: BenchPlan, out: Path, *, say: Say = lambda line: None) -> None:
+    def __init__(self, plan: BenchPlan, out: Path, *, say: Say = lambda line: None, reuse: bool = True) -> None:
         self.plan = plan
         self.out = Path(out)
         self.say = say
+        self.reuse = reuse
+        """Answer a cell from an earlier run where the simulator's answers are provably the same (False: run
+        every cell; the figures are the same either way, only slower)."""
         self.timings: dict[str, float] = {}
 
     # ------------------------------------------------------------------ the worlds
@@ -152,7 +155,7 @@ class BenchRunner:
         if reason is not None:
             return base.model_copy(update={"not_run": reason})
         earlier = done.setdefault((structure, method.name), [])
-        for prior in earlier:
+        for prior in earlier if self.reuse else []:
             if same_answers(prior.setting.errors, setting.errors, prior.stages):
                 return prior.cell.model_copy(update={"setting": setting.name, "answered_by": prior.setting.name})
         run_dir = Path("runs") / setting.name / f"{structure}-{method.name}"
