@@ -11,7 +11,13 @@ import pytest
 from anchor.truth.bench.compare import ece_truth, share
 from anchor.truth.bench.plan import BenchPlan
 from anchor.truth.bench.results import BenchResults, CaseInfo, CellResult
-from anchor.truth.bench.verdicts import claim_calibration, claim_estimator, claim_latent, claim_unknowns, judge
+from anchor.truth.bench.verdicts import (
+    claim_calibration,
+    claim_estimator,
+    claim_latent,
+    claim_unknowns,
+    judge,
+)
 from anchor.truth.scores import TruthRow, score_against_truth
 
 STRUCTURES = ("naive-bayes", "latent")
@@ -31,11 +37,11 @@ def cell(structure: str, setting: str, method: str, estimate: Estimates | None) 
         return base.model_copy(update={"run": None, "not_run": "not run in this table"})
     p = [None if KINDS[i] == "nothing" else estimate(i, t) for i, t in enumerate(TRUTH)]
     p = [None if x is None else min(0.99, max(0.01, x)) for x in p]
-    rows = [TruthRow(p_true=t, p=x, status="ok" if x is not None else "unknown", label=1) for x, t in zip(p, TRUTH)]
+    rows = [TruthRow(p_true=t, p=x, status="ok" if x is not None else "unknown", label=1) for x, t in zip(p, TRUTH, strict=True)]
     return base.model_copy(update={
         "p": p, "status": ["ok" if x is not None else "unknown" for x in p], "scores": score_against_truth(rows),
         "ece_truth": ece_truth(p, TRUTH),
-        "unknown_with_factors": share([x is None for x, k in zip(p, KINDS) if k != "nothing"], "none"),
+        "unknown_with_factors": share([x is None for x, k in zip(p, KINDS, strict=True) if k != "nothing"], "none"),
         "answered_nothing": share([], "none")})
 
 
@@ -56,7 +62,7 @@ def results(table: dict[tuple[str, str], Estimates | None], structures: tuple[st
     """A results object from (setting, method) -> estimates, the same in every structure."""
     cells = [cell(s, setting, method, est) for s in structures for (setting, method), est in table.items()]
     cases = {s: [CaseInfo(id=f"{s}-{i}", world=f"{s}-1", kind=k, p_true=t, label=1)
-                 for i, (t, k) in enumerate(zip(TRUTH, KINDS))] for s in structures}
+                 for i, (t, k) in enumerate(zip(TRUTH, KINDS, strict=True))] for s in structures}
     settings = {st.name: {"sweep": st.sweep, "level": st.level, **st.errors.model_dump(mode="json")}
                 for st in PLAN.settings()}
     return BenchResults(anchor_version="test", plan=PLAN.model_copy(update={"structures": structures}),
