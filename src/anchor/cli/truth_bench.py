@@ -20,8 +20,8 @@ def bench_command(
         "The bench's directory: a run directory per cell (runs/<setting>/<structure>-<method>), results.json, "
         "table.md, the figures. Run the same command again to finish an interrupted bench."))],
     quick: Annotated[bool, typer.Option("--quick", help=(
-        "The small plan: 2 worlds of each structure, 16 conditions each, 3 levels a sweep (a few minutes on two "
-        "cores); without it 4 worlds, 30 conditions, 6 levels."))] = False,
+        "The small plan: 3 worlds of each structure, 24 conditions each, 3 or 4 levels a sweep (a few minutes on "
+        "two cores); without it 4 worlds, 30 conditions, 6 levels a sweep."))] = False,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the worlds and of the simulated LLM.")] = 0,
     json_out: JsonOut = False,
 ) -> None:

@@ -159,12 +159,16 @@ class BenchPlan(BaseModel):
     @classmethod
     def make(cls, *, quick: bool, seed: int = 0) -> BenchPlan:
         if quick:
-            return cls(quick=True, seed=seed, worlds_per_structure=2, conditions_per_world=16,
+            return cls(quick=True, seed=seed, worlds_per_structure=3, conditions_per_world=24,
                        levels={"direct": (0.0, 1.0, 2.0), "factor": (0.0, 1.0, 2.0),
                                "factor_curve": (0.0, 1.0, 2.0, 4.0)})
         return cls(quick=False, seed=seed, worlds_per_structure=4, conditions_per_world=30,
                    levels={"direct": (0.0, 0.5, 1.0, 1.5, 2.0, 2.5), "factor": (0.0, 0.5, 1.0, 1.5, 2.0, 3.0),
                            "factor_curve": (0.0, 0.5, 1.0, 2.0, 3.0, 4.0)})
+
+    @property
+    def cases_per_structure(self) -> int:
+        return self.worlds_per_structure * self.conditions_per_world
 
     def bench_methods(self) -> list[BenchMethod]:
         return [m for m in METHODS if m.name in self.methods]

@@ -4,7 +4,7 @@
 Comparisons are paired: two cells on the cases both answered, the mean difference with a 95% bootstrap
 interval over the cases (:mod:`.compare`). A claim holds when the interval is on its side, does not
 hold when it is on the other side, and is not checked when the interval straddles the line: the bench
-was too small to tell ("needs more cases": the full plan has about four times as many).
+was too small to tell ("needs more cases").
 
 1. ANCHOR has far fewer unknowns than BIRD: at the default errors, over every structure, the share of
    the cases that state factors which ANCHOR leaves unknown is at most half BIRD's (and BIRD leaves
@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from anchor.truth.bench.compare import answer_shift, compare, compare_cells, compare_decisions, crossover
-from anchor.truth.bench.plan import DEFAULT_LEVEL, DIRECT_METHODS
+from anchor.truth.bench.plan import DEFAULT_LEVEL, DIRECT_METHODS, BenchPlan
 from anchor.truth.bench.results import BenchResults, Comparison, Crossover, Verdict
 
 #: Claim 1: "far fewer" unknowns = at most this share of BIRD's.
@@ -43,7 +43,13 @@ TOLERANCE_POINTS = 2.5
 #: and slope 0.55, so 0.2, 0.4, 0.6 or 0.8, mostly on the right side of 0.5).
 COARSE_LEVEL = 4.0
 DEFAULT = "default"
-MORE_CASES = "more cases (the full plan, without --quick, has about four times as many)"
+
+
+def _more_cases(results: BenchResults) -> str:
+    full = BenchPlan.make(quick=False).cases_per_structure
+    mine = results.plan.cases_per_structure
+    tail = f"; the full plan, without --quick, has {full}" if full > mine else ""
+    return f"more cases (this bench has {mine} a structure{tail})"
 
 
 def _missing(results: BenchResults, structures: Sequence[str], setting: str, methods: Sequence[str]) -> str:
@@ -179,7 +185,7 @@ def claim_calibration(results: BenchResults, crossovers: list[Crossover]) -> Ver
             lines.append("ANCHOR is closer to the truth, but its calibration error against the truth is not the "
                          "lowest.")
     else:
-        return _not_checked(2, title, MORE_CASES + ": some intervals include 0", figures, " ".join(lines))
+        return _not_checked(2, title, _more_cases(results) + ": some intervals include 0", figures, " ".join(lines))
     return Verdict(claim=2, title=title, verdict=word, summary=" ".join(lines), where_held=where, figures=figures)
 
 
@@ -224,7 +230,7 @@ def claim_latent(results: BenchResults) -> Verdict:
     elif net.worse or pooled.worse:
         word = "did not hold"
     else:
-        return _not_checked(3, title, MORE_CASES + ": the intervals in the latent worlds include 0", figures,
+        return _not_checked(3, title, _more_cases(results) + ": the intervals in the latent worlds include 0", figures,
                             " ".join(lines))
     return Verdict(claim=3, title=title, verdict=word, summary=" ".join(lines), where_held=where, figures=figures)
 
@@ -280,7 +286,7 @@ def claim_estimator(results: BenchResults) -> Verdict:
     elif any(v == "beyond" for v in verdicts.values()):
         word = "did not hold"
     else:
-        return _not_checked(4, title, MORE_CASES + f": the intervals are wider than the ±{TOLERANCE_POINTS:g}-point "
+        return _not_checked(4, title, _more_cases(results) + f": the intervals are wider than the ±{TOLERANCE_POINTS:g}-point "
                                                    "margin", figures, " ".join(lines))
     return Verdict(claim=4, title=title, verdict=word, summary=" ".join(lines), where_held=where, figures=figures)
 
