@@ -221,8 +221,6 @@ def claim_latent(results: BenchResults) -> Verdict:
         if net is not None and pooled is not None and net.better and pooled.better:
             where.append(f"latent worlds at {name}")
     lines.insert(0, "Checked in the latent worlds at the default errors (the other structures beside it):")
-    latent = figures["latent"]
-    assert isinstance(latent, dict)
     net, pooled = (compare(results, "latent", DEFAULT, m, "no-cbn") for m in ("no-nb", "anchor"))
     assert net is not None and pooled is not None
     if net.better and pooled.better:
