@@ -45,12 +45,15 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
      ("space.config", "types", "mapping.config", "inference.config", "config", "demo")),
     ("the LLM client and the prompts", ("llm", "prompts")),
     ("embeddings, and heavy work off the event loop", ("embedding", "compute")),
-    ("the stages and what they are made of, and the pages that show their objects",
-     ("artefacts", "cases", "space", "mapping", "inference", "calibration", "bird", "audit", "truth")),
+    ("the stages and what they are made of, the pages that show their objects, and the metrics on arrays "
+     "(evaluation.metrics imports nothing of anchor: the truth's scores use it)",
+     ("artefacts", "cases", "space", "mapping", "inference", "calibration", "bird", "audit", "truth",
+      "evaluation.metrics")),
     ("the pipeline: the stages put together", ("pipeline",)),
     ("the package facade", ("anchor",)),
     ("the evaluation harness", ("evaluation",)),
-    ("commands built on it", ("analysis", "predict", "reproduce")),
+    ("commands built on it (truth.bench drives anchor predict's runner)",
+     ("analysis", "predict", "reproduce", "truth.bench")),
     ("the command line", ("cli",)),
 )
 

@@ -37,7 +37,7 @@ from anchor.evaluation.runner import EvalRunner, instance_slots
 from anchor.evaluation.runner.loop import Instance
 from anchor.evaluation.runner.worker import WorkerSetup
 from anchor.llm.ledger import CallRecord
-from anchor.llm.settings import LLMSettings
+from anchor.llm.settings import BackendFactory, LLMSettings
 from anchor.predict.config import CasesInput
 from anchor.predict.export import TableFormat, write_table
 from anchor.progress import ProgressEvent, Reporter, silent
@@ -63,10 +63,11 @@ class PredictRunner(EvalRunner):
         table: TableFormat = "jsonl",
         workers: int = 1,
         ray: str | None = None,
+        backends: BackendFactory | None = None,
     ) -> None:
         super().__init__(config, out_dir, settings=settings, anchor_config=anchor_config, report=report,
                          retry_failed=retry_failed, estimator_settings=estimator_settings, calibrator=calibrator,
-                         workers=workers, ray=ray)
+                         workers=workers, ray=ray, backends=backends)
         self.cases = cases
         self.strict = strict
         self.table = table
@@ -134,7 +135,8 @@ class PredictRunner(EvalRunner):
             calls.close()
         self._tick(force=True)
         d.order_predictions(key=lambda record: int(record.get("line") or 0))
-        self.table_path = write_table(d, self.table, calibrated=self.calibrator is not None)
+        truth = self.summary is not None and "p_true" in self.summary.columns_used
+        self.table_path = write_table(d, self.table, calibrated=self.calibrator is not None, truth=truth)
         # Leniently: the run's answers are all in; a damaged line of the call log costs its figures only,
         # and metrics.json says so.
         damaged = Skipped()
@@ -208,6 +210,7 @@ class PredictRunner(EvalRunner):
         assert self.pool is not None
         pred, trace_records = await self.pool.answer(0, inst, row.group, rank)
         pred.line = row.line
+        pred.p_true = row.p_true
         for t in trace_records:
             traces.append(t)
         journal.append(pred)

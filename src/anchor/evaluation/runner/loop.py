@@ -50,7 +50,7 @@ from anchor.extras import require_extra
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import CallRecord, empty_cost
-from anchor.llm.settings import LLMSettings, make_client
+from anchor.llm.settings import BackendFactory, LLMSettings, make_client
 from anchor.progress import ProgressEvent, Reporter, silent
 
 Instance = DecisionInstance | PairwiseInstance
@@ -80,6 +80,7 @@ class EvalRunner:
         calibrator: FileCalibrator | None = None,
         workers: int = 1,
         ray: str | None = None,
+        backends: BackendFactory | None = None,
     ) -> None:
         spec = METHODS.get(config.method)
         if spec is None:
@@ -113,6 +114,10 @@ class EvalRunner:
         self.workers = workers
         """Processes that answer instances (``--workers``); on a Ray cluster (``ray``: its address), actors."""
         self.ray = ray
+        self.backends = backends
+        """Makes each client's backend from its settings (the main LLM's, the estimator's) in place of
+        ``make_backend`` (a server or the embedded model): a harness's own, such as the simulated LLM
+        answering in process. Handed to the workers too, so with helper processes or Ray it must pickle."""
         self.client: LLMClient | None = None
         self.estimator: LLMClient | None = None
         self.pool: WorkerPool | None = None
@@ -177,10 +182,12 @@ class EvalRunner:
             # ANCHOR's methods embed from their first request on: start loading the model now, in its
             # helper process, while this one sets up the client (the SDK alone takes half a second).
             offload.warm_up(self._embedder)
-        self.client = make_client(self.settings)
+        self.client = make_client(self.settings, backends=self.backends)
         try:
             await self.client.ensure_ready()
             self.config.llm["model"] = self.client.backend.model
+            if self.backends is not None:
+                self.config.llm["backend"] = self.client.backend.kind  # not the one the settings would name
             if self.calibrator is not None:
                 c = self.config
                 mismatch = self.calibrator.mismatch(model=c.llm["model"],
@@ -189,9 +196,11 @@ class EvalRunner:
                     warnings.warn(CalibratorMismatchWarning(mismatch), stacklevel=2)
             if self.estimator_settings is not None:
                 # The estimator's requests go to the same ledger, so calls.jsonl and the cost count them.
-                self.estimator = make_client(self.estimator_settings, ledger=self.client.ledger)
+                self.estimator = make_client(self.estimator_settings, ledger=self.client.ledger, backends=self.backends)
                 await self.estimator.ensure_ready()
                 self.config.estimator = {**(self.config.estimator or {}), "model": self.estimator.backend.model}
+                if self.backends is not None:
+                    self.config.estimator["backend"] = self.estimator.backend.kind
             if self.spec.uses_anchor_config:
                 await self._identify_embedder()
             return await self._start(instances)
@@ -299,7 +308,7 @@ class EvalRunner:
             config=c, settings=self.settings, artefacts=self.out_dir, anchor_config=self.anchor_config,
             estimator_settings=self.estimator_settings, calibrator=cal.file if cal else None,
             calibrator_path=cal.path if cal else None, calibrator_sha256=cal.sha256 if cal else None,
-            reuse=source, publish=c.artefact_keys == "content",
+            reuse=source, publish=c.artefact_keys == "content", backends=self.backends,
             conditions=_conditions_by_scenario(instances) if self.spec.trains_on_conditions else {})
 
     def scenario_groups(self, instances: Sequence[Instance]) -> int:

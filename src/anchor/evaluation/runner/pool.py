@@ -85,7 +85,7 @@ class LocalPool:
         return None  # the worker records into the runner's own ledger
 
     def stores(self) -> dict[str, ArtefactStore[Any]]:
-        return self.worker.stores
+        return self.worker.all_stores()
 
     async def close(self) -> None:
         await self.worker.close()

@@ -32,7 +32,7 @@ from anchor.evaluation.results import Prediction, RunConfig, SideRecord, TraceRe
 from anchor.llm import chain, parallel
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import summarize
-from anchor.llm.settings import LLMSettings, make_client
+from anchor.llm.settings import BackendFactory, LLMSettings, make_client
 from anchor.types import CalibratedProbability, Scenario, scenario_key
 
 Instance = DecisionInstance | PairwiseInstance
@@ -59,6 +59,9 @@ class WorkerSetup:
     publish: bool = False
     conditions: dict[str, list[str]] = field(default_factory=dict)
     """Every condition of each scenario (by key), for methods that learn from them all first."""
+    backends: BackendFactory | None = None
+    """Makes the clients' backends from their settings in place of ``make_backend`` (the runner's
+    ``backends``); None = the server or embedded model the settings name."""
 
     def file_calibrator(self) -> FileCalibrator | None:
         if self.calibrator is None:
@@ -90,12 +93,13 @@ class InstanceWorker:
         """Make and ready the clients this worker was not handed (the model is the run's, as resolved)."""
         if self.client is None:
             model = self.config.llm.get("model") or self.setup.settings.model
-            self.client = make_client(self.setup.settings.model_copy(update={"model": model}))
+            self.client = make_client(self.setup.settings.model_copy(update={"model": model}),
+                                      backends=self.setup.backends)
             await self.client.ensure_ready()
             if self.setup.estimator_settings is not None:
                 chosen = (self.config.estimator or {}).get("model") or self.setup.estimator_settings.model
                 self.estimator = make_client(self.setup.estimator_settings.model_copy(update={"model": chosen}),
-                                             ledger=self.client.ledger)
+                                             ledger=self.client.ledger, backends=self.setup.backends)
                 await self.estimator.ensure_ready()
         if self.spec.uses_anchor_config:
             offload.warm_up(self.embedder)
@@ -122,6 +126,14 @@ class InstanceWorker:
                 s.artefacts / kind.name, load=kind.load, save=kind.save, uses=kind.uses,
                 reuse_from=s.reuse / kind.name if s.reuse is not None else None, publish=s.publish)
         return found
+
+    def all_stores(self) -> dict[str, ArtefactStore[Any]]:
+        """A store for every kind of artefact the method keeps, made now if no instance has asked for one yet
+        (as the helper processes' courier makes them): a resumed run with nothing left to answer must still
+        find the artefacts its predictions name, to cost those it took from a shared store."""
+        for kind in self.spec.artefacts():
+            self.store(kind)
+        return self.stores
 
     def method(self, run: int) -> Method | PairJudge:
         found = self._methods.get(run)
