@@ -52,8 +52,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the pipeline: the stages put together", ("pipeline",)),
     ("the package facade", ("anchor",)),
     ("the evaluation harness", ("evaluation",)),
-    ("commands built on it (truth.bench drives anchor predict's runner)",
-     ("analysis", "predict", "reproduce", "truth.bench")),
+    ("commands built on it (truth.bench and serve drive anchor predict's runner)",
+     ("analysis", "predict", "reproduce", "truth.bench", "serve")),
     ("the command line", ("cli",)),
 )
 

@@ -13,9 +13,10 @@ import importlib.util
 
 from anchor.errors import ConfigurationError
 
-#: extra -> (the module it brings, what in anchor needs it)
+#: extra -> (the modules it brings, space-separated; what in anchor needs it)
 EXTRAS: dict[str, tuple[str, str]] = {
     "bird": ("torch", "BIRD"),  # its CPT fit (anchor.bird.cpt.fit_cpt)
+    "serve": ("fastapi uvicorn", "anchor serve"),  # the HTTP service (anchor.serve)
 }
 
 
@@ -24,18 +25,23 @@ class MissingExtra(ConfigurationError):
 
 
 def extra_installed(extra: str) -> bool:
-    """Whether the module ``extra`` brings can be found (it is not imported)."""
-    module, _ = EXTRAS[extra]
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a parent package that fails, or a module left half-imported
-        return False
+    """Whether the modules ``extra`` brings can be found (they are not imported)."""
+    modules, _ = EXTRAS[extra]
+    for module in modules.split():
+        try:
+            if importlib.util.find_spec(module) is None:
+                return False
+        except (ImportError, ValueError):  # a parent package that fails, or a module left half-imported
+            return False
+    return True
 
 
 def extra_hint(extra: str, user: str | None = None) -> str:
     """The one line that says what needs ``extra`` and how to install it."""
-    module, what = EXTRAS[extra]
-    return f"{user or what} needs {module}, which is not installed: pip install 'anchor-infer[{extra}]'"
+    modules, what = EXTRAS[extra]
+    names = " and ".join(modules.split())
+    verb = "are" if " " in modules else "is"
+    return f"{user or what} needs {names}, which {verb} not installed: pip install 'anchor-infer[{extra}]'"
 
 
 def require_extra(extra: str, user: str | None = None) -> None:

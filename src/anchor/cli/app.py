@@ -28,7 +28,7 @@ try:  # typer's copy keeps Abort beside its other exceptions, not in _click.exce
 except ImportError:  # pragma: no cover - older typer uses click's
     from click.exceptions import Abort  # type: ignore[no-redef,assignment]
 
-from anchor.cli import analyze, backend, build, calibrate, cost, evaluate, predict, reproduce, truth
+from anchor.cli import analyze, backend, build, calibrate, cost, evaluate, predict, reproduce, serve, truth
 from anchor.cli import audit as audit_cli
 from anchor.cli.console import fail, set_invocation
 from anchor.secrets import scrub
@@ -163,6 +163,7 @@ app.command("eval")(evaluate.eval_command)
 app.command("report")(evaluate.report_command)
 app.command("cost")(cost.cost_command)
 app.command("reproduce")(reproduce.reproduce_command)
+app.command("serve")(serve.serve_command)
 llm_app.command("ping")(backend.llm_ping)
 cache_app.command("info")(backend.cache_info)
 cache_app.command("clear")(backend.cache_clear)

@@ -1,0 +1,15 @@
+"""``anchor serve``: an HTTP service over the predict engine (the ``serve`` extra: FastAPI and uvicorn).
+
+* :mod:`.engine`: the one adapter to the run engine (online answers with predict's worker, jobs as predict
+  runs, reading a run directory back): every import of the engine's internals is there;
+* :mod:`.budget`: one LLM concurrency budget for every event loop of the process, online before batch;
+* :mod:`.online`: online predictions (checked as a cases file's rows, admitted, answered, kept);
+* :mod:`.jobs`: batch jobs, each a predict run directory on its own thread, resumed after a restart;
+* :mod:`.spaces`: the space store shared with ``anchor predict --spaces``, and builds;
+* :mod:`.state`: the state folder (its lock, jobs, answers); :mod:`.settings`: limits, keys, exposure;
+* :mod:`.app`, :mod:`.routes`, :mod:`.job_routes`, :mod:`.page`: the FastAPI application, its routes and
+  the live page; :mod:`.errors`: one JSON error shape; :mod:`.metrics`: ``/metrics``;
+* :mod:`.service`: the parts put together; :mod:`.server`: uvicorn, SIGTERM and the listening socket.
+
+docs/serve.md is the user's guide.
+"""

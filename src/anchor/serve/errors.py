@@ -1,0 +1,60 @@
+"""Every error the service answers: one JSON shape, a 4xx status and the field at fault.
+
+``{"schema_version": 1, "error": {"status": 422, "code": "invalid", "field": "cases[0].condition",
+"message": "..."}}``. A bad request never gets a 500 or a traceback: what the service did not foresee is
+a 500 with one line and no detail of its inside (and that line is logged, scrubbed of secrets).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: The version of every JSON body the service sends (errors included): docs/schemas.md.
+API_SCHEMA_VERSION = 1
+
+
+class ApiError(Exception):
+    """A request the service refuses: its status, a short code, the field at fault (or None) and one line."""
+
+    def __init__(self, status: int, message: str, *, field: str | None = None, code: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.field = field
+        self.code = code or CODES.get(status, "error")
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return error_body(self.status, self.message, field=self.field, code=self.code)
+
+
+CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
+         409: "conflict", 413: "too_large", 415: "unsupported_media_type", 422: "invalid", 429: "busy",
+         500: "internal", 503: "unavailable"}
+
+
+def error_body(status: int, message: str, *, field: str | None = None, code: str | None = None,
+               errors: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"status": status, "code": code or CODES.get(status, "error"), "field": field,
+                             "message": message}
+    if errors:
+        error["errors"] = errors
+    return {"schema_version": API_SCHEMA_VERSION, "error": error}
+
+
+def field_path(loc: tuple[Any, ...] | list[Any]) -> str | None:
+    """A validation error's location as one field name: ``("body", "cases", 0, "condition")`` is
+    ``cases[0].condition``; where it is in the request (body, query, path) is left out."""
+    parts = list(loc)
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:]
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif str(part).startswith(("function-", "tagged-union")):
+            continue
+        else:
+            out += ("." if out else "") + str(part)
+    return out or None

@@ -1,0 +1,142 @@
+"""The service's state folder: what survives a restart, and the lock that keeps one service per folder.
+
+```
+STATE/
+  .lock               held by the running service (a second one on the folder is refused)
+  store/spaces/       the space store (the default; --spaces names another, such as predict's)
+  jobs/ID/job.json    a job: its settings, state and check summary (JobRecord)
+  jobs/ID/cases.EXT   the cases file as it was sent
+  jobs/ID/run/        the job's predict run directory (anchor predict's --out)
+  answers/ID.json     an online answer: the case, the answer and its traces (for the explanation page)
+```
+
+Every id that names a file here was checked (:func:`anchor.serve.settings.valid_id`): no path leaves
+the folder.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from anchor.errors import ConfigurationError
+from anchor.files import write_text_atomic
+from anchor.serve.errors import API_SCHEMA_VERSION
+from anchor.serve.settings import valid_id
+
+JobState = Literal["queued", "running", "done", "failed", "cancelled"]
+#: States a job leaves only by being started (again): the service resumes them when it starts.
+UNFINISHED: tuple[JobState, ...] = ("queued", "running")
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class JobRecord(BaseModel):
+    """``jobs/ID/job.json``: one batch job as the service keeps it."""
+
+    schema_version: int = API_SCHEMA_VERSION
+    id: str
+    state: JobState = "queued"
+    created: str = Field(default_factory=now_iso)
+    started: str | None = None
+    finished: str | None = None
+    method: str = "anchor"
+    stage: str | None = None
+    calibrator: str | None = None
+    format: str
+    columns: dict[str, str] = Field(default_factory=dict)
+    file: str = Field(description="The cases file's name in the job's folder.")
+    bytes: int = 0
+    check: dict[str, Any] = Field(default_factory=dict, description="rows, good, bad, groups, labelled, columns")
+    error: str | None = None
+    note: str | None = None
+    summary: dict[str, Any] | None = None
+    starts: int = Field(default=0, description="How many times the service has started (or resumed) its run.")
+
+
+class StateFolder:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._lock: IO[str] | None = None
+
+    # ------------------------------------------------------------------ the lock
+
+    def acquire(self) -> None:
+        """Create the folder and take its lock; refuse when another service holds it."""
+        try:
+            for sub in ("jobs", "answers"):
+                (self.root / sub).mkdir(parents=True, exist_ok=True)
+            fh = open(self.root / ".lock", "a+")  # noqa: SIM115 - held for the service's lifetime
+        except OSError as exc:
+            raise ConfigurationError(f"--state {self.root}: {exc.strerror or exc}") from None
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            pid = fh.read().strip()
+            fh.close()
+            raise ConfigurationError(f"--state {self.root}: another anchor serve uses this folder"
+                                     + (f" (pid {pid})" if pid else "")) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        self._lock = fh
+
+    def release(self) -> None:
+        if self._lock is not None:
+            fcntl.flock(self._lock.fileno(), fcntl.LOCK_UN)
+            self._lock.close()
+            self._lock = None
+
+    # ------------------------------------------------------------------ jobs
+
+    def job_dir(self, job_id: str) -> Path:
+        assert valid_id(job_id), job_id
+        return self.root / "jobs" / job_id
+
+    def run_dir(self, job_id: str) -> Path:
+        return self.job_dir(job_id) / "run"
+
+    def write_job(self, record: JobRecord) -> None:
+        write_text_atomic(self.job_dir(record.id) / "job.json", record.model_dump_json(indent=2))
+
+    def read_job(self, job_id: str) -> JobRecord | None:
+        try:
+            return JobRecord.model_validate_json((self.job_dir(job_id) / "job.json").read_bytes())
+        except (OSError, ValueError):
+            return None
+
+    def jobs(self) -> list[JobRecord]:
+        """Every job with a readable record, oldest first."""
+        out = []
+        for folder in sorted((self.root / "jobs").iterdir()):
+            if folder.is_dir() and valid_id(folder.name):
+                record = self.read_job(folder.name)
+                if record is not None:
+                    out.append(record)
+        return sorted(out, key=lambda r: (r.created, r.id))
+
+    # ------------------------------------------------------------------ online answers
+
+    def answer_path(self, answer_id: str) -> Path:
+        assert valid_id(answer_id), answer_id
+        return self.root / "answers" / f"{answer_id}.json"
+
+    def write_answer(self, answer_id: str, record: dict[str, Any]) -> None:
+        write_text_atomic(self.answer_path(answer_id), json.dumps(record, ensure_ascii=False))
+
+    def read_answer(self, answer_id: str) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self.answer_path(answer_id).read_bytes())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
