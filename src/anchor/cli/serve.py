@@ -97,7 +97,7 @@ def serve_command(
     with friendly_errors(SERVE_FLAGS):
         require_extra("serve")
         from anchor.evaluation.runner import default_build_params
-        from anchor.serve.server import bind, configure_logs, run_service
+        from anchor.serve.server import ServiceRunner, bind, configure_logs
         from anchor.serve.service import Service
         from anchor.serve.settings import ServeSettings, is_loopback, read_api_keys
 
@@ -129,4 +129,4 @@ def serve_command(
                           "service", markup=False, highlight=False, soft_wrap=True)
 
         configure_logs(access_log)
-        asyncio.run(run_service(service, ready, sock))
+        asyncio.run(ServiceRunner(service, ready, sock).run())

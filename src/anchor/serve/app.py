@@ -178,7 +178,8 @@ def create_app(service: Service) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = [{"field": field_path(e.get("loc", ())), "message": _message(e)} for e in exc.errors()]
+        problems = [{"field": "body" if e.get("type") == "json_invalid" else field_path(e.get("loc", ())),
+                     "message": _message(e)} for e in exc.errors()]
         first = problems[0] if problems else {"field": None, "message": "invalid request"}
         return JSONResponse(error_body(422, f"{first['field'] or 'body'}: {first['message']}", field=first["field"],
                                        errors=problems), status_code=422)
@@ -211,5 +212,7 @@ def _message(error: dict[str, Any]) -> str:
     if kind == "extra_forbidden":
         return "not a field of this request"
     if kind == "json_invalid":
-        return f"not valid JSON ({(error.get('ctx') or {}).get('error', 'cannot be decoded')})"
+        where = error.get("loc", ())[-1] if len(error.get("loc", ())) > 1 else None
+        at = f" at character {where}" if isinstance(where, int) else ""
+        return f"not valid JSON{at} ({(error.get('ctx') or {}).get('error', 'cannot be decoded')})"
     return str(error.get("msg", "invalid"))

@@ -80,15 +80,33 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def run_service(service: Service, ready: Callable[[str], None], sock: socket.socket | None = None) -> None:
-    """Start the service, serve until told to stop, stop it."""
-    s = service.settings
-    sock = sock or bind(s.host, s.port)
-    await service.start()
-    try:
-        config = uvicorn.Config(create_app(service), log_level="warning", access_log=False, lifespan="off",
-                                server_header=False, timeout_graceful_shutdown=max(1, round(s.shutdown_seconds)))
-        await _Server(config, service, ready).serve(sockets=[sock])
-    finally:
-        await service.stop()
-        sock.close()
+class ServiceRunner:
+    """Starts the service, serves until told to stop (a signal, or :meth:`stop` from any thread), stops it."""
+
+    def __init__(self, service: Service, ready: Callable[[str], None], sock: socket.socket | None = None) -> None:
+        self.service = service
+        self.ready = ready
+        self.sock = sock
+        self.server: _Server | None = None
+
+    async def run(self) -> None:
+        s = self.service.settings
+        sock = self.sock or bind(s.host, s.port)
+        try:
+            await self.service.start()
+            try:
+                config = uvicorn.Config(create_app(self.service), log_level="warning", access_log=False,
+                                        lifespan="off", server_header=False,
+                                        timeout_graceful_shutdown=max(1, round(s.shutdown_seconds)))
+                self.server = _Server(config, self.service, self.ready)
+                await self.server.serve(sockets=[sock])
+            finally:
+                await self.service.stop()
+        finally:
+            sock.close()
+
+    def stop(self) -> None:
+        """As SIGTERM does: refuse new requests, let those in flight finish, then stop."""
+        self.service.accepting = False
+        if self.server is not None:
+            self.server.should_exit = True
