@@ -42,7 +42,8 @@ def vanilla_p(condition: str) -> float:
 
 def vanilla(body: dict[str, Any]) -> str:
     """The vanilla baseline's answer: a probability read off the condition."""
-    match = CONDITION.search(body["messages"][-1]["content"])
+    messages = body.get("messages") or [{"content": ""}]
+    match = CONDITION.search(messages[-1]["content"])
     return json.dumps({"probability": vanilla_p(match.group(1)) if match else 0.5})
 
 
