@@ -396,3 +396,18 @@ def test_a_helper_process_leaves_no_pipe_open_when_it_dies_or_is_closed():
         assert not any(t.is_alive() for t in threads)
         gc.collect()
     assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+def test_a_job_whose_caller_gave_up_does_not_stop_the_answers_to_the_next_ones(tmp_path):
+    """A caller cancelled while its job ran (a run stopped half-way, a job of anchor serve cancelled): the
+    answer that came back later was set on the cancelled future, which raised in the reader thread and
+    ended it, so no later job of that helper process was ever answered."""
+    worker = WorkerProcess("test")
+    gate = tmp_path / "gate"
+    try:
+        abandoned = worker.submit(wait_for_file, str(gate))
+        assert abandoned.cancel()
+        gate.touch()
+        assert worker.submit(divmod, 7, 2).result(timeout=60) == (3, 1)
+    finally:
+        worker.close()

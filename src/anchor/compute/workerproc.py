@@ -24,7 +24,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
 from typing import IO, Any
 
@@ -70,6 +70,18 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
                     else f"{fn!r} returned a value that cannot be sent back")
             payload = pickle.dumps((job_id, False, RuntimeError(text)), protocol=pickle.HIGHEST_PROTOCOL)
         _write_frame(out, payload)
+
+
+def _settle(future: Future[Any], ok: bool, value: Any) -> None:
+    """Give a job its answer, unless its caller gave up on it (cancelled): the reader thread must live on to
+    answer the next jobs."""
+    try:
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
+    except InvalidStateError:
+        pass
 
 
 class WorkerProcess:
@@ -144,7 +156,7 @@ class WorkerProcess:
                 with self._lock:
                     future = pending.pop(job_id, None)
                 if future is not None:
-                    future.set_exception(WorkerDied(f"anchor's {self.name} process is not running ({exc})"))
+                    _settle(future, False, WorkerDied(f"anchor's {self.name} process is not running ({exc})"))
         try:
             proc.stdin.close()
         except OSError:
@@ -166,10 +178,7 @@ class WorkerProcess:
                 future = pending.pop(job_id, None)
             if future is None:
                 continue
-            if ok:
-                future.set_result(value)
-            else:
-                future.set_exception(value)
+            _settle(future, ok, value)
         code = proc.wait()
         # This process is gone: its pipes are closed and its writer stops (a restart gets new ones).
         proc.stdout.close()
@@ -178,7 +187,7 @@ class WorkerProcess:
             orphans = list(pending.values())
             pending.clear()
         for future in orphans:
-            future.set_exception(WorkerDied(f"anchor's {self.name} process exited (code {code}) before answering"))
+            _settle(future, False, WorkerDied(f"anchor's {self.name} process exited (code {code}) before answering"))
 
 
 def main() -> None:
