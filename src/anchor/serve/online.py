@@ -212,6 +212,8 @@ class OnlineAnswers:
                 continue
             entry = Pending(row.id, digest, {**{k: getattr(row, k) for k in CASE_FIELDS}, **settings})
             entry.artefact = self.engine.artefact_key(worker, row.to_scenario())
+            stored = self.engine.artefact_stored(worker, row.to_scenario())
+            entry.phase = "building" if stored is False else "answering"
             self.pending[row.id] = entry
             entry.task = asyncio.get_running_loop().create_task(self._answer(entry, worker, row))
             waiting.append(entry.task)
@@ -228,7 +230,6 @@ class OnlineAnswers:
     async def _answer(self, entry: Pending, worker: Any, row: CaseRow) -> None:
         loop = asyncio.get_running_loop()
         started = loop.time()
-        entry.phase = "building" if self.engine.artefact_stored(worker, row.to_scenario()) is False else "answering"
         traces: list[dict[str, Any]] = []
         try:
             try:

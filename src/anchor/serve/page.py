@@ -86,7 +86,7 @@ def live_main(service: Service) -> str:
     pending = [f'<tr><td>{esc(e.id)}</td><td class="num">…</td><td>pending ({esc(e.phase)})</td>'
                f'<td>{esc(e.request["condition"][:120])}</td><td>–</td></tr>' for e in list(service.online.pending.values())[:50]]
     parts.append('<h2 id="answers">Latest predictions</h2><table><tr><th>id</th><th>P(O1)</th><th>status</th>'
-                 f'<th>condition</th><th>why</th></tr>{"".join(pending + rows) or "<tr><td colspan=5 class=muted>none yet</td></tr>"}'
+                 f'<th>condition</th><th>explanation</th></tr>{"".join(pending + rows) or "<tr><td colspan=5 class=muted>none yet</td></tr>"}'
                  "</table>")
     listing = service.spaces.listing(50, 0)
     space_rows = "".join(
