@@ -88,6 +88,8 @@ class Pending:
     artefact: str | None = None
     created: str = field(default_factory=now_iso)
     task: asyncio.Task[None] | None = None
+    answered: asyncio.Future[None] | None = None
+    """Done when the answer is in memory (its file is written after, off the request's path)."""
 
 
 def new_id(prefix: str) -> str:
@@ -103,6 +105,8 @@ class OnlineAnswers:
         self.calibrators = calibrators
         self.pending: dict[str, Pending] = {}
         self.recent: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.writing: dict[str, asyncio.Task[None]] = {}
+        """Answers whose file is being written (their explanation waits for it)."""
         self.answered = 0
         self._mean_seconds = 1.0
 
@@ -201,12 +205,13 @@ class OnlineAnswers:
             existing[row.id] = known
         self.admit(sum(1 for row in rows if row.id not in existing))
         worker = await self.engine.worker(request.method, request.stage, calibrator)
-        waiting: list[asyncio.Task[None]] = []
+        loop = asyncio.get_running_loop()
+        waiting: list[asyncio.Future[None]] = []
         for row, digest in zip(rows, digests, strict=True):
             known = existing.get(row.id)
             if isinstance(known, Pending):
-                assert known.task is not None
-                waiting.append(known.task)
+                assert known.answered is not None
+                waiting.append(known.answered)
                 continue
             if known is not None:
                 continue
@@ -215,8 +220,9 @@ class OnlineAnswers:
             stored = self.engine.artefact_stored(worker, row.to_scenario())
             entry.phase = "building" if stored is False else "answering"
             self.pending[row.id] = entry
-            entry.task = asyncio.get_running_loop().create_task(self._answer(entry, worker, row))
-            waiting.append(entry.task)
+            entry.answered = loop.create_future()
+            entry.task = loop.create_task(self._answer(entry, worker, row))
+            waiting.append(entry.answered)
         if waiting and wait > 0:
             await asyncio.wait(waiting, timeout=wait)
         records = [self.view(row.id) for row in rows]
@@ -244,14 +250,20 @@ class OnlineAnswers:
         except asyncio.CancelledError:
             record = {**self._base(entry), "state": "interrupted",
                       "error": "the service stopped before this case was answered; send it again"}
-            self._finish(entry, record, [])
+            self._remember(entry, record)
+            self.state.write_answer(entry.id, record)
             raise
         except Exception as exc:  # noqa: BLE001 - one case's failure is its record, never the service's
             record = {**self._base(entry), "state": "done", "status": "failed", "unknown": True,
                       "error": scrub(str(exc))[:800] or type(exc).__name__}
         self._mean_seconds = 0.9 * self._mean_seconds + 0.1 * (loop.time() - started)
         record["links"] = self._links(entry.id, record, traces)
-        await asyncio.to_thread(self._finish, entry, record, traces)
+        self._remember(entry, record)
+        self.writing[entry.id] = asyncio.current_task()  # type: ignore[assignment]
+        try:
+            await asyncio.to_thread(self.state.write_answer, entry.id, {**record, "traces": traces})
+        finally:
+            self.writing.pop(entry.id, None)
 
     def _base(self, entry: Pending) -> dict[str, Any]:
         req = entry.request
@@ -267,14 +279,22 @@ class OnlineAnswers:
                 "explanation": f"/v1/predictions/{answer_id}/explanation" if explained else None,
                 "space": f"/v1/spaces/{space}" if stored else None}
 
-    def _finish(self, entry: Pending, record: dict[str, Any], traces: list[dict[str, Any]]) -> None:
-        self.state.write_answer(entry.id, {**record, "traces": traces})
+    def _remember(self, entry: Pending, record: dict[str, Any]) -> None:
+        """The answer in memory, and the request waiting for it told (on the event loop)."""
         self.recent[entry.id] = record
         self.recent.move_to_end(entry.id)
         while len(self.recent) > self.settings.kept_answers:
             self.recent.popitem(last=False)
         self.pending.pop(entry.id, None)
         self.answered += 1
+        if entry.answered is not None and not entry.answered.done():
+            entry.answered.set_result(None)
+
+    async def written(self, answer_id: str) -> None:
+        """Wait until the answer's file is written (the explanation page reads it)."""
+        task = self.writing.get(answer_id)
+        if task is not None:
+            await asyncio.wait([task])
 
     # ------------------------------------------------------------------ reading answers back
 

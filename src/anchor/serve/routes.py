@@ -78,6 +78,7 @@ async def explanation(prediction_id: str, request: Request) -> HTMLResponse:
     """The explanation page of an ANCHOR answer (the page `anchor explain` writes)."""
     service = service_of(request)
     check_id(prediction_id)
+    await service.online.written(prediction_id)
     page = await asyncio.to_thread(service.explanation, prediction_id)
     return HTMLResponse(page)
 

@@ -1,0 +1,288 @@
+"""``anchor serve`` under load, against the local test server (``tests/fakeserver.py``) with a fixed latency.
+
+    python benchmarks/bench_serve.py                 # 200 clients x 10, 0.2 s latency, a 2,000-row job
+    python benchmarks/bench_serve.py --clients 20 --per-client 5 --job-rows 200 --stream 10   # a quick look
+
+1. **Three stored scenarios.** A service builds the three factor spaces (``POST /v1/spaces``) and stops.
+2. **Online load.** A fresh service (``--no-cache``: every answer asks the LLM) gets ``--clients``
+   concurrent clients, each sending ``--per-client`` predictions one after another, every one a new
+   condition. For each answer: the latency the client saw, and the LLM time on the answer's critical path
+   (its longest chain of requests that waited for one another, ``cost.critical_path.seconds``). What the
+   service adds is the difference: median and p99, against the targets of 20 ms and 100 ms. The same load
+   runs twice; the service's resident memory is read after each run.
+3. **The same answers as** ``anchor infer``: every condition of the first run is answered again by
+   ``anchor infer --space`` on the stored space (``--no-cache``, the same deterministic server), and
+   P(O1), the mapped factors and their φ must be equal.
+4. **Online beside a job.** 30 online predictions one after another with the service idle, then a job of
+   ``--job-rows`` rows is sent and 30 more are made while it runs: the online p99 with the job, over its
+   idle value (target: at most 2).
+
+Prints a summary and writes every figure as JSON (``--json``). The load generator runs on the same
+machine as the service and the test server: on a small machine they share its cores, and the figures
+say so (``cpu_count``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+
+REPO = Path(__file__).resolve().parents[1]
+ENTRY = "import sys; from anchor.cli import main; sys.argv[0] = 'anchor'; main()"
+SCENARIOS = [
+    {"scenario": "Priya is deciding how to get to work on Monday morning; her office is 6 km away.",
+     "outcome1": "Priya cycles to work.", "outcome2": "Priya takes the bus to work."},
+    {"scenario": "A bakery decides what to bake for Sunday's market.", "outcome1": "It bakes mostly bread.",
+     "outcome2": "It bakes mostly cakes."},
+    {"scenario": "A family plans a free weekend in late autumn.", "outcome1": "They stay at home.",
+     "outcome2": "They travel to the coast."},
+]
+WORDS = ["rain", "a strike", "a deadline", "a discount", "a cold", "a festival", "roadworks", "a heatwave", "guests",
+         "a delivery", "low stock", "a holiday"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def condition(tag: str, i: int) -> str:
+    return f"Case {tag}-{i}: there is {WORDS[i % len(WORDS)]} and {WORDS[(i * 7 + 3) % len(WORDS)]} this time."
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def rss_mb(pid: int) -> float:
+    text = Path(f"/proc/{pid}/status").read_text()
+    return round(int(re.search(r"VmRSS:\s+(\d+)", text).group(1)) / 1024, 1)
+
+
+class Service:
+    def __init__(self, args: list[str], log: Path) -> None:
+        self.log = log.open("w")
+        self.proc = subprocess.Popen([sys.executable, "-c", ENTRY, "serve", "--port", "0", *args],
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=REPO,
+                                     env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        found = re.search(r"listening at (\S+)", line)
+        if not found:
+            raise SystemExit(f"anchor serve did not start: {line!r}; see {log}")
+        self.url = found.group(1).rstrip(" (")
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(120)
+        self.log.close()
+
+
+async def one(http: httpx.AsyncClient, case: dict[str, Any]) -> dict[str, Any]:
+    started = time.perf_counter()
+    response = await http.post("/v1/predictions", json=case)
+    seconds = time.perf_counter() - started
+    body = response.json()
+    critical = ((body.get("cost") or {}).get("critical_path") or {}).get("seconds")
+    return {"status": response.status_code, "seconds": seconds, "llm_path": critical, "body": body,
+            "case": case}
+
+
+async def load(url: str, clients: int, per_client: int, tag: str) -> list[dict[str, Any]]:
+    limits = httpx.Limits(max_connections=clients + 10, max_keepalive_connections=clients + 10)
+    async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as http:
+        async def client(c: int) -> list[dict[str, Any]]:
+            out = []
+            for i in range(per_client):
+                case = {**SCENARIOS[c % 3], "condition": condition(f"{tag}{c}", i), "wait": 600}
+                out.append(await one(http, case))
+            return out
+
+        results = await asyncio.gather(*(client(c) for c in range(clients)))
+    return [r for rs in results for r in rs]
+
+
+def summary(results: list[dict[str, Any]], wall: float) -> dict[str, Any]:
+    ok = [r for r in results if r["status"] == 200 and r["llm_path"] is not None]
+    added = [(r["seconds"] - r["llm_path"]) * 1000 for r in ok]
+    statuses: dict[str, int] = {}
+    for r in results:
+        statuses[str(r["status"])] = statuses.get(str(r["status"]), 0) + 1
+    return {"answers": len(results), "statuses": statuses, "wall_s": round(wall, 2),
+            "answers_per_s": round(len(results) / wall, 1),
+            "latency_ms": {"median": round(statistics.median(r["seconds"] for r in ok) * 1000, 1),
+                           "p99": round(percentile([r["seconds"] for r in ok], 0.99) * 1000, 1)},
+            "llm_path_ms": {"median": round(statistics.median(r["llm_path"] for r in ok) * 1000, 1),
+                            "p99": round(percentile([r["llm_path"] for r in ok], 0.99) * 1000, 1)},
+            "added_ms": {"median": round(statistics.median(added), 1), "p99": round(percentile(added, 0.99), 1),
+                         "max": round(max(added), 1)},
+            "unknown": sum(1 for r in ok if r["body"].get("unknown"))}
+
+
+def same_as_infer(server: str, store: Path, results: list[dict[str, Any]], work: Path) -> dict[str, Any]:
+    by_space: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        by_space.setdefault(r["body"]["space"], []).append(r)
+    compared = differ = 0
+    examples = []
+    for key, rs in by_space.items():
+        conditions = work / f"conditions-{key}.txt"
+        conditions.write_text("\n".join(r["case"]["condition"] for r in rs) + "\n")
+        done = subprocess.run([sys.executable, "-c", ENTRY, "infer", "--space", str(store / "spaces" / f"{key}.json"),
+                               "--conditions-file", str(conditions), "--json", "--no-cache", "--base-url", server,
+                               "--concurrency", "128"], capture_output=True, text=True, cwd=REPO,
+                              env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        if done.returncode:
+            raise SystemExit(f"anchor infer failed: {done.stderr[-2000:]}")
+        infer = {o["condition"]: o for o in map(json.loads, filter(None, done.stdout.splitlines()))}
+        for r in rs:
+            mine, theirs = r["body"], infer[r["case"]["condition"]]
+            same = (mine["p_outcome1"] == theirs["p_outcome1"] and mine["unknown"] == theirs["unknown"]
+                    and [(f["id"], f["phi"]) for f in mine["factors"]] == [(f["id"], f["phi"]) for f in theirs["factors"]])
+            compared += 1
+            if not same:
+                differ += 1
+                examples.append({"condition": r["case"]["condition"], "serve": mine["p_outcome1"],
+                                 "infer": theirs["p_outcome1"]})
+    return {"compared": compared, "different": differ, "examples": examples[:5]}
+
+
+async def stream(url: str, n: int, tag: str, job: str | None = None) -> list[dict[str, Any]]:
+    out = []
+    async with httpx.AsyncClient(base_url=url, timeout=600) as http:
+        for i in range(n):
+            result = await one(http, {**SCENARIOS[i % 3], "condition": condition(tag, i), "wait": 600})
+            if job is not None:
+                result["job_state"] = (await http.get(f"/v1/jobs/{job}")).json()["state"]
+            out.append(result)
+    return out
+
+
+def write_job(path: Path, rows: int) -> None:
+    import csv
+
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", "scenario", "outcome1", "outcome2", "condition"])
+        for i in range(rows):
+            s = SCENARIOS[i % 3]
+            w.writerow([f"r{i}", s["scenario"], s["outcome1"], s["outcome2"], condition("job", i)])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", type=int, default=200)
+    parser.add_argument("--per-client", type=int, default=10)
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--concurrency", type=int, default=512, help="the service's LLM budget")
+    parser.add_argument("--job-rows", type=int, default=2000)
+    parser.add_argument("--job-concurrency", type=int, default=64, help="the LLM budget of the job check")
+    parser.add_argument("--stream", type=int, default=30)
+    parser.add_argument("--skip-infer", action="store_true", help="do not compare with anchor infer")
+    parser.add_argument("--keep", type=Path, default=None, help="keep the working folder here")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    work = args.keep or Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    work.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    fake = subprocess.Popen([sys.executable, str(REPO / "tests" / "fakeserver.py"), "--port", str(port), "--latency",
+                             str(args.latency), "--deterministic"], stdout=subprocess.DEVNULL,
+                            stderr=(work / "fakeserver.log").open("w"))
+    server = f"http://127.0.0.1:{port}/v1"
+    report: dict[str, Any] = {"cpu_count": os.cpu_count(), "load_average": os.getloadavg(), "latency_s": args.latency,
+                              "clients": args.clients, "per_client": args.per_client}
+    try:
+        for _ in range(100):
+            try:
+                httpx.get(f"{server}/models", timeout=1)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        state, store = work / "state", work / "state" / "store"
+        base = ["--base-url", server, "--state", str(state), "--sizes", "quick", "--no-access-log"]
+        # 1. Three stored scenarios.
+        builder = Service([*base, "--cache-dir", str(work / "cache"), "--concurrency", "64"], work / "build.log")
+        started = time.perf_counter()
+        with httpx.Client(base_url=builder.url, timeout=900) as http:
+            spaces = [http.post("/v1/spaces", json={**s, "wait": 600}).json()["id"] for s in SCENARIOS]
+        report["build_s"] = round(time.perf_counter() - started, 1)
+        builder.stop()
+        print(f"3 spaces built in {report['build_s']} s: {', '.join(spaces)}", flush=True)
+
+        # 2. Online load, twice, on a fresh service that asks the LLM every time.
+        service = Service([*base, "--no-cache", "--concurrency", str(args.concurrency), "--queue", "100000"],
+                          work / "serve.log")
+        asyncio.run(load(service.url, 3, 1, "warm"))
+        report["rss_mb_start"] = rss_mb(service.proc.pid)
+        runs = []
+        for n in (1, 2):
+            started = time.perf_counter()
+            results = asyncio.run(load(service.url, args.clients, args.per_client, "load"))
+            figures = summary(results, time.perf_counter() - started)
+            figures["rss_mb"] = rss_mb(service.proc.pid)
+            runs.append(figures)
+            print(f"run {n}: {json.dumps(figures)}", flush=True)
+            if n == 1:
+                first = results
+        report["runs"] = runs
+        # 3. The same answers as anchor infer.
+        if not args.skip_infer:
+            report["same_as_infer"] = same_as_infer(server, store, first, work)
+            print(f"anchor infer: {json.dumps(report['same_as_infer'])}", flush=True)
+        service.stop()
+
+        # 4. Online beside a job.
+        service = Service([*base, "--no-cache", "--concurrency", str(args.job_concurrency)], work / "job.log")
+        asyncio.run(load(service.url, 3, 1, "warm2"))
+        idle = asyncio.run(stream(service.url, args.stream, "idle"))
+        cases = work / "job.csv"
+        write_job(cases, args.job_rows)
+        with httpx.Client(base_url=service.url, timeout=600) as http:
+            job = http.post("/v1/jobs?id=bench", content=cases.read_bytes(), headers={"Content-Type": "text/csv"}).json()
+            job_started = time.perf_counter()
+            while http.get("/v1/jobs/bench").json()["progress"]["rows_done"] < 1:
+                time.sleep(0.2)
+        busy = asyncio.run(stream(service.url, args.stream, "busy", job="bench"))
+        with httpx.Client(base_url=service.url, timeout=600) as http:
+            while (view := http.get("/v1/jobs/bench").json())["state"] in ("queued", "running"):
+                time.sleep(0.5)
+        job_seconds = time.perf_counter() - job_started
+        service.stop()
+        idle_s = [r["seconds"] for r in idle]
+        during = [r["seconds"] for r in busy if r["job_state"] == "running"]
+        report["beside_a_job"] = {
+            "job_rows": args.job_rows, "job_state": view["state"], "job_s": round(job_seconds, 1),
+            "job_requests": view["progress"]["requests"], "llm_budget": args.job_concurrency,
+            "online_while_running": len(during), "online": args.stream,
+            "idle_ms": {"median": round(statistics.median(idle_s) * 1000, 1), "p99": round(percentile(idle_s, 0.99) * 1000, 1)},
+            "with_job_ms": {"median": round(statistics.median(during) * 1000, 1) if during else None,
+                            "p99": round(percentile(during, 0.99) * 1000, 1) if during else None},
+            "statuses": sorted({r["status"] for r in idle + busy})}
+        if during:
+            report["beside_a_job"]["p99_ratio"] = round(percentile(during, 0.99) / percentile(idle_s, 0.99), 2)
+        print(f"beside a job: {json.dumps(report['beside_a_job'])}", flush=True)
+    finally:
+        fake.terminate()
+        fake.wait(30)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
