@@ -22,7 +22,7 @@ from anchor.analysis.retrieval import RetrievalAnalysis
 from anchor.bird.types import BirdModel
 from anchor.cli import app
 from anchor.cli.console import emit_json
-from anchor.cli.schemas import JSON_OUTPUTS
+from anchor.cli.schemas import JSON_OUTPUTS, SERVICE_BODIES
 from anchor.evaluation.methods.bird_on_anchor import TransplantArtefact
 from anchor.truth.bench.results import BenchResults
 from tests.fakeserver import FakeOpenAIServer
@@ -133,6 +133,35 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
         asked = server.completions
         assert one(ok(*repro, "--json"))["states"] == {"factors-common2sense-pairwise": "finished"}
         assert server.completions == asked
+        got.update(service_bodies(server, tmp, space))
+    return got
+
+
+def service_bodies(server: FakeOpenAIServer, tmp: Path, space: Path) -> dict[str, dict[str, Any]]:
+    """Each JSON body of anchor serve, from the real service (vanilla answers; the tiny space above stored)."""
+    from tests.serve.helpers import SCENARIO, running, wait_for
+
+    state = tmp / "serve-state"
+    (state / "store" / "spaces").mkdir(parents=True)
+    (state / "store" / "spaces" / "noodles-tiny.json").write_text(space.read_text())
+    got: dict[str, dict[str, Any]] = {}
+    case = {**SCENARIO, "condition": "The bus drivers strike.", "method": "vanilla"}
+    with running(state, server, cache=tmp / "cache") as live, live.client() as http:
+        got["POST /v1/predictions"] = http.post("/v1/predictions", json=case).json()
+        got["POST /v1/predictions (cases)"] = http.post("/v1/predictions", json={"cases": [SCENARIO | {
+            "condition": "Her bike has a flat tyre."}], "method": "vanilla"}).json()
+        got["GET /v1/spaces"] = http.get("/v1/spaces").json()
+        got["GET /v1/spaces/{id}"] = http.get("/v1/spaces/noodles-tiny").json()
+        job = http.post("/v1/jobs?method=vanilla&id=schema-job", headers={"Content-Type": "text/csv"},
+                        content=b"outcome1,outcome2,condition\nIt rains.,It is dry.,Clouds gather.\n").json()
+        wait_for(lambda: http.get("/v1/jobs/schema-job").json()["state"] == "done", what="the job")
+        got["GET /v1/jobs/{id}"] = http.get(f"/v1/jobs/{job['id']}").json()
+        got["GET /v1/jobs"] = http.get("/v1/jobs").json()
+        got["GET /v1/methods"] = http.get("/v1/methods").json()
+        got["GET /healthz"] = http.get("/healthz").json()
+        got["any error"] = http.get("/v1/jobs/no-such-job").json()
+    got["STATE/jobs/ID/job.json"] = read(state / "jobs" / "schema-job" / "job.json")
+    got["STATE/answers/ID.json"] = read(state / "answers" / f"{got['POST /v1/predictions']['id']}.json")
     return got
 
 
@@ -150,6 +179,8 @@ def test_the_page_and_this_test_cover_the_same_outputs(outputs):
     # Every command's own object is on the page, at the version the code gives it.
     for command, version in JSON_OUTPUTS.items():
         assert rows[f"anchor {command} --json"][0] == version, command
+    for body, version in SERVICE_BODIES.items():
+        assert rows[body][0] == version, body
 
 
 @pytest.mark.parametrize("name", sorted(documented()))

@@ -22,7 +22,7 @@ async def test_a_freed_slot_goes_to_online_before_batch_then_by_priority_then_ar
         with parallel.priority(rank):
             await budget.acquire(cls)
         order.append(name)
-        budget.release()
+        budget.release(cls)
 
     tasks = [asyncio.create_task(ask("batch-early", BATCH, 0))]
     await asyncio.sleep(0)
@@ -33,7 +33,7 @@ async def test_a_freed_slot_goes_to_online_before_batch_then_by_priority_then_ar
     tasks.append(asyncio.create_task(ask("online", ONLINE, 5)))
     await asyncio.sleep(0)
     assert budget.waiting() == 4 and budget.waiting(ONLINE) == 1
-    budget.release()
+    budget.release(BATCH)
     await asyncio.gather(*tasks)
     assert order == ["online", "batch-rank-minus1", "batch-early", "batch-late-rank0"]
     assert budget.in_flight == 0 and budget.waited == {ONLINE: 1, BATCH: 3}
@@ -45,13 +45,13 @@ async def test_a_waiter_cancelled_before_it_runs_passes_its_slot_on():
     first = asyncio.create_task(budget.acquire(ONLINE))
     second = asyncio.create_task(budget.acquire(BATCH))
     await asyncio.sleep(0)
-    budget.release()  # handed to `first`, which is cancelled before it gets to run
+    budget.release(BATCH)  # handed to `first`, which is cancelled before it gets to run
     first.cancel()
     await asyncio.gather(first, return_exceptions=True)
     await asyncio.wait_for(second, 5)  # the slot reached the next waiter
-    assert budget.in_flight == 1
-    budget.release()
-    assert budget.in_flight == 0
+    assert budget.in_flight == 1 and budget.batch_in_flight == 1
+    budget.release(BATCH)
+    assert budget.in_flight == budget.batch_in_flight == 0
 
 
 def test_event_loops_in_other_threads_share_the_limit():
@@ -71,7 +71,7 @@ def test_event_loops_in_other_threads_share_the_limit():
             await asyncio.sleep(0.001)
             with lock:
                 now -= 1
-            budget.release()
+            budget.release(cls)
 
     async def four(cls: int) -> None:
         await asyncio.wait_for(asyncio.gather(*(worker(cls) for _ in range(4))), 60)
@@ -116,3 +116,21 @@ async def test_a_gated_backend_holds_a_slot_for_each_request_and_shows_the_inner
     assert inner.model == "resolved"
     with pytest.raises(ValueError, match="at least 1"):
         SharedBudget(0)
+
+
+async def test_while_online_answers_are_in_progress_batch_keeps_to_its_share_of_the_slots():
+    budget = SharedBudget(8, batch_share=0.25)
+    assert budget.batch_cap == 2
+    budget.online_started()
+    for _ in range(2):
+        await budget.acquire(BATCH)
+    third = asyncio.create_task(budget.acquire(BATCH))
+    await asyncio.sleep(0)
+    assert not third.done() and budget.in_flight == 2  # six slots free, but not for batch
+    await budget.acquire(ONLINE)  # online still gets one at once
+    assert budget.in_flight == 3
+    budget.online_finished()  # no online answer in progress: batch may have every slot again
+    await asyncio.wait_for(third, 5)
+    assert budget.batch_in_flight == 3
+    with pytest.raises(ValueError, match="batch share"):
+        SharedBudget(4, batch_share=0)

@@ -13,6 +13,8 @@ goes up.
 
 from __future__ import annotations
 
+from anchor.serve.errors import API_SCHEMA_VERSION
+
 #: A command's own ``--json`` object -> its schema version.
 JSON_OUTPUTS: dict[str, int] = {
     "infer": 1,
@@ -25,6 +27,15 @@ JSON_OUTPUTS: dict[str, int] = {
     "llm ping": 1,
     "warm-up": 1,
 }
+
+
+#: The JSON bodies of ``anchor serve`` (and the files of its state folder) -> their schema version. Every
+#: body the service sends carries the one version of its API; ``GET /v1/spaces/{id}`` sends a space file,
+#: whose version is the space file's.
+SERVICE_BODIES: dict[str, int] = dict.fromkeys((
+    "POST /v1/predictions", "POST /v1/predictions (cases)", "GET /v1/spaces", "GET /v1/jobs/{id}", "GET /v1/jobs",
+    "GET /v1/methods", "GET /healthz", "any error", "STATE/jobs/ID/job.json", "STATE/answers/ID.json"),
+    API_SCHEMA_VERSION)
 
 
 def json_schema_version(output: str) -> int:

@@ -31,7 +31,7 @@ LIMITS_PANEL = "Limits"
 SECURITY_PANEL = "Security"
 SERVE_FLAGS = {**FLAG_NAMES, "host": "--host", "port": "--port", "state": "--state", "store": "--spaces",
                "max_body_bytes": "--max-body", "max_upload_bytes": "--max-upload", "max_cases": "--max-cases",
-               "max_queue": "--queue", "max_running_jobs": "--max-running-jobs", "max_queued_jobs": "--max-queued-jobs",
+               "max_queue": "--queue", "batch_share": "--batch-share", "max_running_jobs": "--max-running-jobs", "max_queued_jobs": "--max-queued-jobs",
                "default_wait": "--wait", "max_wait": "--max-wait", "shutdown_seconds": "--shutdown-seconds",
                "page_refresh": "--page-refresh"}
 
@@ -63,6 +63,8 @@ def serve_command(
         "Most cases in one POST /v1/predictions."))] = 100,
     queue: Annotated[int, opt("--queue", panel=LIMITS_PANEL, default=1024, help=(
         "Most online cases waiting for an answer; beyond it, 429 with Retry-After."))] = 1024,
+    batch_share: Annotated[float, opt("--batch-share", panel=LIMITS_PANEL, default=0.25, help=(
+        "The share of the LLM budget (--concurrency) jobs may hold while online answers are in progress."))] = 0.25,
     max_running_jobs: Annotated[int, opt("--max-running-jobs", panel=LIMITS_PANEL, default=1, help=(
         "Jobs answered at once (they share the LLM budget, behind online predictions)."))] = 1,
     max_queued_jobs: Annotated[int, opt("--max-queued-jobs", panel=LIMITS_PANEL, default=100, help=(
@@ -105,7 +107,8 @@ def serve_command(
         settings = ServeSettings(
             host=host, port=port, state=state, store=spaces, calibrators=calibrators, api_keys=keys,
             insecure=insecure, cors_origins=tuple(cors_origin or ()), max_body_bytes=max_body,
-            max_upload_bytes=max_upload, max_cases=max_cases, max_queue=queue, max_running_jobs=max_running_jobs,
+            max_upload_bytes=max_upload, max_cases=max_cases, max_queue=queue, batch_share=batch_share,
+            max_running_jobs=max_running_jobs,
             max_queued_jobs=max_queued_jobs, default_wait=wait, max_wait=max_wait, shutdown_seconds=shutdown_seconds)
         settings.check_exposure()
         if calibrators is not None and not calibrators.is_dir():

@@ -8,8 +8,11 @@ takes one of its slots first, wherever it comes from.
 
 A freed slot goes to the waiting request of the best *class* (online before batch), then of the
 lowest priority of :mod:`anchor.llm.parallel` (a predict run numbers its scenarios so that an earlier
-one finishes first), then the earliest. The budget is thread-safe: a waiter is a future of its own
-event loop, resolved from whichever thread frees the slot.
+one finishes first), then the earliest. While online answers are in progress, batch requests hold at
+most ``batch_share`` of the slots: a job's work is CPU too (parsing answers, embedding, scoring), and on
+a small machine a job that filled the budget slowed every online answer down with its share of the
+cores, however early the online requests got their slots. The budget is thread-safe: a waiter is a
+future of its own event loop, resolved from whichever thread frees the slot.
 
 :class:`GatedBackend` wraps a backend so that each request waits for a slot; :meth:`SharedBudget.factory`
 gives the ``backends=`` hook that the predict engine's clients are made with.
@@ -46,11 +49,17 @@ class _Waiter:
 class SharedBudget:
     """At most ``limit`` LLM requests in flight across the process (see the module docstring)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, batch_share: float = 1.0) -> None:
         if limit < 1:
             raise ValueError(f"the LLM concurrency budget must be at least 1, got {limit}")
+        if not 0 < batch_share <= 1:
+            raise ValueError(f"the batch share must be in (0, 1], got {batch_share}")
         self.limit = limit
+        self.batch_cap = max(1, int(limit * batch_share))
+        """Slots batch requests may hold while online answers are in progress."""
         self.in_flight = 0
+        self.batch_in_flight = 0
+        self.online_active = 0
         self._lock = threading.Lock()
         self._waiters: list[_Waiter] = []
         self._arrivals = itertools.count()
@@ -64,13 +73,35 @@ class SharedBudget:
         with self._lock:
             return sum(1 for w in self._waiters if not w.future.done() and (cls is None or w.key[0] == cls))
 
+    def _room(self, cls: int) -> bool:
+        if self.in_flight >= self.limit:
+            return False
+        return cls == ONLINE or not self.online_active or self.batch_in_flight < self.batch_cap
+
+    def _take(self, cls: int) -> None:
+        self.in_flight += 1
+        self.batch_in_flight += cls == BATCH
+
+    def online_started(self) -> None:
+        """An online answer is in progress: batch requests keep to their share of the slots."""
+        with self._lock:
+            self.online_active += 1
+
+    def online_finished(self) -> None:
+        with self._lock:
+            self.online_active -= 1
+            self._hand_on()  # the last one lets waiting batch requests have every slot again
+
     async def acquire(self, cls: int) -> None:
         loop = asyncio.get_running_loop()
         with self._lock:
-            if self.in_flight < self.limit and not self._live_waiters():
-                self.in_flight += 1
+            key = (cls, parallel.current_priority(), next(self._arrivals))
+            # At once when there is room and no waiter comes first (a batch request held back by its share
+            # does not hold back an online one).
+            if self._room(cls) and (not self._live_waiters() or key < self._waiters[0].key):
+                self._take(cls)
                 return
-            waiter = _Waiter((cls, parallel.current_priority(), next(self._arrivals)), loop, loop.create_future())
+            waiter = _Waiter(key, loop, loop.create_future())
             heapq.heappush(self._waiters, waiter)
             self.waited[cls] += 1
         started = time.monotonic()
@@ -78,15 +109,16 @@ class SharedBudget:
             await waiter.future
         except asyncio.CancelledError:
             if waiter.future.done() and not waiter.future.cancelled():
-                self.release()  # handed a slot, then cancelled before using it: pass it on
+                self.release(cls)  # handed a slot, then cancelled before using it: pass it on
             raise
         finally:
             with self._lock:
                 self.wait_seconds[cls] += time.monotonic() - started
 
-    def release(self) -> None:
+    def release(self, cls: int) -> None:
         with self._lock:
             self.in_flight -= 1
+            self.batch_in_flight -= cls == BATCH
             self._hand_on()
 
     def _live_waiters(self) -> bool:
@@ -96,18 +128,20 @@ class SharedBudget:
 
     def _hand_on(self) -> None:
         """Give free slots to the best waiters (called with the lock held)."""
-        while self.in_flight < self.limit and self._live_waiters():
+        while self._live_waiters() and self._room(self._waiters[0].key[0]):
             waiter = heapq.heappop(self._waiters)
-            self.in_flight += 1
+            cls = waiter.key[0]
+            self._take(cls)
             try:
-                waiter.loop.call_soon_threadsafe(self._grant, waiter.future)
+                waiter.loop.call_soon_threadsafe(self._grant, waiter.future, cls)
             except RuntimeError:  # its loop has closed: the slot goes to the next one
                 self.in_flight -= 1
+                self.batch_in_flight -= cls == BATCH
 
-    def _grant(self, future: asyncio.Future[None]) -> None:
+    def _grant(self, future: asyncio.Future[None], cls: int) -> None:
         """On the waiter's own loop: wake it, or pass the slot on when it gave up meanwhile."""
         if future.done():
-            self.release()
+            self.release(cls)
         else:
             future.set_result(None)
 
@@ -157,14 +191,14 @@ class GatedBackend:
         try:
             return await self.inner.complete(messages, **kwargs)
         finally:
-            self.budget.release()
+            self.budget.release(self.cls)
 
     async def complete_choices(self, messages: list[dict[str, str]], **kwargs: Any) -> Any:
         await self.budget.acquire(self.cls)
         try:
             return await self.inner.complete_choices(messages, **kwargs)  # type: ignore[attr-defined]
         finally:
-            self.budget.release()
+            self.budget.release(self.cls)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

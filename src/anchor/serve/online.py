@@ -27,6 +27,7 @@ from anchor.cases.validate import RowChecker
 from anchor.errors import AnchorError
 from anchor.extras import extra_hint, extra_installed
 from anchor.secrets import scrub
+from anchor.serve.budget import SharedBudget
 from anchor.serve.engine import (
     EngineError,
     OnlineEngine,
@@ -98,8 +99,9 @@ def new_id(prefix: str) -> str:
 
 class OnlineAnswers:
     def __init__(self, engine: OnlineEngine, state: StateFolder, settings: ServeSettings,
-                 calibrators: Calibrators) -> None:
+                 calibrators: Calibrators, budget: SharedBudget | None = None) -> None:
         self.engine = engine
+        self.budget = budget
         self.state = state
         self.settings = settings
         self.calibrators = calibrators
@@ -243,18 +245,25 @@ class OnlineAnswers:
             except Exception:  # noqa: BLE001 - a build that failed fails the answer below, which says why
                 pass
             entry.phase = "answering"
-            answer = await self.engine.answer(worker, row)
+            if self.budget is not None:
+                self.budget.online_started()
+            try:
+                answer = await self.engine.answer(worker, row)
+            finally:
+                if self.budget is not None:
+                    self.budget.online_finished()
             traces = answer.traces
             record = {**self._base(entry), "state": "done", **public_answer(answer), "space": answer.artefact,
                       "error": answer.prediction.error}
         except asyncio.CancelledError:
-            record = {**self._base(entry), "state": "interrupted",
+            record = {**self._base(entry), "state": "interrupted", "space": entry.artefact,
                       "error": "the service stopped before this case was answered; send it again"}
+            record["links"] = self._links(entry.id, record, [])
             self._remember(entry, record)
             self.state.write_answer(entry.id, record)
             raise
         except Exception as exc:  # noqa: BLE001 - one case's failure is its record, never the service's
-            record = {**self._base(entry), "state": "done", "status": "failed", "unknown": True,
+            record = {**self._base(entry), "state": "done", "status": "failed", "unknown": True, "space": entry.artefact,
                       "error": scrub(str(exc))[:800] or type(exc).__name__}
         self._mean_seconds = 0.9 * self._mean_seconds + 0.1 * (loop.time() - started)
         record["links"] = self._links(entry.id, record, traces)

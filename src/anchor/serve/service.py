@@ -37,11 +37,11 @@ class Service:
         self.command = command
         self.state = StateFolder(settings.state)
         self.metrics = Metrics()
-        self.budget = SharedBudget(llm.max_concurrency)
+        self.budget = SharedBudget(llm.max_concurrency, settings.batch_share)
         self.engine = run_engine.OnlineEngine(settings=llm, anchor_config=anchor_config, ablations=self.ablations,
                                               store=settings.store_dir, backends=self.budget.factory(ONLINE))
         self.calibrators = Calibrators(settings.calibrators)
-        self.online = OnlineAnswers(self.engine, self.state, settings, self.calibrators)
+        self.online = OnlineAnswers(self.engine, self.state, settings, self.calibrators, self.budget)
         self.spaces = Spaces(settings.store_dir, self.engine)
         self.jobs = Jobs(self.state, self._make_run, max_running=settings.max_running_jobs,
                          max_queued=settings.max_queued_jobs)
@@ -108,6 +108,7 @@ class Service:
                 "limits": {"max_body_bytes": s.max_body_bytes, "max_upload_bytes": s.max_upload_bytes,
                            "max_cases": s.max_cases, "max_queue": s.max_queue, "max_wait": s.max_wait,
                            "default_wait": s.default_wait, "llm_budget": self.budget.limit,
+                           "batch_slots_beside_online": self.budget.batch_cap,
                            "max_running_jobs": s.max_running_jobs, "max_queued_jobs": s.max_queued_jobs}}
 
     # ------------------------------------------------------------------ jobs

@@ -56,6 +56,8 @@ class ServeSettings(BaseModel):
     max_upload_bytes: int = Field(default=256 << 20, ge=1024, description="Largest cases file sent to POST /v1/jobs.")
     max_cases: int = Field(default=100, ge=1, description="Most cases in one POST /v1/predictions.")
     max_queue: int = Field(default=1024, ge=1, description="Most online cases admitted and not yet answered.")
+    batch_share: float = Field(default=0.25, gt=0, le=1, description="The share of the LLM budget jobs may hold "
+                                                                      "while online answers are in progress.")
     max_running_jobs: int = Field(default=1, ge=1)
     max_queued_jobs: int = Field(default=100, ge=1)
     default_wait: float = Field(default=30.0, ge=0, description="Seconds a prediction request is held open by default.")
