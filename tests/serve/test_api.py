@@ -186,9 +186,11 @@ def test_nothing_was_left_behind_by_refused_jobs(live):
     service, _ = live
     with service.client() as http:
         listed = http.get("/v1/jobs").json()
-    assert listed["jobs"] == []
     jobs_folder = service.service.settings.state / "jobs"
-    assert list(jobs_folder.iterdir()) == []
+    # Every folder is a job that was accepted (another test of this module may have sent one); the refused
+    # ones (bad format, empty body, no usable row, ...) left nothing.
+    assert {p.name for p in jobs_folder.iterdir()} == {j["id"] for j in listed["jobs"]}
+    assert all(j["id"] in ("twice",) for j in listed["jobs"])
 
 
 def test_metrics_are_prometheus_text_with_requests_latency_llm_and_queues(live):
@@ -241,3 +243,27 @@ def test_every_json_body_carries_a_schema_version(live):
             assert http.get(path).json()["schema_version"] == 1, path
     assert json.loads(json.dumps(service.service.describe()))["methods"]
 
+
+
+def test_a_second_service_on_the_same_state_folder_is_refused(live):
+    import asyncio
+
+    from anchor.errors import ConfigurationError
+    from tests.serve.helpers import make_service
+
+    service, server = live
+    other = make_service(service.service.settings.state, server)
+    with pytest.raises(ConfigurationError, match="another anchor serve uses this folder"):
+        asyncio.run(other.start())
+
+
+def test_a_job_id_in_use_is_a_conflict(live):
+    service, _ = live
+    body = {"content": b"outcome1,outcome2,condition\nIt rains.,It is dry.,Clouds.\n",
+            "headers": {"Content-Type": "text/csv"}}
+    with service.client() as http:
+        first = http.post("/v1/jobs?method=vanilla&id=twice", **body)
+        second = http.post("/v1/jobs?method=vanilla&id=twice", **body)
+        wait_for(lambda: http.get("/v1/jobs/twice").json()["state"] == "done", what="the job")
+    assert first.status_code == 202 and second.status_code == 409
+    assert second.json()["error"]["field"] == "id"

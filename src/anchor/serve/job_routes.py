@@ -72,10 +72,10 @@ async def submit_job(request: Request, method: str = "anchor", stage: str | None
         raise ApiError(422, str(exc).replace("--column", "column"), field="column") from None
     fmt = _format(format, request.headers.get("content-type", ""))
     job_id = check_id(id) if id is not None else new_id("j")
-    if job_id in service.jobs.records:
+    folder = service.state.job_dir(job_id)
+    if job_id in service.jobs.records or folder.exists():
         raise ApiError(409, f"job {job_id!r} exists already; choose another id", field="id")
     service.jobs.check_room()
-    folder = service.state.job_dir(job_id)
     folder.mkdir(parents=True)
     name = "cases" + SUFFIXES[fmt]
     try:

@@ -44,6 +44,10 @@ def _document(title: str, main: str, refresh: float) -> str:
     return page(title, body, script=SCRIPT % int(refresh * 1000))
 
 
+def _link(href: str | None, text: str) -> str:
+    return f'<a href="{esc(href)}">{esc(text)}</a>' if href else "–"
+
+
 def _number(value: Any) -> str:
     return "–" if value is None else f"{value:,}" if isinstance(value, int) else esc(value)
 
@@ -63,7 +67,8 @@ def _job_row(view: dict[str, Any]) -> str:
             f'<a href="{esc(view["links"]["results_csv"])}">CSV</a></td></tr>')
 
 
-def live_main(service: Service) -> str:
+def live_main(service: Service, answers: list[dict[str, Any]], pending: list[Any]) -> str:
+    """The live page's content; ``answers`` and ``pending`` were taken on the event loop (which changes them)."""
     jobs = [service.jobs.view(j) for j in reversed(list(service.jobs.records))]
     b = service.budget
     status = (f'<p class="muted" data-field="status">{esc(service.engine.model)} · anchor {esc(service.describe()["version"])}'
@@ -73,7 +78,6 @@ def live_main(service: Service) -> str:
            "<th>method</th><th>results</th></tr>"
     job_rows = "".join(_job_row(v) for v in jobs) or '<tr><td colspan="8" class="muted">no job yet</td></tr>'
     parts = [status, f'<h2 id="jobs">Jobs</h2><table id="job-table">{head}{job_rows}</table>']
-    answers = list(reversed(service.online.recent.values()))[:50]
     rows = []
     for rec in answers:
         link = rec.get("links", {}).get("explanation")
@@ -82,9 +86,9 @@ def live_main(service: Service) -> str:
         rows.append(f'<tr data-answer="{aid}"><td><a href="/v1/predictions/{aid}">{aid}</a></td>'
                     f'<td class="num">{pct(p1) if p1 is not None else "unknown"}</td><td>{esc(rec.get("status", rec["state"]))}</td>'
                     f'<td>{esc(rec["case"]["condition"][:120])}</td>'
-                    f'<td>{f"<a href={chr(34)}{esc(link)}{chr(34)}>explanation</a>" if link else "–"}</td></tr>')
+                    f'<td>{_link(link, "explanation")}</td></tr>')
     pending = [f'<tr><td>{esc(e.id)}</td><td class="num">…</td><td>pending ({esc(e.phase)})</td>'
-               f'<td>{esc(e.request["condition"][:120])}</td><td>–</td></tr>' for e in list(service.online.pending.values())[:50]]
+               f'<td>{esc(e.request["condition"][:120])}</td><td>–</td></tr>' for e in pending]
     parts.append('<h2 id="answers">Latest predictions</h2><table><tr><th>id</th><th>P(O1)</th><th>status</th>'
                  f'<th>condition</th><th>explanation</th></tr>{"".join(pending + rows) or "<tr><td colspan=5 class=muted>none yet</td></tr>"}'
                  "</table>")
@@ -132,7 +136,9 @@ def job_main(service: Service, job_id: str) -> str:
 async def live(request: Request) -> HTMLResponse:
     """The live page: jobs with their progress, the spaces, the latest predictions."""
     service = service_of(request)
-    main = await asyncio.to_thread(live_main, service)
+    answers = list(reversed(service.online.recent.values()))[:50]
+    pending = list(service.online.pending.values())[:50]
+    main = await asyncio.to_thread(live_main, service, answers, pending)
     return HTMLResponse(_document("anchor serve", main, service.settings.page_refresh))
 
 

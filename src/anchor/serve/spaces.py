@@ -73,7 +73,7 @@ class Spaces:
         files = [p for p in files if valid_id(p.stem)]
         shown = [s for p in files[offset:offset + limit] if (s := self.summary(p)) is not None]
         building = [{"id": key, "scenario": scenario.model_dump(), "started": started}
-                    for key, (scenario, started, _) in self.building.items()]
+                    for key, (scenario, started, _) in list(self.building.items())]  # read from a thread
         return {"schema_version": API_SCHEMA_VERSION, "total": len(files), "offset": offset, "spaces": shown,
                 "building": building}
 
