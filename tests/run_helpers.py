@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from anchor.evaluation.results import MetricsReport, Prediction
+from anchor.runs.records import MetricsReport, Prediction
 from anchor.llm.scripted import ScriptedRequest
 from tests.fakeserver import FakeOpenAIServer
 

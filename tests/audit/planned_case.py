@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from anchor.evaluation.datasets import scenario_key
-from anchor.evaluation.results import Prediction, RunConfig
+from anchor.runs.records import Prediction, RunConfig
 from anchor.inference.bayes import cbn_posterior, naive_bayes_posterior
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import CostLedger

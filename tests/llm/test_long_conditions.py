@@ -13,7 +13,7 @@ import pytest
 from anchor import prompts
 from anchor.embedding.embed import embed_condition
 from anchor.errors import ConfigurationError, FatalBackendError
-from anchor.evaluation.methods import baselines
+from anchor.methods import baselines
 from anchor.llm.base import RawCompletion, TokenLogprob
 from anchor.llm.client import LLMClient
 from anchor.llm.context import (

@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from anchor.cli import app
-from anchor.evaluation.runner import identity_difference
+from anchor.runs.identity import identity_difference
 from anchor.reproduce.cells import Value
 from anchor.reproduce.claims import check_claim
 from anchor.reproduce.estimate import Spent

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from anchor.evaluation.results import Kind, MetricsReport
+from anchor.runs.records import Kind, MetricsReport
 from anchor.files import write_atomic
 
 #: The headline score of each kind of task, as in the evaluation report.

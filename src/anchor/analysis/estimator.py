@@ -39,7 +39,7 @@ from anchor.analysis.common import (
     task_scores,
     write_analysis,
 )
-from anchor.evaluation.results import MetricsReport
+from anchor.runs.records import MetricsReport
 from anchor.inference.config import InferenceConfig
 from anchor.inference.engine import InferenceEngine
 from anchor.llm.client import LLMClient

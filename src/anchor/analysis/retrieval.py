@@ -25,7 +25,7 @@ from anchor.analysis.common import (
     task_scores,
     write_analysis,
 )
-from anchor.evaluation.results import MetricsReport
+from anchor.runs.records import MetricsReport
 from anchor.mapping.retrievers import RETRIEVER_NAMES
 from anchor.plots import colours, new_figure, save_figure
 

@@ -41,9 +41,9 @@ from anchor.cli.options import (
     opt,
 )
 from anchor.config import ABLATIONS, AnchorConfig
-from anchor.evaluation.methods import METHODS
-from anchor.evaluation.results import MetricsReport
-from anchor.evaluation.rundir import RunDirectory
+from anchor.methods import METHODS
+from anchor.runs.records import MetricsReport
+from anchor.runs.rundir import RunDirectory
 from anchor.files import check_directory
 from anchor.secrets import redact_argv
 
@@ -126,7 +126,8 @@ def predict_command(
     anchor predict cases.csv --column condition=Evidence --out runs/my-cases --format csv
     """
     from anchor.cases import CaseLimits, example_file, parse_column_options
-    from anchor.evaluation.runner import WorkersCapped, default_build_params
+    from anchor.evaluation.run_config import default_build_params
+    from anchor.runs.errors import WorkersCapped
     from anchor.predict.config import CasesInput, check_predict_method, make_predict_config
     from anchor.predict.estimate import estimate_predict
     from anchor.predict.export import check_table_format

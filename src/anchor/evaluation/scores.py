@@ -25,7 +25,7 @@ from anchor.evaluation.metrics import (
     pairwise_prediction,
     reliability_bins,
 )
-from anchor.evaluation.results import METRIC_KEYS, Kind, Prediction
+from anchor.runs.records import METRIC_KEYS, Kind, Prediction
 
 COVERED_KEYS = ("f1_context1", "f1_context2", "f1_same", "f1_micro")
 #: The per-class F1 keys of pairwise data and the class each scores (human label 1, 2, 3).

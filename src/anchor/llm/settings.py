@@ -4,11 +4,13 @@ and ``make_client`` turns it into the shared client."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError
 
 from anchor.errors import ConfigurationError
+from anchor.llm.base import Backend
 from anchor.llm.cache import RESPONSES_FILE, VECTORS_FILE, ResponseCache, default_cache_dir
 from anchor.llm.client import LLMClient
 from anchor.llm.context import DEFAULT_SERVER_CONTEXT_TOKENS
@@ -159,7 +161,13 @@ class LLMSettings(BaseModel):
         }
 
 
-def make_backend(settings: LLMSettings):  # noqa: ANN201 - returns a Backend
+#: What makes a client's backend from its settings: :func:`make_backend` unless a caller hands in its own
+#: (a harness that answers in process, such as the simulated LLM of ``anchor.truth``).
+BackendFactory = Callable[[LLMSettings], Backend]
+
+
+def make_backend(settings: LLMSettings) -> Backend:
+    """The backend the settings name: the OpenAI-compatible server at ``base_url``, else the embedded model."""
     if settings.uses_server:
         # Imported here: it loads the openai SDK (about 0.3 s), which the embedded model never needs.
         from anchor.llm.openai_backend import OpenAICompatibleBackend
@@ -176,10 +184,13 @@ def make_backend(settings: LLMSettings):  # noqa: ANN201 - returns a Backend
     return LocalLlamaBackend(settings.local_model_path, n_ctx=settings.effective_context_tokens)
 
 
-def make_client(settings: LLMSettings, *, ledger: CostLedger | None = None) -> LLMClient:
+def make_client(settings: LLMSettings, *, ledger: CostLedger | None = None,
+                backends: BackendFactory | None = None) -> LLMClient:
+    """The shared client for ``settings``: its backend from ``backends`` (default :func:`make_backend`),
+    with the settings' cache, seed, retries and concurrency."""
     cache = ResponseCache(settings.response_cache_path) if settings.use_cache else None
     return LLMClient(
-        make_backend(settings),
+        (backends or make_backend)(settings),
         cache=cache,
         ledger=ledger,
         seed=settings.seed,

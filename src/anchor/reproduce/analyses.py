@@ -30,7 +30,7 @@ from anchor.analysis.runs import (
     run_factor_analysis,
     run_retrieval_analysis,
 )
-from anchor.evaluation.runner import EvalError
+from anchor.runs.errors import EvalError
 from anchor.files import write_atomic
 from anchor.llm.settings import LLMSettings
 from anchor.progress import Reporter

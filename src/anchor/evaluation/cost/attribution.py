@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from anchor.evaluation.datasets.instances import DecisionInstance, PairwiseInstance, scenario_key
-from anchor.evaluation.results import CriticalPathReport
+from anchor.runs.records import CriticalPathReport
 from anchor.llm.ledger import CallRecord, critical_path
 from anchor.types import CriticalPath
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from anchor.evaluation.datasets.bundled import PAPER_FACTCHECK_SETS
-from anchor.evaluation.methods.registry import DIRECT_METHODS, METHODS
+from anchor.methods.registry import DIRECT_METHODS, METHODS
 from anchor.evaluation.report.markdown import format_delta, md_table, number
 from anchor.evaluation.report.names import (
     APPROX_MARK,
