@@ -47,8 +47,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
      ("space.config", "types", "mapping.config", "inference.config", "config", "demo")),
     ("the LLM client and the prompts", ("llm", "prompts")),
     ("embeddings, and heavy work off the event loop", ("embedding", "compute")),
-    ("the stages and what they are made of, and the pages that show their objects",
-     ("artefacts", "cases", "space", "mapping", "inference", "calibration", "bird", "audit", "truth")),
+    ("the stages and what they are made of, the pages that show their objects, and the metrics on arrays "
+     "(evaluation.metrics imports nothing of anchor: the truth's scores use it)",
+     ("artefacts", "cases", "space", "mapping", "inference", "calibration", "bird", "audit", "truth",
+      "evaluation.metrics")),
     ("the pipeline: the stages put together", ("pipeline",)),
     ("the package facade", ("anchor",)),
     ("a run's records, the instances it answers and the run directory (which every command that writes or "
@@ -56,7 +58,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the methods a run drives, and their registry", ("methods",)),
     ("the run engine: one run session, its workers and pools", ("runs",)),
     ("the evaluation harness: datasets, scoring, reports, cost, the calibration study", ("evaluation",)),
-    ("commands built on them", ("analysis", "predict", "reproduce")),
+    ("commands built on them (truth.bench drives anchor predict's runner)",
+     ("analysis", "predict", "reproduce", "truth.bench")),
     ("the command line", ("cli",)),
 )
 

@@ -74,6 +74,12 @@ def test_check_notes_a_mapped_json_column_that_no_row_has():
     assert summary.notes == ["--column label=Verdcit: no good row has a value in 'Verdcit'"]
     assert check_cases(io.BytesIO(data), name="x.jsonl", columns={"label": "Verdict"}).labelled == 1
 
+    # The true probability too: a mapped column without a value is noted, one with values is not.
+    truth = b'{"outcome1": "a", "outcome2": "b", "condition": "c", "Truth": 0.3}\n'
+    assert check_cases(io.BytesIO(truth), name="x.jsonl", columns={"p_true": "Truth"}).notes == []
+    assert check_cases(io.BytesIO(truth), name="x.jsonl", columns={"p_true": "Truht"}).notes == [
+        "--column p_true=Truht: no good row has a value in 'Truht'"]
+
 
 def test_check_only_raises_for_a_file_it_cannot_read():
     summary = check_cases(io.BytesIO(b"outcome1,outcome2,condition\n,,\n"), name="x.csv")
@@ -203,8 +209,8 @@ def test_an_invalid_element_across_a_chunk_boundary_is_one_bad_row():
 
 
 _KNOWN_KEYWORDS = {"$schema", "title", "description", "type", "required", "properties", "additionalProperties",
-                   "minLength", "maxLength", "pattern", "enum", "anyOf"}
-_TYPES = {"string": str, "integer": int, "null": type(None), "object": dict}
+                   "minLength", "maxLength", "pattern", "enum", "anyOf", "minimum", "maximum"}
+_TYPES = {"string": str, "integer": int, "number": (int, float), "null": type(None), "object": dict}
 
 
 def schema_errors(value: Any, schema: dict) -> list[str]:
@@ -219,6 +225,11 @@ def schema_errors(value: Any, schema: dict) -> list[str]:
             return [f"{value!r} is not of type {types}"]
     if "enum" in schema and not any(type(value) is type(e) and value == e for e in schema["enum"]):
         errors.append(f"{value!r} not in {schema['enum']}")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            errors.append(f"{value!r} below {schema['minimum']}")
+        if "maximum" in schema and value > schema["maximum"]:
+            errors.append(f"{value!r} above {schema['maximum']}")
     if isinstance(value, str):
         if len(value) < schema.get("minLength", 0):
             errors.append("too short")
@@ -278,6 +289,14 @@ SAMPLES = [  # (row, accepted by both)
     ({"id": [1], "outcome1": "Yes", "outcome2": "No", "condition": "c"}, False),
     ({"outcome1": "Yes", "outcome2": "No", "condition": "c", "label": 3}, False),
     ({"outcome1": "Yes", "outcome2": "No", "condition": "c", "label": True}, False),
+    ({"outcome1": "Yes", "outcome2": "No", "condition": "c", "p_true": 0.25}, True),
+    ({"outcome1": "Yes", "outcome2": "No", "condition": "c", "p_true": 1}, True),
+    ({"outcome1": "Yes", "outcome2": "No", "condition": "c", "p_true": "0.7"}, True),
+    ({"outcome1": "Yes", "outcome2": "No", "condition": "c", "p_true": None}, True),
+    ({"outcome1": "Yes", "outcome2": "No", "condition": "c", "p_true": 1.5}, False),
+    ({"outcome1": "Yes", "outcome2": "No", "condition": "c", "p_true": -0.01}, False),
+    ({"outcome1": "Yes", "outcome2": "No", "condition": "c", "p_true": True}, False),
+    ({"outcome1": "Yes", "outcome2": "No", "condition": "c", "p_true": [0.5]}, False),
 ]
 
 
@@ -293,11 +312,14 @@ def test_the_schema_and_the_reader_agree(row, accepted):
 def test_what_the_schema_cannot_say_is_left_to_the_reader():
     # Cross-field rules: the schema accepts these rows, the reader rejects them (and the schema says so).
     for row in ({"outcome1": "Yes", "outcome2": "yes", "condition": "c"},
-                {"outcome1": "Yes", "outcome2": "No", "condition": "c", "label": "Maybe"}):
+                {"outcome1": "Yes", "outcome2": "No", "condition": "c", "label": "Maybe"},
+                {"outcome1": "Yes", "outcome2": "No", "condition": "c", "p_true": "likely"},
+                {"outcome1": "Yes", "outcome2": "No", "condition": "c", "p_true": "1.5"}):
         assert schema_errors(row, case_row_schema()) == []
         [item] = read_cases(io.BytesIO(json.dumps([row]).encode()), name="one.json")
         assert isinstance(item, RejectedRow)
     assert "a label given as text that is not one outcome's text" in case_row_schema()["description"]
+    assert "a p_true given as text that is not a number in [0, 1]" in case_row_schema()["description"]
 
 
 # --------------------------------------------------------------------------- examples

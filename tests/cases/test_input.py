@@ -186,7 +186,9 @@ def test_columns_are_mapped_and_unknown_ones_listed():
     for data, name in ((as_csv(rows), "a.csv"), (as_jsonl(rows), "a.jsonl"), (as_json(rows), "a.json")):
         stream = read_cases(io.BytesIO(data), name=name, columns=mapping)
         assert without_line(good(stream)) == expected
-        assert stream.used_columns == mapping and stream.ignored_columns == ["condtion", "notes"]
+        # (JSON: an optional field the mapping leaves unnamed, p_true here, may still come in a later row.)
+        assert {k: v for k, v in stream.used_columns.items() if k != "p_true"} == mapping
+        assert stream.ignored_columns == ["condtion", "notes"]
 
 
 def test_column_option_errors_name_the_flag():
@@ -426,3 +428,46 @@ def test_a_file_that_is_not_parquet_is_one_line(tmp_path):
     with pytest.raises(CasesError, match=r"t.parquet: not a readable Parquet file") as exc:
         list(read_cases(tmp_path / "t.parquet"))
     assert "\n" not in str(exc.value)
+
+
+# --------------------------------------------------------------------------- the true probability (p_true)
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("0.25", 0.25), (" 1.0 ", 1.0), ("0", 0.0), (0, 0.0), (1, 1.0), (0.8660399529964747, 0.8660399529964747),
+    ("0.8660399529964747", 0.8660399529964747), ("1e-3", 0.001), ("", None), (None, None), (float("nan"), None),
+])
+def test_p_true_forms(value, expected):
+    row = {"outcome1": SHOP[1], "outcome2": SHOP[2], "condition": "c", "p_true": value}
+    [item] = read(json.dumps([row]).encode(), "a.json")
+    assert isinstance(item, CaseRow) and item.p_true == expected
+
+
+@pytest.mark.parametrize("value, reason", [
+    ("high", "p_true must be a probability in [0, 1], got 'high'"),
+    ("1.5", "p_true must be a probability in [0, 1], got '1.5'"),
+    (-0.1, "p_true must be a probability in [0, 1], got -0.1"),
+    ("nan", "p_true must be a probability in [0, 1], got 'nan'"),
+    ("inf", "p_true must be a probability in [0, 1], got 'inf'"),
+    (True, "p_true must be a probability in [0, 1], got a boolean"),
+    ([0.5], "p_true must be a probability in [0, 1], got an array"),
+])
+def test_bad_p_true_values_reject_the_row_naming_the_field(value, reason):
+    row = {"id": "r1", "outcome1": SHOP[1], "outcome2": SHOP[2], "condition": "c", "p_true": value}
+    [item] = read(json.dumps([row]).encode(), "a.json")
+    assert isinstance(item, RejectedRow) and item.field == "p_true" and item.reason == reason and item.id == "r1"
+
+
+def test_p_true_is_mapped_with_column_like_the_other_fields():
+    rows = [{"Key": "a", "A": "Yes", "B": "No", "Text": "c1", "Truth": "0.7"},
+            {"Key": "b", "A": "Yes", "B": "No", "Text": "c2", "Truth": ""},
+            {"Key": "c", "A": "Yes", "B": "No", "Text": "c3", "Truth": "2"}]
+    mapping = parse_column_options(["id=Key", "outcome1=A", "outcome2=B", "condition=Text", "p_true=Truth"])
+    items = read(as_csv(rows), "t.csv", columns=mapping)
+    assert [(i.id, i.p_true) for i in items[:2]] == [("a", 0.7), ("b", None)]
+    assert isinstance(items[2], RejectedRow) and items[2].field == "p_true" and items[2].line == 4
+    # Without a mapping the column is not read: an unknown name stays an ignored column.
+    plain = read(as_csv(rows), "t.csv", columns={"id": "Key", "outcome1": "A", "outcome2": "B", "condition": "Text"})
+    assert all(isinstance(i, CaseRow) and i.p_true is None for i in plain)
+    with pytest.raises(CasesError, match="--column p_true=Nope: the file has no column 'Nope'"):
+        read(as_csv(rows), "t.csv", columns={**mapping, "p_true": "Nope"})

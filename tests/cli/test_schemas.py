@@ -24,6 +24,7 @@ from anchor.cli import app
 from anchor.cli.console import emit_json
 from anchor.cli.schemas import JSON_OUTPUTS
 from anchor.methods.bird_on_anchor import TransplantArtefact
+from anchor.truth.bench.results import BenchResults
 from tests.fakeserver import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,6 +119,12 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
                  "--out", str(tmp / "reproduce")]
         got["anchor reproduce --plan --json"] = one(ok(*repro, "--plan", "--json"))
         got["anchor reproduce --json"] = one(ok(*repro, "--json"))
+        worlds, world_cases = tmp / "worlds.json", tmp / "worlds.csv"
+        ok("truth", "make", "--structure", "naive-bayes", "--worlds", "1", "--conditions", "4", "--out", str(worlds),
+           "--cases", str(world_cases))
+        got["WORLDS.json"] = read(worlds)
+        ok("predict", str(world_cases), "--method", "vanilla", "--out", str(tmp / "truth-run"), *llm)
+        got["anchor truth score --json"] = one(ok("truth", "score", str(tmp / "truth-run"), "--json"))
         got["state.json"] = read(tmp / "reproduce" / "state.json")
         analysis = tmp / "reproduce" / "analyses" / "factors-common2sense-pairwise"
         got["factors.json"] = read(analysis / "factors.json")
@@ -132,7 +139,9 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
 #: Files these tests do not make (BIRD's need torch and many requests; the retrieval and estimator analyses
 #: many runs): their keys and version are their models' (the same classes write them).
 MODELS = {"DIR/bird/*.json": BirdModel, "DIR/bird-on-anchor/*.json": TransplantArtefact,
-          "retrieval.json": RetrievalAnalysis, "estimator.json": EstimatorAnalysis}
+          "retrieval.json": RetrievalAnalysis, "estimator.json": EstimatorAnalysis,
+          # The benchmark takes minutes; its results.json and --json are BenchResults (tests/truth run a tiny one).
+          "anchor truth bench --json": BenchResults, "BENCH/results.json": BenchResults}
 
 
 def test_the_page_and_this_test_cover_the_same_outputs(outputs):

@@ -416,3 +416,20 @@ def test_the_server_receives_the_request_exactly_as_built(tmp_path):
     assert first["response_format"] == {"type": "json_schema", "json_schema": {
         "name": "Verdict", "schema": inline_schema(Verdict), "strict": False}}
     assert set(first) == {"model", "messages", "temperature", "max_tokens", "seed", "response_format"}
+
+
+def test_an_answer_is_cached_before_its_request_is_recorded_as_answered(tmp_path):
+    """A process killed between the two must never find, on resuming, a request counted as answered whose
+    answer it has to ask for again (the server would see it twice, and a resumed run would differ from an
+    uninterrupted one). Cached first, a kill in between leaves a request recorded as sent, whose answer the
+    resumed run takes from the cache: the server saw it once, and it is counted once."""
+    with FakeOpenAIServer(seed=1) as server:
+        client = make(server, tmp_path)
+        cached_when_recorded: list[int] = []
+        client.ledger.subscribe(lambda record: cached_when_recorded.append(len(client.cache))
+                                if record.outcome == "ok" else None)
+        run(gather(client.ask(PROMPT, q="one"), client.ask(PROMPT, q="two", sample_index=1)))
+        run(client.ask_samples(PROMPT, samples=3, q="three"))
+        assert len(cached_when_recorded) >= 3
+        # Each "ok" record found its own answer (and every one before it) in the cache already.
+        assert all(n >= i + 1 for i, n in enumerate(cached_when_recorded)), cached_when_recorded

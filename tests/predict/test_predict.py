@@ -126,6 +126,30 @@ def test_the_same_cases_without_labels_as_json_lines_give_the_same_probabilities
     assert json.loads(result.stdout)["metrics"] is None
 
 
+def test_a_true_probability_column_is_kept_with_each_rows_prediction(tmp_path):
+    # The cases of a synthetic world carry the true P(outcome1): the run keeps it, so that it can be scored
+    # against the truth without the cases file. A row without one keeps none.
+    cases = tmp_path / "cases.jsonl"
+    truth = {}
+    with cases.open("w", encoding="utf-8") as fh:
+        for i, (s, cond, _, _) in enumerate(CASES):
+            scen, o1, o2 = SCENARIOS[s]
+            truth[f"case-{i}"] = None if i == 3 else round(0.05 + 0.07 * i, 2)
+            fh.write(json.dumps({"id": f"case-{i}", "scenario": scen, "outcome1": o1, "outcome2": o2,
+                                 "condition": cond, "Truth": truth[f"case-{i}"]}) + "\n")
+    with FakeOpenAIServer(responder=vanilla) as server:
+        result = predict(server, tmp_path, cases, tmp_path / "run", "--method", "vanilla", "--column",
+                         "p_true=Truth", "--format", "csv")
+        assert result.exit_code == 0, result.output
+    records = read_jsonl(tmp_path / "run" / "predictions.jsonl")
+    assert {r["id"]: r["p_true"] for r in records} == truth
+    assert all(Prediction.model_validate(r).p_true == truth[r["id"]] for r in records)
+    # The flat table carries it too, beside the label (empty where the row has none).
+    rows = list(csv.DictReader((tmp_path / "run" / "predictions.csv").open(encoding="utf-8")))
+    assert list(rows[0])[:5] == ["id", "line", "label", "p_true", "p_outcome1"]
+    assert {r["id"]: (float(r["p_true"]) if r["p_true"] else None) for r in rows} == truth
+
+
 BAD = [
     "k1,S,O1,O2,fine condition one,1",
     "k2,S,,O2,an empty outcome,1",
@@ -269,6 +293,25 @@ def test_a_parquet_table_holds_what_the_csv_table_holds(tmp_path):
     assert [r["id"] for r in table] == [r["id"] for r in rows]
     assert [r["p_outcome1"] for r in table] == [float(r["p_outcome1"]) for r in rows]
     assert [r["unknown"] for r in table] == [r["unknown"] == "True" for r in rows]
+    assert "p_true" not in table[0] and "p_true" not in rows[0]  # the cases have no true probability
+
+
+def test_a_parquet_table_carries_the_true_probability_when_the_cases_do(tmp_path):
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    cases = tmp_path / "cases.jsonl"
+    with cases.open("w", encoding="utf-8") as fh:
+        for i, (s, cond, _, _) in enumerate(CASES[:4]):
+            scen, o1, o2 = SCENARIOS[s]
+            fh.write(json.dumps({"id": f"case-{i}", "scenario": scen, "outcome1": o1, "outcome2": o2,
+                                 "condition": cond, "p_true": 0.25 * i}) + "\n")
+    with FakeOpenAIServer(responder=vanilla) as server:
+        result = predict(server, tmp_path, cases, tmp_path / "run", "--method", "vanilla", "--format", "parquet")
+        assert result.exit_code == 0, result.output
+    table = pq.read_table(tmp_path / "run" / "predictions.parquet")
+    assert str(table.schema.field("p_true").type) == "double"
+    assert [r["p_true"] for r in table.to_pylist()] == [0.0, 0.25, 0.5, 0.75]
 
 
 CONSTRUCTION = ("abduction.", "voting", "themes")

@@ -1,8 +1,8 @@
 """A user's own table of cases: the input of ``anchor predict``, read as a stream and checked row by row.
 
 A cases file holds one case a row: ``scenario`` (may be empty, as in fact checking), ``outcome1``,
-``outcome2``, ``condition``, and optionally ``id`` and ``label`` (1, 2 or the text of the outcome that
-holds). Other names map to these with ``columns={"condition": "Evidence"}`` (the CLI's repeatable
+``outcome2``, ``condition``, and optionally ``id``, ``label`` (1, 2 or the text of the outcome that
+holds) and ``p_true`` (the true P(outcome1), known for synthetic worlds: ``anchor truth make``). Other names map to these with ``columns={"condition": "Evidence"}`` (the CLI's repeatable
 ``--column condition=Evidence``); other columns are ignored and listed. docs/your-data.md is the
 user's guide.
 
@@ -16,7 +16,7 @@ user's guide.
 
 Bad rows are never dropped: each comes out as a :class:`RejectedRow` (line, reason, field), or with
 ``strict=True`` the first raises :class:`BadCaseRow`. Rows are grouped by ``CaseRow.group``, the
-:func:`~anchor.evaluation.datasets.instances.scenario_key` of (scenario, outcome1, outcome2), so a
+:func:`~anchor.types.scenario_key` of (scenario, outcome1, outcome2), so a
 group's key is the key of the factor space built for its scenario.
 """
 

@@ -49,19 +49,21 @@ def _text(description: str, max_chars: int, *, required: bool) -> dict[str, Any]
 def case_row_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of one case row, as the reader accepts it.
 
-    What it cannot say: a label given as text must equal one outcome's text; ids are unique; the
-    outcomes differ; lengths are counted after whitespace normalisation.
+    What it cannot say: a label given as text must equal one outcome's text; a p_true given as text
+    must read as a number in [0, 1]; ids are unique; the outcomes differ; lengths are counted after
+    whitespace normalisation.
     """
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "One case for anchor predict",
         "description": (
-            "A scenario, two competing outcomes and one condition, with an optional id and label. Column "
+            "A scenario, two competing outcomes and one condition, with an optional id, label and true "
+            "probability. Column "
             "names other than these are ignored. Texts are compared and measured after whitespace "
             "normalisation (runs collapsed, ends stripped). Beyond this schema the reader also rejects a "
             "row whose outcomes are the same text (ignoring case, Unicode compatibility forms (NFKC) and "
-            "invisible characters such as zero-width spaces), a repeated id, and a label given as "
-            "text that is not one outcome's text."
+            "invisible characters such as zero-width spaces), a repeated id, a label given as "
+            "text that is not one outcome's text, and a p_true given as text that is not a number in [0, 1]."
         ),
         "type": "object",
         "required": list(REQUIRED_COLUMNS),
@@ -82,6 +84,12 @@ def case_row_schema() -> dict[str, Any]:
                                "'2.0' too), or the exact text of outcome1 or outcome2. Empty or null means "
                                "unlabelled.",
                 "anyOf": [{"enum": [1, 2, None]}, {"type": "string"}],
+            },
+            "p_true": {
+                "description": "The true probability of outcome1 given the condition, when it is known (the "
+                               "cases of a synthetic world, `anchor truth make`): a number in [0, 1], or text "
+                               "that reads as one. Empty or null means unknown.",
+                "anyOf": [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "null"}, {"type": "string"}],
             },
         },
         "additionalProperties": True,

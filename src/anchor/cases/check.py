@@ -122,4 +122,6 @@ def _given(row: CaseRow) -> set[str]:
         given.add("scenario")
     if row.id != f"row-{row.row}":
         given.add("id")
+    if row.p_true is not None:
+        given.add("p_true")
     return given

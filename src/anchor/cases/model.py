@@ -14,10 +14,10 @@ CaseFormat = Literal["csv", "tsv", "jsonl", "json", "parquet"]
 CASE_FORMATS: tuple[CaseFormat, ...] = ("csv", "tsv", "jsonl", "json", "parquet")
 
 #: The canonical columns, in the order a table shows them.
-CASE_COLUMNS: tuple[str, ...] = ("id", "scenario", "outcome1", "outcome2", "condition", "label")
-#: The columns every row needs; ``scenario``, ``id`` and ``label`` may be left out.
+CASE_COLUMNS: tuple[str, ...] = ("id", "scenario", "outcome1", "outcome2", "condition", "label", "p_true")
+#: The columns every row needs; ``scenario``, ``id``, ``label`` and ``p_true`` may be left out.
 REQUIRED_COLUMNS: tuple[str, ...] = ("outcome1", "outcome2", "condition")
-OPTIONAL_COLUMNS: tuple[str, ...] = ("id", "scenario", "label")
+OPTIONAL_COLUMNS: tuple[str, ...] = ("id", "scenario", "label", "p_true")
 TEXT_COLUMNS: tuple[str, ...] = ("scenario", "outcome1", "outcome2", "condition")
 
 #: The flags the command line gives these settings, named in messages.
@@ -53,7 +53,7 @@ class CaseRow(BaseModel):
     """One good row of a cases file: a scenario, its two outcomes, one condition, maybe a label.
 
     Texts are whitespace-normalised (runs collapsed, ends stripped), as :class:`Scenario` does.
-    ``group`` is the :func:`~anchor.evaluation.datasets.instances.scenario_key` of the row's
+    ``group`` is the :func:`~anchor.types.scenario_key` of the row's
     scenario: rows with the same (scenario, outcome1, outcome2) share it, and so share one factor
     space.
     """
@@ -68,6 +68,8 @@ class CaseRow(BaseModel):
     outcome2: str = Field(min_length=1)
     condition: str = Field(min_length=1)
     label: Literal[1, 2] | None = Field(default=None, description="The outcome that holds, when known.")
+    p_true: float | None = Field(default=None, ge=0.0, le=1.0, description=(
+        "The true P(outcome1 | condition), when known (a synthetic world's cases: anchor truth make)."))
     group: str = Field(pattern=r"^[0-9a-f]{16}$", description="scenario_key of (scenario, outcome1, outcome2).")
 
     def to_scenario(self) -> Scenario:

@@ -3,8 +3,9 @@ first problem found (one line) and the field at fault.
 
 Values may come as text (CSV, TSV), JSON values or Parquet values. Text fields take text only
 (bytes are decoded as UTF-8); an id may also be a whole number; a label is 1 or 2 (number or text)
-or the exact text of one outcome. A missing optional value (absent, null, NaN, empty text) means
-"none": no scenario text, a generated id ``row-<n>``, no label.
+or the exact text of one outcome; ``p_true`` is a probability in [0, 1] (number or text). A missing
+optional value (absent, null, NaN, empty text) means "none": no scenario text, a generated id
+``row-<n>``, no label, no true probability.
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ class RowChecker:
             if same_text(texts["outcome1"], texts["outcome2"]):
                 raise _Bad("outcome2", "outcome1 and outcome2 are the same text")
             label = self._label(record.values, texts["outcome1"], texts["outcome2"])
-            return CaseRow(line=record.line, row=row, id=row_id, label=label,
+            p_true = self._p_true(record.values)
+            return CaseRow(line=record.line, row=row, id=row_id, label=label, p_true=p_true,
                            group=self._group(texts["scenario"], texts["outcome1"], texts["outcome2"]), **texts)
         except _Bad as bad:
             return RejectedRow(line=record.line, row=row, id=row_id, field=bad.field, reason=bad.reason)
@@ -158,6 +160,27 @@ class RowChecker:
             shown = text if len(text) <= 60 else text[:57] + "..."
             raise _Bad("label", f"label {shown!r} is neither 1, 2 nor the text of outcome1 or outcome2")
         return label
+
+    def _p_true(self, values: dict[str, Any]) -> float | None:
+        value = self._value(values, "p_true")
+        if _missing(value):
+            return None
+        if isinstance(value, bool):
+            raise _Bad("p_true", "p_true must be a probability in [0, 1], got a boolean")
+        if isinstance(value, int | float):
+            number = float(value)
+        elif not isinstance(value, str | bytes | bytearray):
+            raise _Bad("p_true", f"p_true must be a probability in [0, 1], got {kind_of(value)}")
+        else:
+            text = _text("p_true", value).strip()
+            try:
+                number = float(text)
+            except ValueError:
+                shown = text if len(text) <= 30 else text[:27] + "..."
+                raise _Bad("p_true", f"p_true must be a probability in [0, 1], got {shown!r}") from None
+        if not 0.0 <= number <= 1.0:  # NaN fails this too
+            raise _Bad("p_true", f"p_true must be a probability in [0, 1], got {value!r}")
+        return number
 
     def _group(self, text: str, outcome1: str, outcome2: str) -> str:
         triple = (text, outcome1, outcome2)

@@ -28,7 +28,7 @@ try:  # typer's copy keeps Abort beside its other exceptions, not in _click.exce
 except ImportError:  # pragma: no cover - older typer uses click's
     from click.exceptions import Abort  # type: ignore[no-redef,assignment]
 
-from anchor.cli import analyze, backend, build, calibrate, cost, evaluate, predict, reproduce
+from anchor.cli import analyze, backend, build, calibrate, cost, evaluate, predict, reproduce, truth
 from anchor.cli import audit as audit_cli
 from anchor.cli.console import fail, set_invocation
 from anchor.secrets import scrub
@@ -152,6 +152,7 @@ app.add_typer(llm_app, name="llm")
 app.add_typer(cache_app, name="cache")
 app.add_typer(analyze.app, name="analyze")
 app.add_typer(calibrate.app, name="calibrate")
+app.add_typer(truth.app, name="truth")
 
 app.command("build")(build.build)
 app.command("infer")(build.infer)

@@ -46,6 +46,7 @@ from anchor.llm.settings import (
 from anchor.mapping.config import RETRIEVER_NAMES, MappingConfig
 from anchor.space.config import BuildParams
 from anchor.text import same_text
+from anchor.truth.settings import STRUCTURE_CHOICES, GenerationSettings
 from anchor.types import AggregationMethod, Scenario
 
 LLM_PANEL = "LLM backend"
@@ -429,6 +430,30 @@ class InferenceOptions:
         flags = {"no-cbn": self.no_cbn, "no-nb": self.no_nb, "no-pe-llm": self.no_pe_llm, "bma": self.bma,
                  "no-cluster": bool(build and build.no_cluster), "no-hierarchy": bool(mapping and mapping.no_hierarchy)}
         return [name for name, on in flags.items() if on]
+
+
+WORLD_PANEL = "Worlds"
+
+
+@dataclasses.dataclass
+class WorldOptions:
+    """What ``anchor truth make`` generates (anchor.truth.generate.GenerationSettings)."""
+
+    structure: Annotated[str, opt("--structure", panel=WORLD_PANEL, choices=STRUCTURE_CHOICES, help=(
+        "The hidden network: naive-bayes (factors independent given the outcome), latent (outcome -> latent "
+        "theme -> factors, the network ANCHOR assumes), interaction (factors that matter together, which "
+        "neither model represents), or all three."), default="all")] = "all"
+    worlds: Annotated[int, opt("--worlds", panel=WORLD_PANEL, bound=(GenerationSettings, "n_worlds"), help=(
+        "Worlds of each structure."))] = GenerationSettings.model_fields["n_worlds"].default
+    conditions: Annotated[int, opt("--conditions", panel=WORLD_PANEL, bound=(GenerationSettings, "n_conditions"),
+                                   help="Conditions (cases) per world, of the four kinds: factors, paraphrase, "
+                                        "distractor, nothing.")] = GenerationSettings.model_fields["n_conditions"].default
+    seed: Annotated[int, opt("--seed", panel=WORLD_PANEL, bound=(GenerationSettings, "seed"), help=(
+        "Seed of every draw: the same seed and anchor version give the same file."))] = 0
+
+    def settings(self) -> GenerationSettings:
+        return GenerationSettings(structure=self.structure, n_worlds=self.worlds,  # type: ignore[arg-type]
+                                  n_conditions=self.conditions, seed=self.seed)
 
 
 #: Model field -> the flag that sets it, for validation messages that escape the range checks

@@ -61,8 +61,9 @@ PREDICT_FLAGS = {**FLAG_NAMES, "limit": "--limit", "max_condition_chars": "--max
 def predict_command(
     cases: Annotated[Path | None, typer.Argument(metavar="CASES", help=(
         "The cases file: CSV, TSV, JSON lines, a JSON array or Parquet, one case a row with the columns "
-        "scenario (may be empty), outcome1, outcome2, condition, and optionally id and label (1, 2 or the "
-        "text of the outcome that holds). See docs/your-data.md."), show_default=False)] = None,
+        "scenario (may be empty), outcome1, outcome2, condition, and optionally id, label (1, 2 or the "
+        "text of the outcome that holds) and p_true (the true P(outcome1), kept for `anchor truth score`). See "
+        "docs/your-data.md."), show_default=False)] = None,
     example: Annotated[str | None, opt("--example", panel=INPUT_PANEL, choices=("decisions", "factcheck"), help=(
         "Instead of CASES, a small example file shipped with anchor: 'decisions' (3 scenarios x 4 "
         "conditions) or 'factcheck' (6 claims with their evidence), both labelled."))] = None,
@@ -70,7 +71,7 @@ def predict_command(
         "Run directory (default: runs/<file name>-<method>-s<seed>). Run the same command again to resume "
         "it."))] = None,
     column: Annotated[list[str] | None, opt("--column", panel=INPUT_PANEL, metavar="NAME=COLUMN", help=(
-        "Read NAME (id, scenario, outcome1, outcome2, condition, label) from COLUMN of the file; "
+        "Read NAME (id, scenario, outcome1, outcome2, condition, label, p_true) from COLUMN of the file; "
         "repeatable."))] = None,
     input_format: Annotated[str | None, opt("--input-format", panel=INPUT_PANEL, help=(
         "csv, tsv, jsonl, json or parquet (default: from the file's suffix)."))] = None,

@@ -17,7 +17,9 @@ One folder per job, each with its contract beside its implementations:
   labelled runs and judged on scenarios held out.
 
 Beside them: :mod:`.results` (the typed files of a run directory, which every folder reads),
-:mod:`.metrics` (F1, accuracy, balanced accuracy, calibration) and :mod:`.scores` (a run's scores
-from its predictions, for ``metrics.json`` and for the report). Imports run one way: datasets and
+:mod:`.metrics` (F1, accuracy, balanced accuracy, calibration; on arrays, importing nothing of anchor, so
+that :mod:`anchor.truth.scores` uses it too), :mod:`.scores` (a run's scores from its predictions, for
+``metrics.json`` and for the report) and :mod:`.truth_scores` (a run's scores against the truth, when its
+rows carry one). Imports run one way: datasets and
 results at the bottom, then methods, then runner; report, cost and calibrate read what a run wrote.
 """

@@ -32,7 +32,7 @@ from anchor.runs.errors import EvalError
 from anchor.runs.instances import Instance, PairwiseInstance
 from anchor.runs.records import MetricsReport, Prediction, RunConfig, SampleRecord
 from anchor.runs.session import RunSession
-from anchor.runs.worker import DecisionRule, Work
+from anchor.runs.worker import DecisionRule, Work, WorkerSetup
 from anchor.types import scenario_key
 
 
@@ -109,13 +109,17 @@ class EvalRunner:
                        if (r, inst.id) not in done or (self.retry_failed and done[(r, inst.id)].status == "failed")]
             self._expect(instances, done, pending)
             groups = len({scenario_key(inst.scenario) for inst in instances})
-            async with session.started(groups=groups, conditions=self._conditions(instances),
-                                       decide=decision_rule(c)):
+            async with session.started(self.worker_setup(instances), groups=groups):
                 async for _ in session.answer(pending):
                     pass
             report = self.compute_metrics(instances, d.latest_predictions(), d.call_log())
             d.write_metrics(report)
             return report
+
+    def worker_setup(self, instances: Sequence[Instance]) -> WorkerSetup:
+        """What a worker needs to answer ``instances`` (every condition of each scenario, for a method that
+        learns from them all first; the run's decision rule)."""
+        return self.session.worker_setup(self._conditions(instances), decision_rule(self.config))
 
     def _expect(self, instances: Sequence[Instance], done: dict[tuple[int, str], Prediction],
                 pending: Sequence[Work]) -> None:

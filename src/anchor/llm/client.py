@@ -447,12 +447,15 @@ class LLMClient(Transport):
                     last_reason = problem
                     self._record(stage, "invalid_output", raw, problem)
                     continue
-            self._record(stage, "ok", raw, "")
+            # Cached before it is recorded as answered: a kill between the two leaves a request recorded as
+            # sent (counted once, as the server saw it) whose answer a resumed run finds in the cache, never
+            # one counted as answered that must be asked for again.
             if self.cache is not None:
                 self.cache.put(key, stage, CachedResponse(
                     text=raw.completion.text, prompt_tokens=raw.completion.prompt_tokens,
                     completion_tokens=raw.completion.completion_tokens, logprobs=raw.completion.logprobs,
                     seconds=raw.seconds, started=raw.started, request_id=raw.request_id))
+            self._record(stage, "ok", raw, "")
             return Answer(parsed=parsed, text=raw.completion.text, cached=False,
                           prompt_tokens=raw.completion.prompt_tokens,
                           completion_tokens=raw.completion.completion_tokens, logprobs=raw.completion.logprobs)

@@ -31,8 +31,9 @@ from anchor.files import write_atomic_stream
 TableFormat = Literal["jsonl", "csv", "parquet"]
 TABLE_FORMATS: tuple[TableFormat, ...] = ("jsonl", "csv", "parquet")
 
-#: The columns of the flat table, in order. ``p_outcome1_raw`` only when a calibrator was applied.
-TABLE_COLUMNS = ("id", "line", "label", "p_outcome1", "p_outcome2", "prediction", "unknown", "why_unknown",
+#: The columns of the flat table, in order. ``p_true`` only when the cases file has that column (a synthetic
+#: world's cases), ``p_outcome1_raw`` only when a calibrator was applied.
+TABLE_COLUMNS = ("id", "line", "label", "p_true", "p_outcome1", "p_outcome2", "prediction", "unknown", "why_unknown",
                  "status", "p_outcome1_raw", "factors", "n_factors", "requests", "cache_hits", "prompt_tokens",
                  "completion_tokens", "seconds", "error")
 #: Said when ``--format parquet`` is asked for without pyarrow.
@@ -61,7 +62,7 @@ def why_unknown(pred: Prediction) -> str | None:
     return pred.status
 
 
-def table_row(pred: Prediction, calibrated: bool) -> dict[str, Any]:
+def table_row(pred: Prediction, calibrated: bool, truth: bool = False) -> dict[str, Any]:
     """One prediction as a flat row of :data:`TABLE_COLUMNS` (factors as a list)."""
     side = pred.sides[0] if pred.sides else None
     totals = {"llm_calls": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0}
@@ -70,7 +71,7 @@ def table_row(pred: Prediction, calibrated: bool) -> dict[str, Any]:
             totals[key] += int(stage.get(key) or 0)
     p1 = pred.p_outcome1
     row: dict[str, Any] = {
-        "id": pred.id, "line": pred.line, "label": pred.label, "p_outcome1": p1,
+        "id": pred.id, "line": pred.line, "label": pred.label, "p_true": pred.p_true, "p_outcome1": p1,
         "p_outcome2": None if p1 is None else 1.0 - p1, "prediction": pred.prediction, "unknown": pred.unknown,
         "why_unknown": why_unknown(pred), "status": pred.status,
         "factors": list(side.factors) if side is not None and side.factors is not None else None,
@@ -81,11 +82,12 @@ def table_row(pred: Prediction, calibrated: bool) -> dict[str, Any]:
     }
     if calibrated:
         row["p_outcome1_raw"] = pred.p_outcome1_raw
-    return {k: row[k] for k in TABLE_COLUMNS if k in row}
+    return {k: row[k] for k in table_columns(calibrated, truth)}
 
 
-def table_columns(calibrated: bool) -> list[str]:
-    return [c for c in TABLE_COLUMNS if calibrated or c != "p_outcome1_raw"]
+def table_columns(calibrated: bool, truth: bool = False) -> list[str]:
+    """The table's columns: ``p_outcome1_raw`` with a calibrator, ``p_true`` when the cases carry it."""
+    return [c for c in TABLE_COLUMNS if (calibrated or c != "p_outcome1_raw") and (truth or c != "p_true")]
 
 
 def check_table_format(fmt: TableFormat) -> None:
@@ -97,14 +99,15 @@ def check_table_format(fmt: TableFormat) -> None:
             raise CasesError(f"--format parquet: {PARQUET_WRITE_HINT}") from None
 
 
-def write_table(run: RunDirectory, fmt: TableFormat, *, calibrated: bool) -> Path | None:
+def write_table(run: RunDirectory, fmt: TableFormat, *, calibrated: bool, truth: bool = False) -> Path | None:
     """Write the ordered predictions of ``run`` as its table (CSV or Parquet, atomically); jsonl needs
-    no table (``predictions.jsonl`` is the JSON-lines output). Returns what was written."""
+    no table (``predictions.jsonl`` is the JSON-lines output). ``truth``: the cases file has a
+    ``p_true`` column, which the table then carries. Returns what was written."""
     if fmt == "jsonl":
         return None
     target = run.table_path(fmt)
-    columns = table_columns(calibrated)
-    rows = (table_row(p, calibrated) for p in run.iter_predictions())
+    columns = table_columns(calibrated, truth)
+    rows = (table_row(p, calibrated, truth) for p in run.iter_predictions())
     if fmt == "csv":
         write_atomic_stream(target, _csv_lines(rows, columns))
     else:
@@ -148,7 +151,8 @@ def _write_parquet(rows: Iterator[dict[str, Any]], columns: list[str], target: P
     import pyarrow as pa  # the parquet extra, checked by check_table_format
     import pyarrow.parquet as pq
 
-    types = {"id": pa.string(), "line": pa.int64(), "label": pa.int64(), "p_outcome1": pa.float64(),
+    types = {"id": pa.string(), "line": pa.int64(), "label": pa.int64(), "p_true": pa.float64(),
+             "p_outcome1": pa.float64(),
              "p_outcome2": pa.float64(), "prediction": pa.int64(), "unknown": pa.bool_(),
              "why_unknown": pa.string(), "status": pa.string(), "p_outcome1_raw": pa.float64(),
              "factors": pa.list_(pa.string()), "n_factors": pa.int64(), "requests": pa.int64(),

@@ -39,7 +39,7 @@ from anchor.runs.records import MetricsReport, RunConfig
 from anchor.runs.rundir import RunDirectory, Skipped
 from anchor.runs.rundir.names import REJECTED
 from anchor.runs.session import RunSession
-from anchor.runs.worker import DecisionRule, Work
+from anchor.runs.worker import DecisionRule, Work, WorkerSetup
 from anchor.types import Scenario
 
 
@@ -127,15 +127,14 @@ class PredictRunner:
             status = d.prediction_statuses()
             again = self.retry_failed
             session.progress.expect(self.total, done=sum(1 for s in status.values() if s != "failed" or not again))
-            conditions = self._conditions_by_group() if self.spec.trains_on_conditions else None
-            async with session.started(groups=self.summary.groups, conditions=conditions,
-                                       decide=DecisionRule(CASES_THRESHOLD)):
+            async with session.started(self.worker_setup(), groups=self.summary.groups):
                 with d.rejected_rows() as rejected, d.instances_log() as kept, \
                         self.cases.open(strict=self.strict) as stream:
                     async for _ in session.answer(self._work(stream, status, rejected, kept)):
                         pass
             d.order_predictions(key=lambda record: int(record.get("line") or 0))
-            self.table_path = write_table(d, self.table, calibrated=self.calibrator is not None)
+            truth = "p_true" in self.summary.columns_used
+            self.table_path = write_table(d, self.table, calibrated=self.calibrator is not None, truth=truth)
             # Leniently: the run's answers are all in; a damaged line of the call log costs its figures only,
             # and metrics.json says so.
             damaged = Skipped()
@@ -144,6 +143,12 @@ class PredictRunner:
                 report.notes.append(f"Cost: {damaged.note()}.")
             d.write_metrics(report)
             return report
+
+    def worker_setup(self) -> WorkerSetup:
+        """What a worker needs to answer this run's rows (every condition of each group for a method that
+        learns from them all first)."""
+        conditions = self._conditions_by_group() if self.spec.trains_on_conditions else None
+        return self.session.worker_setup(conditions, DecisionRule(CASES_THRESHOLD))
 
     def _work(self, stream: Iterable[CaseRow | RejectedRow], status: dict[str, str], rejected: IO[str],
               kept: IO[str]) -> Iterator[Work]:
@@ -164,7 +169,10 @@ class PredictRunner:
             was = status.get(item.id)
             if was is not None and (was != "failed" or not self.retry_failed):
                 continue
-            yield Work(0, instance, item.group, stamp={"line": item.line})
+            stamp: dict[str, Any] = {"line": item.line}
+            if item.p_true is not None:
+                stamp["p_true"] = item.p_true
+            yield Work(0, instance, item.group, stamp=stamp)
 
     def _remember(self, row: CaseRow) -> None:
         self._scenarios.setdefault(row.group, row.to_scenario())

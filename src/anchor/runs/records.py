@@ -139,6 +139,9 @@ class Prediction(_Model):
         "anchor predict: the line of the cases file where the row starts (Parquet: its row number)."))
     # decision / factcheck
     label: int | None = None
+    p_true: float | None = Field(default=None, ge=0.0, le=1.0, description=(
+        "anchor predict: the row's true P(outcome1) when the cases file gives one (its p_true column: the cases "
+        "of a synthetic world), kept so that the run can be scored against the truth on its own."))
     p_outcome1: float | None = None
     p_outcome1_raw: float | None = Field(default=None, description=(
         "The method's own P(O1) when the run applied a calibrator (p_outcome1 is then the calibrated one)."))

@@ -11,7 +11,7 @@ three steps::
     session = RunSession(config, out_dir, settings=settings)
     async with session.opened():                 # clients ready; lock held; config.json written
         ...                                      # the driver's own records (sample.json, ...)
-        async with session.started(groups=n):    # the workers
+        async with session.started(session.worker_setup(), groups=n):  # the workers
             async for answered in session.answer(work):
                 ...                              # each answer's status, as it finishes
         ...                                      # the driver scores the run (metrics.json)
@@ -295,13 +295,11 @@ class RunSession:
                                         embedder=lambda: self.embedder), self.directory)
 
     @contextlib.asynccontextmanager
-    async def started(self, *, groups: int, conditions: Mapping[str, list[str]] | None = None,
-                      decide: DecisionRule = DecisionRule()) -> AsyncIterator[WorkerPool]:
-        """The workers started, for a run of ``groups`` scenario groups (``conditions``: every condition of
-        each group, for a method that learns from them all first; ``decide``: how a probability becomes a
-        decision). At the end of the block they are stopped (at once when it failed) and everything they
+    async def started(self, setup: WorkerSetup, *, groups: int) -> AsyncIterator[WorkerPool]:
+        """The workers started from ``setup`` (:meth:`worker_setup`), for a run of ``groups`` scenario
+        groups. At the end of the block they are stopped (at once when it failed) and everything they
         wrote is in the run directory's logs."""
-        self.pool = pool = self._make_pool(self.worker_setup(conditions, decide), groups)
+        self.pool = pool = self._make_pool(setup, groups)
         merging: asyncio.Task[None] | None = None
         failed = True
         try:

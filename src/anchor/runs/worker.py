@@ -186,6 +186,14 @@ class InstanceWorker:
                 reuse_from=s.reuse / kind.name if s.reuse is not None else None, publish=s.publish)
         return found
 
+    def all_stores(self) -> dict[str, ArtefactStore[Any]]:
+        """A store for every kind of artefact the method keeps, made now if no instance has asked for one yet
+        (as the helper processes' courier makes them): a resumed run with nothing left to answer must still
+        find the artefacts its predictions name, to cost those it took from a shared store."""
+        for kind in self.spec.artefacts():
+            self.store(kind)
+        return self.stores
+
     def method(self, run: int) -> Method | PairJudge:
         found = self._methods.get(run)
         if found is None:

@@ -9,6 +9,7 @@ here are the truth that methods are scored against.
 from __future__ import annotations
 
 from collections.abc import Mapping
+
 import numpy as np
 
 from anchor.truth.world import OUTCOME, World

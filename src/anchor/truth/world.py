@@ -29,15 +29,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from anchor.errors import AnchorError
 from anchor.files import write_atomic
 
-WORLD_SCHEMA_VERSION = 1
+# The structures a world's hidden model can have, beside the generator's settings (light to import).
+from anchor.truth.settings import STRUCTURES as STRUCTURES
+from anchor.truth.settings import Structure as Structure
 
-#: The structures a world's hidden model can have:
-#: ``naive-bayes``: O -> f (factors independent given the outcome, what Naive Bayes assumes);
-#: ``latent``: O -> L_i -> f (the latent layer ANCHOR's network assumes);
-#: ``interaction``: f -> O with interaction terms (factors that matter together), which neither
-#: model can represent.
-Structure = Literal["naive-bayes", "latent", "interaction"]
-STRUCTURES: tuple[Structure, ...] = ("naive-bayes", "latent", "interaction")
+WORLD_SCHEMA_VERSION = 1
 
 OUTCOME = "O"
 

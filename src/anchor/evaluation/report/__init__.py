@@ -8,7 +8,9 @@ as written by ``anchor eval``. :func:`build_report` reads any number of them, of
 * decision accuracy / fact-check balanced accuracy with coverage, one column per dataset, the four
   fact-checking sets first in the paper's order (ExpertQA, XSum, COVID, CNN) (Table 2);
 * ablation variants against the full ANCHOR run on the same dataset and model (Table 3);
-* LLM cost per stage and per instance (the cost-analysis figure), and calibration numbers.
+* LLM cost per stage and per instance (the cost-analysis figure), and calibration numbers;
+* for runs whose rows carry a true probability (the cases of ``anchor truth make``), the scores against
+  the truth beside the label-based ones (:mod:`.truth_table`).
 
 Two plots go next to it: ``cost_per_stage.png`` and ``reliability.png``. A plot with no data behind it is
 not drawn; the Markdown says so (and a stale file of that name from an earlier report is removed).
@@ -22,7 +24,7 @@ One module per part: :mod:`.loading` reads a run directory; :mod:`.shared` score
 instances they all scored, when they scored different ones; :mod:`.runs` names the runs;
 :mod:`.names` and :mod:`.markdown` hold the paper's names, the marks and the cell formats;
 :mod:`.tables` the header, runs, Tables 1-3 and calibration; :mod:`.transplant` Table 4;
-:mod:`.cost_table` the cost section; :mod:`.cost_plot` and :mod:`.reliability_plot` one figure each;
+:mod:`.cost_table` the cost section; :mod:`.truth_table` the scores against the truth; :mod:`.cost_plot` and :mod:`.reliability_plot` one figure each;
 :mod:`.build` puts them together (:func:`build_report`).
 
 Beside the Markdown report, the HTML one of a single run: :mod:`.run_index` reads a run directory

@@ -23,6 +23,7 @@ from anchor.evaluation.report.tables import (
     runs_section,
 )
 from anchor.evaluation.report.transplant import transplant_section
+from anchor.evaluation.report.truth_table import truth_section
 
 REPORT_FILE = "report.md"
 COST_PLOT = "cost_per_stage.png"
@@ -77,6 +78,7 @@ def build_report(dirs: Sequence[Path], out_dir: Path) -> ReportResult:
     lines += pairwise_section(runs)
     lines += decision_section(runs)
     lines += cases_section(runs)
+    lines += truth_section(runs)
     lines += ablation_section(runs)
     lines += transplant_section([(r.loaded.config, r.m, r.loaded.path, r.tag) for r in runs])
     lines += cost_section(runs, glabels)

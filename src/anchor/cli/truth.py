@@ -1,0 +1,129 @@
+"""``anchor truth``: synthetic worlds whose true probabilities are known, and runs scored against them.
+
+``make`` writes a world file (and its cases file for ``anchor predict``); ``serve`` answers from it as an
+OpenAI-compatible server (:mod:`anchor.cli.truth_serve`); ``score`` scores a finished run whose rows carry
+the truth; ``bench`` scores every method over sweeps of the simulated LLM's errors
+(:mod:`anchor.cli.truth_bench`). Each command is one function registered on :data:`app`; a new one is another function and one
+``app.command`` line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from anchor.cli.build import JsonOut
+from anchor.cli.console import emit_json, err, fail, friendly_errors, out
+from anchor.cli.options import WorldOptions, expand_options, opt
+from anchor.cli.truth_bench import bench_command
+from anchor.cli.truth_serve import serve_command
+from anchor.files import check_destination
+
+# The machinery a command drives is imported inside the command, to keep start-up light: see anchor.cli.
+
+app = typer.Typer(help=(
+    "Known truth: synthetic worlds (a scenario, two outcomes and a hidden Bayesian network over its factors) "
+    "whose true P(outcome1 | condition) is computed exactly, and any run over their cases scored against that "
+    "truth. See docs/known-truth.md."), no_args_is_help=True)
+
+OUTPUT_PANEL = "Output"
+CASES_SUFFIXES = (".csv", ".jsonl")
+
+
+@expand_options
+def make_command(
+    worlds: WorldOptions,
+    out_path: Annotated[Path, opt("--out", "-o", panel=OUTPUT_PANEL, help=(
+        "Where to write the world file (JSON: the worlds, their hidden networks, conditions and truth)."),
+        default=Path("worlds.json"))] = Path("worlds.json"),
+    cases: Annotated[Path | None, opt("--cases", panel=OUTPUT_PANEL, help=(
+        "Also write the worlds' conditions as a cases file for `anchor predict` (.csv or .jsonl; columns id, "
+        "scenario, outcome1, outcome2, condition, label, p_true)."))] = None,
+) -> None:
+    """Generate worlds of known truth: seeded, the same file for the same settings.
+
+    Each world draws a scenario and themes from anchor's own bank of texts, a hidden network of the
+    structure asked for, and conditions of four kinds (factors stated plainly, in other words, with
+    unrelated content, and nothing at all), each with its exact P(outcome1) and a label drawn from it.
+    Example: anchor truth make --structure all --worlds 2 --conditions 20 --seed 1 --out worlds.json --cases
+    cases.csv
+    """
+    from anchor.truth.cases import write_cases
+    from anchor.truth.generate import generate_worlds
+    from anchor.truth.world import save_worlds
+
+    with friendly_errors({"n_worlds": "--worlds", "n_conditions": "--conditions", "seed": "--seed"}):
+        if out_path.suffix.lower() != ".json":
+            raise fail(f"--out {out_path}: give a .json file name")
+        check_destination(out_path, "--out")
+        if cases is not None:
+            if cases.suffix.lower() not in CASES_SUFFIXES:
+                raise fail(f"--cases {cases}: give a {' or '.join(CASES_SUFFIXES)} file name")
+            check_destination(cases, "--cases")
+            if cases.resolve() == out_path.resolve():
+                raise fail(f"--cases {cases}: the same file as --out")
+        s = worlds.settings()
+        file = generate_worlds(s.structure, s.n_worlds, s.seed, n_conditions=s.n_conditions)
+        save_worlds(file, out_path)
+        n_conditions = sum(len(w.conditions) for w in file.worlds)
+        for w in file.worlds:
+            out.print(f"{w.id}: {len(w.factors)} factors, {len(w.latents)} latents, {len(w.conditions)} "
+                      f"conditions; {w.scenario}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"wrote {out_path} ({len(file.worlds)} worlds, {n_conditions} conditions)", markup=False,
+                  highlight=False)
+        if cases is not None:
+            write_cases(file, cases)
+            err.print(f"wrote {cases} ({n_conditions} rows)", markup=False, highlight=False)
+
+
+def score_command(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory of `anchor predict` over a cases file with a "
+                                                 "p_true column (such as `anchor truth make --cases`).")],
+    json_out: JsonOut = False,
+) -> None:
+    """Score a run against the truth: error to the true probability (MAE, RMSE, KL, cross-entropy, Brier),
+    scores against the sampled labels (Brier, ECE), agreement with the Bayes-optimal decision, coverage and
+    cost, each over the rows it is computed on. Example: anchor truth score runs/worlds-vanilla-s0
+    """
+    from anchor.runs.rundir import RunDirectory
+    from anchor.evaluation.truth_scores import run_truth_scores
+
+    with friendly_errors():
+        scores = run_truth_scores(RunDirectory(run_dir))
+        if scores is None:
+            raise fail(f"{run_dir}: no prediction carries a true probability (p_true); score a run of `anchor "
+                       "predict` on a cases file with a p_true column, such as one from `anchor truth make --cases`")
+        if json_out:
+            emit_json({"run": str(run_dir), **scores.model_dump(mode="json")})
+            return
+        out.print("\n".join(_score_lines(str(run_dir), scores)), markup=False, highlight=False, soft_wrap=True)
+
+
+def _score_lines(run: str, scores: object) -> list[str]:
+    from anchor.truth.scores import TruthScores
+
+    assert isinstance(scores, TruthScores)
+    lines = [f"{run}: {scores.n} rows with a true probability; {scores.answered} answered, {scores.unknown} "
+             f"unknown, {scores.failed} failed", ""]
+    width = max(len(name) for name in TruthScores.FIGURES)
+    for name in TruthScores.FIGURES:
+        f = getattr(scores, name)
+        value = "–" if f.value is None else f"{f.value:.4f}"
+        tail = f"over {f.n} rows" if f.value is not None else f"({f.reason})"
+        lines.append(f"  {name:<{width}}  {value:>8}  {tail}")
+    lines.append(f"  {'decision_ties':<{width}}  {scores.decision_ties:>8}  (left out of decision_accuracy)")
+    if scores.requests is not None:
+        lines.append(f"  cost: {scores.requests:,} requests, {scores.tokens or 0:,} tokens")
+    else:
+        lines.append(f"  cost: – ({scores.cost_note})")
+    lines += [f"  note: {n}" for n in scores.notes]
+    lines.append(f"  (kl and cross_entropy in nats, estimates clipped to [{scores.clip:g}, 1 - {scores.clip:g}])")
+    return lines
+
+
+app.command("make")(make_command)
+app.command("score")(score_command)
+app.command("serve")(serve_command)
+app.command("bench")(bench_command)

@@ -1,0 +1,43 @@
+"""``anchor truth bench``: every method scored against the truth of synthetic worlds, over sweeps of the
+simulated LLM's errors, with a verdict for each of the paper's claims.
+
+* :mod:`.plan`: the worlds, methods and error settings (the sweeps and their levels);
+* :mod:`.runner`: each cell through ``anchor predict``'s runner, in process, with the simulated LLM as
+  the runner's backend, sharing one response cache and one space store, and reusing a run where the
+  simulator's answers would be the same (:mod:`anchor.truth.simulate.reads`);
+* :mod:`.results`: ``results.json`` (schema_version); :mod:`.compare`: paired comparisons, crossovers,
+  calibration against the truth; :mod:`.verdicts`: the claims; :mod:`.report`: ``table.md``;
+  :mod:`.figures`: the PNG figures.
+
+It tests the methods' statistics under a stated model of LLM error, not any real LLM (docs/known-truth.md).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from anchor.files import write_text_atomic
+from anchor.truth.bench.plan import BenchPlan
+from anchor.truth.bench.results import BenchResults
+from anchor.truth.bench.runner import BenchError, BenchRunner, Say
+
+
+def run_bench(plan: BenchPlan, out: Path | str, *, say: Say = lambda line: None, reuse: bool = True) -> BenchResults:
+    """Run ``plan`` into ``out``: run directories, results.json, table.md, the figures and timings.json.
+    ``reuse=False`` runs every cell, even where an earlier run's answers are provably the same."""
+    from anchor.truth.bench.figures import write_figures
+    from anchor.truth.bench.report import table_md
+    from anchor.truth.bench.verdicts import judge
+
+    out = Path(out)
+    runner = BenchRunner(plan, out, say=say, reuse=reuse)
+    results = judge(runner.run())
+    write_text_atomic(out / "results.json", json.dumps(results.model_dump(mode="json"), indent=1) + "\n")
+    write_text_atomic(out / "table.md", table_md(results))
+    write_figures(results, out)
+    runner.write_timings()
+    return results
+
+
+__all__ = ["BenchError", "BenchPlan", "BenchResults", "run_bench"]
