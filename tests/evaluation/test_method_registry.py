@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from anchor.evaluation.report import display_name
 from anchor.methods import contract
 from anchor.methods.registry import FAMILIES, METHODS, paper_table, register, table_order
-from anchor.evaluation.report import display_name
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 ORDER = ["anchor", "vanilla", "vanilla-direct", "cot", "cot-direct", "logits", "compare", "factor-based", "bird",

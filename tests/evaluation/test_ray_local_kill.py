@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from anchor.llm.ledger import CallRecord, total
 from anchor.runs import ray_watchdog
 from anchor.runs.pool import worker_of
 from anchor.runs.ray_local import WORKERS_FOLDER
 from anchor.runs.rundir import RunDirectory
 from anchor.runs.rundir.shards import ShardWriter
-from anchor.llm.ledger import CallRecord, total
 from anchor.types import Scenario, scenario_key
 from tests.evaluation.test_workers import read_jsonl
 from tests.fakeserver import FakeOpenAIServer

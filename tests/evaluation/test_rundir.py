@@ -16,9 +16,9 @@ from anchor.cli import app
 from anchor.evaluation.datasets.selection import select_instances
 from anchor.evaluation.report import RunIndexError, load_run, write_run_index
 from anchor.evaluation.report.transplant import mapping_cost
+from anchor.reproduce import estimate as est
 from anchor.runs.records import AnchorTrace, MetricsReport, RunConfig, TraceRecord
 from anchor.runs.rundir import SCHEMA_VERSION, RunDirectory, RunDirError, Skipped
-from anchor.reproduce import estimate as est
 from anchor.types import CalibratedProbability, InferenceResult, StageCost
 from tests.fakeserver import FakeOpenAIServer
 from tests.run_helpers import eval_args

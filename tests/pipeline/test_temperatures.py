@@ -15,10 +15,10 @@ from anchor import prompts
 from anchor.cli import app
 from anchor.config import AnchorConfig
 from anchor.evaluation.run_config import make_run_config
-from anchor.runs.identity import first_difference, run_identity
 from anchor.inference.config import InferenceConfig
 from anchor.llm.settings import LLMSettings
 from anchor.mapping.config import MappingConfig
+from anchor.runs.identity import first_difference, run_identity
 from anchor.space.config import BuildParams
 from tests.fakeserver import FakeOpenAIServer
 from tests.helpers import ScriptedLLM

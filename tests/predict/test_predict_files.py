@@ -14,10 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 from anchor.cli import app
+from anchor.predict.export import check_table_format, csv_cell
 from anchor.runs.errors import EvalError
 from anchor.runs.pool import LocalPool
 from anchor.runs.processes import ProcessPool
-from anchor.predict.export import check_table_format, csv_cell
 from tests.fakeserver import FakeOpenAIServer
 from tests.predict.test_predict import CASES, COLUMNS, read_jsonl, vanilla, write_csv
 

@@ -41,14 +41,14 @@ from anchor.analysis.estimator import (
 from anchor.analysis.factors import FactorCountAnalysis, factor_count_analysis, factor_grid
 from anchor.analysis.retrieval import DEFAULT_RETRIEVERS, K_SETTINGS, RetrievalAnalysis, retrieval_analysis
 from anchor.config import AnchorConfig
-from anchor.runs.records import MetricsReport, RunConfig
-from anchor.runs.rundir import RunDirectory
 from anchor.evaluation.driver import EvalRunner
 from anchor.evaluation.run_config import make_run_config
-from anchor.runs.errors import EvalError
 from anchor.llm.settings import LLMSettings
 from anchor.mapping.config import RETRIEVER_NAMES
 from anchor.progress import ProgressEvent, Reporter, silent
+from anchor.runs.errors import EvalError
+from anchor.runs.records import MetricsReport, RunConfig
+from anchor.runs.rundir import RunDirectory
 from anchor.space.io import load_space
 from anchor.types import FactorSpace, InferenceResult
 

@@ -7,7 +7,6 @@ import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from anchor.config import AnchorConfig
 from anchor.embedding.server import settings_identity

@@ -36,7 +36,6 @@ from anchor.llm.ledger import CallRecord, CostLedger
 from anchor.llm.parallel import ParallelLimit, RequestSlots
 from anchor.secrets import scrub
 
-
 #: Why a request was asked again in another shape (``format_rejected`` records).
 FORMAT_REFUSED = "the server refused the response_format; asked again in a simpler format"
 N_REFUSED = "the server refused a request for several answers (n); asked for one"

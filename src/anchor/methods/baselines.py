@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from anchor import prompts
-from anchor.methods import contract
 from anchor.llm import chain
 from anchor.llm.base import Message
 from anchor.llm.client import LLMClient
 from anchor.llm.context import FittedPrompt, fit_fields, fit_prompt, merge_truncations
 from anchor.llm.prompt import PromptSpec
+from anchor.methods import contract
 from anchor.types import Scenario, TextTruncation
 
 

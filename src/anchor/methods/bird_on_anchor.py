@@ -31,13 +31,13 @@ from anchor.bird.transplant import (
 )
 from anchor.bird.types import BIRD_MODEL_SCHEMA_VERSION, BirdMappingTrace, TransplantModel
 from anchor.errors import AnchorError
-from anchor.methods.anchor_method import SPACES, AnchorMethod
-from anchor.methods.bird_eval import run_bird_config
-from anchor.methods.contract import ArtefactKind, Estimate, MethodContext
 from anchor.files import write_atomic
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import summarize
+from anchor.methods.anchor_method import SPACES, AnchorMethod
+from anchor.methods.bird_eval import run_bird_config
+from anchor.methods.contract import ArtefactKind, Estimate, MethodContext
 from anchor.types import FactorSpace, InferenceResult, MappingTrace, Scenario, StageCost
 
 

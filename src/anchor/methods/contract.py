@@ -25,8 +25,8 @@ from anchor.types import Scenario, TextTruncation, scenario_key
 if TYPE_CHECKING:
     from anchor.config import AnchorConfig
     from anchor.embedding.embed import Embedder
-    from anchor.runs.records import RunConfig
     from anchor.llm.client import LLMClient
+    from anchor.runs.records import RunConfig
 
 Status = Literal["ok", "abstained", "failed"]
 

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from anchor.cases import CasesError
+from anchor.files import write_atomic_stream
 from anchor.runs.records import Prediction
 from anchor.runs.rundir import RunDirectory
-from anchor.files import write_atomic_stream
 
 TableFormat = Literal["jsonl", "csv", "parquet"]
 TABLE_FORMATS: tuple[TableFormat, ...] = ("jsonl", "csv", "parquet")

@@ -32,8 +32,8 @@ from anchor.artefacts import ArtefactStore
 from anchor.runs import ray_watchdog
 from anchor.runs.errors import EvalError
 from anchor.runs.pool import (
-    Artefacts,
     ArtefactCourier,
+    Artefacts,
     LedgerTally,
     RemoteWorker,
     Tally,

@@ -36,9 +36,9 @@ from anchor.errors import AnchorError
 from anchor.evaluation import datasets
 from anchor.evaluation.datasets.selection import load_cases, load_eval_data
 from anchor.evaluation.report.index_page import IndexRow, Status, instance_intro, run_index_html
+from anchor.files import write_text_atomic
 from anchor.runs.records import AnchorTrace, Prediction, RunCalibration, RunConfig
 from anchor.runs.rundir import RunDirectory
-from anchor.files import write_text_atomic
 from anchor.space.io import SpaceFileError, load_space
 from anchor.types import FactorSpace, Scenario
 
