@@ -20,6 +20,7 @@ from pathlib import Path
 
 from anchor.calibration.registry import FileCalibrator
 from anchor.config import AnchorConfig
+from anchor.evaluation.cost.attribution import run_scenarios
 from anchor.evaluation.datasets.factcheck import FactcheckData
 from anchor.evaluation.datasets.negation import negate_with_llm
 from anchor.evaluation.datasets.selection import select_instances
@@ -112,7 +113,7 @@ class EvalRunner:
             async with session.started(self.worker_setup(instances), groups=groups):
                 async for _ in session.answer(pending):
                     pass
-            report = self.compute_metrics(instances, d.latest_predictions(), d.call_log())
+            report = self.compute_metrics(instances, d.latest_predictions(), d.call_records())
             d.write_metrics(report)
             return report
 
@@ -143,11 +144,16 @@ class EvalRunner:
 
     def compute_metrics(self, instances: Sequence[Instance], done: dict[tuple[int, str], Prediction],
                         calls: Iterable[CallRecord] = ()) -> MetricsReport:
-        """The run's ``MetricsReport`` (see :mod:`anchor.evaluation.scoring`)."""
+        """The run's ``MetricsReport`` (see :mod:`anchor.evaluation.scoring`): ``done`` holds the latest
+        prediction of each (run, id), ``calls`` the call log as written."""
         pool = self.session.pool
         stores = pool.stores() if pool is not None else {}
         scorer = RunScorer(self.config, self.spec, self.anchor_config, stores, self.data, self.sample_record)
-        return scorer.report(instances, done, calls)
+        ids = [inst.id for inst in instances]
+        scenarios, scenario_of = run_scenarios(instances, self.config.runs)
+        return scorer.report(lambda r: (done[(r, i)] for i in ids if (r, i) in done), calls,
+                             instances=len(ids), scenarios=scenarios, scenario_of=scenario_of,
+                             labels=(getattr(inst, "label", None) for inst in instances))
 
 
 def _conditions_of(inst: Instance) -> Iterator[str]:

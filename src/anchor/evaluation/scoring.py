@@ -9,21 +9,19 @@ with the same numbers as an uninterrupted one given the same LLM answers.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from anchor.artefacts import ArtefactStore, reused_artefacts
 from anchor.config import AnchorConfig
-from anchor.evaluation.cost.attribution import run_critical_path
+from anchor.evaluation.cost.attribution import ScenarioPaths, ScopeScenarios
 from anchor.evaluation.datasets.factcheck import FactcheckData
 from anchor.evaluation.datasets.selection import data_summary, sample_summary
 from anchor.evaluation.run_config import default_build_params
 from anchor.evaluation.scores import score_runs
-from anchor.llm.ledger import CallRecord, merge_costs, summarize
-from anchor.llm.ledger import total as ledger_total
+from anchor.llm.ledger import CallRecord, CostTally, merge_costs
 from anchor.methods.contract import MethodSpec
-from anchor.runs.instances import DecisionInstance, Instance
 from anchor.runs.records import MetricsReport, Prediction, RunConfig, SampleRecord
 from anchor.types import StageCost
 
@@ -45,25 +43,29 @@ class RunScorer:
     sample_record: SampleRecord | None = None
     """The seeded sample the run scores (None when it scores the whole file)."""
 
-    def report(self, instances: Sequence[Instance], done: dict[tuple[int, str], Prediction],
-               calls: Iterable[CallRecord] = ()) -> MetricsReport:
-        """The report of the predictions ``done`` of ``instances`` (by (run, id)), costed from ``calls``."""
-        c = self.config
-        ids = [inst.id for inst in instances]
-        scores = score_runs(c.kind, [(r, c.seed + r, [done[(r, i)] for i in ids if (r, i) in done])
-                                     for r in range(c.runs)],
-                            pairwise_only=self.spec.pairwise_only, threshold=c.decision_threshold)
+    def report(self, predictions: Callable[[int], Iterable[Prediction]], calls: Iterable[CallRecord], *,
+               instances: int, scenarios: Sequence[str], scenario_of: ScopeScenarios,
+               labels: Iterable[int | None] = ()) -> MetricsReport:
+        """The report of a run of ``instances`` instances: ``predictions(run)`` gives the latest prediction
+        of each instance of repetition ``run`` in instance order (read once a run); ``calls`` is the call
+        log as written (read once); ``scenarios`` the scenario keys, ``scenario_of`` the scenario a request's
+        scope served (for the critical paths); ``labels`` the instances' labels (decision data).
 
-        final = [done[(r, i)] for r in range(c.runs) for i in ids if (r, i) in done]
-        failed = [p for p in final if p.status == "failed"]
-        abstained = [p for p in final if p.status == "abstained"]
-        fallbacks = [p for p in final if any(s.fallback and s.status == "ok" for s in p.sides)]
-        calls = list(calls)
-        cost, reused, cost_scope = self._cost(final, calls)
+        Nothing here holds a prediction or a request record longer than it takes to count it: a run of a
+        million rows is scored in the memory of the columns its metrics need."""
+        c = self.config
+        seen = _Seen(self.config.spaces_from is not None)
+        scores = score_runs(c.kind, ((r, c.seed + r, seen.watch(predictions(r))) for r in range(c.runs)),
+                            pairwise_only=self.spec.pairwise_only, threshold=c.decision_threshold)
+        costs, paths = CostTally(), ScenarioPaths(scenario_of)
+        for record in calls:
+            costs.add(record)
+            paths.add(record)
+        cost, reused, cost_scope = self._cost(seen.artefacts, costs)
         per_inst = None
-        if final:
+        if seen.n:
             t = cost["total"]
-            n = len(final)
+            n = seen.n
             per_inst = StageCost(
                 stage="total", llm_calls=round(t.llm_calls / n), failed_attempts=round(t.failed_attempts / n),
                 logical_requests=None if t.logical_requests is None else round(t.logical_requests / n),
@@ -75,27 +77,26 @@ class RunScorer:
         small = not llm.get("base_url")
         return MetricsReport(
             dataset=c.dataset, kind=c.kind, method=c.method, ablations=list(c.ablations), llm=llm, small_model=small,
-            oracle=self.spec.oracle, n_instances=len(ids), n_runs=c.runs, scope=self._scope(), runs=scores.runs,
-            mean=scores.mean, std=scores.std, n_failed=len(failed), n_abstained=len(abstained),
-            n_unknown=sum(p.unknown for p in final),
-            failures=[{"run": p.run, "id": p.id, "reason": p.error} for p in failed[:MAX_LISTED_FAILURES]],
+            oracle=self.spec.oracle, n_instances=instances, n_runs=c.runs, scope=self._scope(), runs=scores.runs,
+            mean=scores.mean, std=scores.std, n_failed=seen.failed, n_abstained=seen.abstained,
+            n_unknown=seen.unknown, failures=seen.listed,
             calibration=scores.calibration, cost=cost, cost_scope=cost_scope, cost_reused=reused,
-            cost_per_instance=per_inst, critical_path=run_critical_path(calls, instances, c.runs),
-            notes=self._notes(failed, small) + self._label_notes(instances) + self._fallback_notes(fallbacks, len(final))
-            + self._data_notes(final, len(ids)),
-            stage=c.stage, n_fallback=len(fallbacks), fallback=self._fallback_name(),
-            data=data_summary(self.data), sample=sample_summary(self.sample_record, len(ids)),
-            n_truncated=sum(p.truncated for p in final),
+            cost_per_instance=per_inst, critical_path=paths.report(scenarios),
+            notes=self._notes(seen, small) + self._label_notes(labels, instances)
+            + self._fallback_notes(seen.fallbacks, seen.n) + self._data_notes(seen, instances),
+            stage=c.stage, n_fallback=seen.fallbacks, fallback=self._fallback_name(),
+            data=data_summary(self.data), sample=sample_summary(self.sample_record, instances),
+            n_truncated=seen.truncated,
         )
 
     def _fallback_name(self) -> str | None:
         return self.spec.fallback if self.spec.fallback and self.config.kind in self.spec.fallback_kinds else None
 
-    def _fallback_notes(self, fallbacks: Sequence[Prediction], n: int) -> list[str]:
+    def _fallback_notes(self, fallbacks: int, n: int) -> list[str]:
         name = self._fallback_name()
         if name is None:
             return []
-        return [f"{len(fallbacks)} of {n} prediction(s): {self.config.method} said 'unknown' and {name} answered "
+        return [f"{fallbacks} of {n} prediction(s): {self.config.method} said 'unknown' and {name} answered "
                 "instead (as the paper does on decision data); its calls are in the cost under their own stages."]
 
     def _scope(self) -> str:
@@ -115,7 +116,7 @@ class RunScorer:
         return ("accuracy over all instances (unknown or a tie at 0.5 is not a correct decision); "
                 f"accuracy_covered over instances with a probability; {failed}")
 
-    def _notes(self, failed: Sequence[Prediction], small: bool) -> list[str]:
+    def _notes(self, seen: _Seen, small: bool) -> list[str]:
         c = self.config
         notes = []
         if self.spec.oracle:
@@ -153,31 +154,30 @@ class RunScorer:
                                                   "runs includes stage 1." if c.spaces == "per-run" else
                                                   "built once per scenario and shared by all runs, so the std over "
                                                   "runs reflects stages 2-3 only."))
-        return notes + self._failure_notes(failed)
+        return notes + self._failure_notes(seen)
 
-    def _failure_notes(self, failed: Sequence[Prediction]) -> list[str]:
+    def _failure_notes(self, seen: _Seen) -> list[str]:
         notes = []
-        if failed:
-            reasons = Counter((p.error or "unknown reason").split(";")[0][:160] for p in failed)
-            top, n_top = reasons.most_common(1)[0]
-            notes.append(f"{len(failed)} prediction(s) failed (no usable answer from the LLM, or the server could not "
+        if seen.failed:
+            top, n_top = seen.reasons.most_common(1)[0]
+            notes.append(f"{seen.failed} prediction(s) failed (no usable answer from the LLM, or the server could not "
                          f"be reached); they count as unknown in these metrics and are retried when this command is "
                          f"run again. Most common reason ({n_top}x): {top}")
         return notes
 
-    def _label_notes(self, instances: Sequence[Instance]) -> list[str]:
+    def _label_notes(self, labels: Iterable[int | None], instances: int) -> list[str]:
         """Said when it is true of the instances read (as of the bundled Plasma and Today files, not
         of every file in their format): one gold outcome for all, which always answering it scores
         100% on."""
-        labels = {inst.label for inst in instances if isinstance(inst, DecisionInstance)}
+        labels = set(labels)
         if self.config.kind != "decision" or len(labels) != 1:
             return []
         gold = labels.pop()
         hint = "" if self.config.balance_outcomes else "; consider --balance-outcomes"
-        return [f"Every one of the {len(instances)} instance(s) scored has outcome {gold} as its gold outcome, so "
+        return [f"Every one of the {instances} instance(s) scored has outcome {gold} as its gold outcome, so "
                 f"always answering outcome {gold} scores 100%{hint}."]
 
-    def _data_notes(self, final: Sequence[Prediction], used: int) -> list[str]:
+    def _data_notes(self, seen: _Seen, used: int) -> list[str]:
         """What the data, the sample and long conditions did to the instances scored."""
         notes = []
         if self.data is not None and self.data.skipped:
@@ -191,26 +191,20 @@ class RunScorer:
                          f"sample.json" + (f"; --limit kept the first {used}" if used < len(rec.ids) else "") + ".")
             if rec.note:
                 notes.append(f"Sample: {rec.note}.")
-        cut = [p for p in final if p.truncated]
-        if cut:
-            sides = [s.truncated for p in cut for s in p.sides if s.truncated is not None]
-            kept = min(t.kept_chars for t in sides)
-            longest = max(t.original_chars for t in sides)
-            notes.append(f"{len(cut)} prediction(s) had a condition cut to fit the {sides[0].context_tokens:,}-token "
-                         f"context (it kept its beginning, at least {kept:,} characters; the longest was {longest:,}); "
-                         "see 'truncated' in predictions.jsonl.")
+        if seen.truncated:
+            notes.append(f"{seen.truncated} prediction(s) had a condition cut to fit the {seen.context_tokens:,}-token "
+                         f"context (it kept its beginning, at least {seen.kept_chars:,} characters; the longest was "
+                         f"{seen.longest_chars:,}); see 'truncated' in predictions.jsonl.")
         return notes
 
-    def _cost(self, final: Sequence[Prediction], calls: list[CallRecord]
-              ) -> tuple[dict[str, StageCost], dict[str, StageCost], str]:
-        """Cost from the call log (every request once), plus the recorded cost of reused artefacts."""
-        stages = summarize(calls)
-        total = [ledger_total(calls)]
-        cost = {s.stage: _rounded(s) for s in [*stages, *total]}
+    def _cost(self, used: set[str], costs: CostTally) -> tuple[dict[str, StageCost], dict[str, StageCost], str]:
+        """Cost from the call log (every request once), plus the recorded cost of reused artefacts (those of
+        ``used``)."""
+        total = [costs.total()]
+        cost = {s.stage: _rounded(s) for s in [*costs.stages(), *total]}
         reused: dict[str, StageCost] = {}
         reused_keys: list[str] = []
         if self.config.spaces_from:
-            used = {s.artefact for p in final for s in p.sides if s.artefact}
             found = reused_artefacts(self.stores, used)
             reused_keys = [key for key, _ in found]
             rows: list[StageCost] = [c for _, item in found if item is not None for c in item.cost]
@@ -231,6 +225,47 @@ class RunScorer:
             scope += (f"; {len(reused_keys)} artefact(s) reused from {self.config.spaces_from} are not included "
                       "(their recorded build cost is under cost_reused)")
         return cost, reused, scope
+
+
+class _Seen:
+    """What the metrics say of the predictions besides their scores, counted as they are read."""
+
+    def __init__(self, artefacts: bool) -> None:
+        self.n = self.failed = self.abstained = self.unknown = self.fallbacks = self.truncated = 0
+        self.listed: list[dict[str, Any]] = []
+        self.reasons: Counter[str] = Counter()
+        self.keep_artefacts = artefacts
+        self.artefacts: set[str] = set()
+        self.context_tokens = 0
+        self.kept_chars: int | None = None
+        self.longest_chars = 0
+
+    def watch(self, predictions: Iterable[Prediction]) -> Iterator[Prediction]:
+        for p in predictions:
+            self.note(p)
+            yield p
+
+    def note(self, p: Prediction) -> None:
+        self.n += 1
+        self.unknown += p.unknown
+        if p.status == "failed":
+            self.failed += 1
+            if len(self.listed) < MAX_LISTED_FAILURES:
+                self.listed.append({"run": p.run, "id": p.id, "reason": p.error})
+            self.reasons[(p.error or "unknown reason").split(";")[0][:160]] += 1
+        elif p.status == "abstained":
+            self.abstained += 1
+        self.fallbacks += any(s.fallback and s.status == "ok" for s in p.sides)
+        if p.truncated:
+            cut = [s.truncated for s in p.sides if s.truncated is not None]
+            if cut and not self.truncated:
+                self.context_tokens = cut[0].context_tokens
+            self.truncated += 1
+            for t in cut:
+                self.kept_chars = t.kept_chars if self.kept_chars is None else min(self.kept_chars, t.kept_chars)
+                self.longest_chars = max(self.longest_chars, t.original_chars)
+        if self.keep_artefacts:
+            self.artefacts.update(s.artefact for s in p.sides if s.artefact)
 
 
 def _rounded(c: StageCost) -> StageCost:

@@ -26,6 +26,7 @@ from typing import IO, Any
 from anchor.calibration.registry import FileCalibrator
 from anchor.cases import BadCaseRow, CaseCheck, CaseRow, CasesError, RejectedRow, check_cases
 from anchor.config import AnchorConfig
+from anchor.evaluation.cost import attribution
 from anchor.evaluation.scoring import RunScorer
 from anchor.llm.ledger import CallRecord
 from anchor.llm.settings import BackendFactory, LLMSettings
@@ -81,8 +82,12 @@ class PredictRunner:
         self.rejected = 0
         self.table_path: Path | None = None
         self._scenarios: dict[str, Scenario] = {}
-        self._rows: list[tuple[str, str, int | None]] = []
-        """(id, group, label) of every row the run scores, in input order (for the metrics)."""
+        """Each group's scenario, by the group's key, in the order the groups first come."""
+        self._groups: list[str] = []
+        self._places: dict[str, int] = {}
+        self._group_of: dict[str, int] = {}
+        """The group of every row the run scores, by its id (the group's place in ``_scenarios``): to say
+        which scenario each request served (the critical paths). The one thing held per row."""
 
     @property
     def report(self) -> Reporter:
@@ -138,7 +143,7 @@ class PredictRunner:
             # Leniently: the run's answers are all in; a damaged line of the call log costs its figures only,
             # and metrics.json says so.
             damaged = Skipped()
-            report = self._score(d.call_log(skipped=damaged))
+            report = self._score(d.call_records(skipped=damaged))
             if damaged:
                 report.notes.append(f"Cost: {damaged.note()}.")
             d.write_metrics(report)
@@ -175,8 +180,12 @@ class PredictRunner:
             yield Work(0, instance, item.group, stamp=stamp)
 
     def _remember(self, row: CaseRow) -> None:
-        self._scenarios.setdefault(row.group, row.to_scenario())
-        self._rows.append((row.id, row.group, row.label))
+        place = self._places.get(row.group)
+        if place is None:
+            place = self._places[row.group] = len(self._groups)
+            self._groups.append(row.group)
+            self._scenarios[row.group] = row.to_scenario()
+        self._group_of[row.id] = place
 
     def _instance(self, row: CaseRow) -> DecisionInstance:
         return DecisionInstance(id=row.id, dataset=self.config.dataset, scenario=self._scenarios[row.group],
@@ -200,16 +209,23 @@ class PredictRunner:
                 "req": _short(tally.requests), "tok": _short(tally.tokens)}
 
     def _score(self, calls: Iterable[CallRecord]) -> MetricsReport:
-        """``metrics.json`` of the rows the run scored (its predictions, read back in input order)."""
-        instances = [DecisionInstance.model_construct(id=iid, dataset=self.config.dataset, scenario=self._scenarios[g],
-                                                      condition="", label=label)
-                     for iid, g, label in self._rows]
-        # Without the per-stage cost of each row (the run's cost comes from calls.jsonl): a large run's
-        # predictions are held here all at once.
-        done = {(0, p.id): p for p in self.directory.iter_predictions(without_cost=True)}
+        """``metrics.json`` of the rows the run scored: its predictions read back in input order (one line a
+        row, as ``order_predictions`` left them), without the per-stage cost of each (the run's cost comes
+        from ``calls``), one at a time."""
         pool = self.session.pool
         scorer = RunScorer(self.config, self.spec, self.anchor_config, pool.stores() if pool is not None else {})
-        report = scorer.report(instances, done, calls)
+        groups, group_of = self._groups, self._group_of
+
+        def scenario_of(scope: str) -> str:
+            kind, _, rest = scope.partition(":")
+            if kind == "instance":
+                place = group_of.get(rest.partition(":")[2])
+                if place is not None:
+                    return groups[place]
+            return attribution.scenario_of(scope, {})
+
+        report = scorer.report(lambda r: self.directory.iter_predictions(without_cost=True), calls,
+                               instances=len(group_of), scenarios=groups, scenario_of=scenario_of)
         report.data = self.data_summary()
         return report
 

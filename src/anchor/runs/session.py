@@ -47,7 +47,7 @@ from anchor.embedding.embed import Embedder, embedder_identity
 from anchor.embedding.server import make_embedder
 from anchor.extras import require_extra
 from anchor.llm.client import LLMClient
-from anchor.llm.ledger import CallRecord
+from anchor.llm.ledger import CallRecord, CostLedger
 from anchor.llm.settings import BackendFactory, LLMSettings, make_client
 from anchor.methods.registry import METHODS
 from anchor.progress import Reporter, silent
@@ -160,7 +160,8 @@ class RunSession:
             # helper process, while this one sets up the client (the SDK alone takes half a second).
             offload.warm_up(self.embedder)
         if self.client is None:
-            self.client = make_client(self.settings, backends=self.backends)
+            # Its records go to calls.jsonl (and the tally): kept in memory too, a long run's would not fit.
+            self.client = make_client(self.settings, backends=self.backends, ledger=CostLedger(keep=False))
         await self.client.ensure_ready()
         c = self.config
         c.llm["model"] = self.client.backend.model
@@ -253,7 +254,7 @@ class RunSession:
     # ------------------------------------------------------------------ the workers
 
     def worker_setup(self, conditions: Mapping[str, list[str]] | None = None,
-                     decide: DecisionRule = DecisionRule()) -> WorkerSetup:
+                     decide: DecisionRule | None = None) -> WorkerSetup:
         """What a worker needs to answer this run's work (the run's configuration as resolved)."""
         c, cal = self.config, self.calibrator
         return WorkerSetup(
@@ -261,7 +262,7 @@ class RunSession:
             estimator_settings=self.estimator_settings, calibrator=cal.file if cal else None,
             calibrator_path=cal.path if cal else None, calibrator_sha256=cal.sha256 if cal else None,
             reuse=c.spaces_source(self.out_dir), publish=c.artefact_keys == "content",
-            conditions=dict(conditions or {}), decide=decide, backends=self.backends)
+            conditions=dict(conditions or {}), decide=decide or DecisionRule(), backends=self.backends)
 
     def helpers(self, groups: int) -> int:
         """``--workers``, capped at the run's scenario ``groups`` and, for processes, the cores: a helper more

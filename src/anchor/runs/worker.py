@@ -29,7 +29,7 @@ from anchor.embedding.embed import Embedder
 from anchor.embedding.server import make_embedder
 from anchor.llm import chain, parallel
 from anchor.llm.client import LLMClient
-from anchor.llm.ledger import Subscriber, summarize
+from anchor.llm.ledger import CostLedger, Subscriber, summarize
 from anchor.llm.settings import BackendFactory, LLMSettings, make_client
 from anchor.methods.contract import ArtefactKind, Estimate, Method, MethodContext, PairJudge
 from anchor.methods.registry import METHODS, build_method
@@ -150,8 +150,9 @@ class InstanceWorker:
         ``subscribers`` see every record of their ledger from the first request on."""
         if self.client is None:
             model = self.config.llm.get("model") or self.setup.settings.model
+            # Its records go to the worker's shard or stream, not kept here (see CostLedger).
             self.client = make_client(self.setup.settings.model_copy(update={"model": model}),
-                                      backends=self.setup.backends)
+                                      backends=self.setup.backends, ledger=CostLedger(keep=False))
             for fn in subscribers:
                 self.client.ledger.subscribe(fn)
             await self.client.ensure_ready()

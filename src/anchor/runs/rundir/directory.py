@@ -13,7 +13,9 @@ anchor in a layout this one does not know.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+from array import array
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +23,8 @@ from typing import IO, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from anchor.files import write_atomic, write_atomic_stream
+from anchor.llm.ledger import CallRecord, collapse_sent
 from anchor.runs.instances import DecisionInstance, PairwiseInstance
 from anchor.runs.records import (
     AnchorTrace,
@@ -42,8 +46,6 @@ from anchor.runs.rundir.lines import (
 )
 from anchor.runs.rundir.lock import DirectoryLock
 from anchor.runs.rundir.shards import ShardMerger
-from anchor.files import write_atomic, write_atomic_stream
-from anchor.llm.ledger import CallRecord, collapse_sent
 
 J = TypeVar("J", bound=BaseModel)
 ErrorType = Callable[[str], Exception]
@@ -299,33 +301,47 @@ class RunDirectory:
         except (OSError, RunDirError):
             return 0
 
-    def order_predictions(self, key: Callable[[dict[str, Any]], Any]) -> int:
+    def order_predictions(self, key: Callable[[dict[str, Any]], int]) -> int:
         """Rewrite ``predictions.jsonl`` with one line per (run, id), its last, sorted by ``key`` of the
-        record (``anchor predict``: its line in the cases file); returns the number of lines. Only an index
-        of (key, offset) is held, never the records. The file is read strictly."""
-        index: dict[tuple[int, str], tuple[Any, int, int]] = {}
+        record, a whole number (``anchor predict``: its line in the cases file); returns the number of
+        lines. Only four numbers a line are held (its place in the order, a digest of its (run, id), its
+        offset and length), never the records. The file is read strictly."""
+        import numpy as np  # for the sort of a large run's index
 
-        def entry(text: str) -> tuple[tuple[int, str], Any]:
+        ranks, digests, starts, lengths = array("q"), array("q"), array("q"), array("q")
+
+        def entry(text: str) -> tuple[int, int]:
             record = json_object(text)
             run = record.get("run", 0)
             if not isinstance(record.get("id"), str) or isinstance(run, bool) or not isinstance(run, int):
                 raise LineProblem("not a prediction record (no id, or a run that is not a number)")
             try:
-                return (run, record["id"]), key(record)
+                rank = int(key(record))
             except (TypeError, ValueError):
                 raise LineProblem("not a prediction record (its place in the order cannot be read)") from None
+            digest = hashlib.blake2b(f"{run}\0{record['id']}".encode(), digest_size=8).digest()
+            return rank, int.from_bytes(digest, "little", signed=True)
 
         if any(True for _ in self.shards.tails(names.PREDICTIONS)):
             raise self.error(f"{self.path}: workers' predictions are not copied into {names.PREDICTIONS} yet")
-        for _, start, length, (rid, rank) in self.predictions.located(entry):
-            index[rid] = (rank, start, length)
-        order = sorted(index.values(), key=lambda e: (e[0], e[1]))
+        for _, start, length, (rank, digest) in self.predictions.located(entry):
+            ranks.append(rank)
+            digests.append(digest)
+            starts.append(start)
+            lengths.append(length)
+        rank_a, digest_a, start_a = (np.frombuffer(a, dtype=np.int64) for a in (ranks, digests, starts))
+        by_line = np.lexsort((start_a, digest_a, rank_a))
+        # One line per (run, id): the last written (the greatest offset) of those sharing a place and a digest.
+        same = (rank_a[by_line][1:] == rank_a[by_line][:-1]) & (digest_a[by_line][1:] == digest_a[by_line][:-1])
+        kept = by_line[np.append(~same, True)] if len(by_line) else by_line
+        order = kept[np.lexsort((start_a[kept], rank_a[kept]))]  # by place, then where the line was written
+        del ranks, digests
 
         def lines() -> Iterator[bytes]:
             with open(self.predictions.path, "rb") as src:
-                for _, start, length in order:
-                    src.seek(start)
-                    line = src.read(length)
+                for i in order:
+                    src.seek(starts[i])
+                    line = src.read(lengths[i])
                     yield line if line.endswith(b"\n") else line + b"\n"
 
         write_atomic_stream(self.predictions.path, lines())
@@ -400,6 +416,14 @@ class RunDirectory:
                 out[waiting.pop(record.request_id)] = None
             out.append(record)
         return collapse_sent(r for r in out if r is not None)
+
+    def call_records(self, *, skipped: Skipped | None = None) -> Iterator[CallRecord]:
+        """``calls.jsonl``'s records as written, one at a time (a request's "sent" record, then its outcome):
+        for a reader that adds them up as they come (``ledger.CostTally``), in memory that does not grow
+        with the log."""
+        self.schema_version()
+        for _, record in self.calls.numbered(skipped=skipped):
+            yield record
 
     # ------------------------------------------------------------------ instances.jsonl
 

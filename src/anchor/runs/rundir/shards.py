@@ -195,7 +195,7 @@ class ShardMerger:
                     continue
                 to = state.copied[log] + len(data)
 
-                def note(size_before: int, log: str = log, to: int = to) -> None:
+                def note(size_before: int, log: str = log, to: int = to, state: _State = state) -> None:
                     state.pending = {log: [size_before, to]}
                     state.save()  # before the append: a kill during it is undone at the next start
 
