@@ -128,7 +128,7 @@ class CostLedger:
         self._records: list[CallRecord] = []
         self._lock = threading.Lock()
         self._subscribers: list[Subscriber] = []
-        self._tally = empty_cost("total")
+        self._tally = _Sums()
 
     def record(self, record: CallRecord) -> None:
         scopes = _active_scopes.get()
@@ -191,11 +191,17 @@ class CostLedger:
     def total(self) -> StageCost:
         return total(self.records)
 
+    def running(self) -> tuple[int, int, int]:
+        """(logical requests, cache hits, tokens) so far: what a progress line shows, at the cost of a lock."""
+        with self._lock:
+            t = self._tally
+            return t.logical_requests, t.cache_hits, t.prompt_tokens + t.completion_tokens
+
     def tally(self) -> StageCost:
         """Running totals of every record so far, without ``wall_seconds``: O(1), for progress
         displays that would otherwise re-add the whole ledger on every update."""
         with self._lock:
-            return self._tally.model_copy()
+            return self._tally.cost("total")
 
 
 def detached_context() -> contextvars.Context:
@@ -303,8 +309,8 @@ class CostTally:
     numbers a request for the busy time."""
 
     def __init__(self) -> None:
-        self._stages: dict[str, StageCost] = {}
-        self._all = empty_cost("total")
+        self._stages: dict[str, _Sums] = {}
+        self._all = _Sums()
         self._first: dict[str, int] = {}
         self._spans: dict[str, tuple[array[float], array[float]]] = {}
         self._waiting: dict[str, tuple[int, CallRecord]] = {}
@@ -333,7 +339,7 @@ class CostTally:
     def _count(self, at: int, rec: CallRecord) -> None:
         cost = self._stages.get(rec.stage)
         if cost is None:
-            cost = self._stages[rec.stage] = empty_cost(rec.stage)
+            cost = self._stages[rec.stage] = _Sums()
             self._spans[rec.stage] = (array("d"), array("d"))
         self._first[rec.stage] = min(at, self._first.get(rec.stage, at))
         _add(cost, rec)
@@ -356,7 +362,7 @@ class CostTally:
         self._settle()
         out = []
         for stage in sorted(self._stages, key=self._first.__getitem__):
-            cost = self._stages[stage].model_copy()
+            cost = self._stages[stage].cost(stage)
             cost.wall_seconds = round(_busy(*self._spans[stage]), 6)
             out.append(cost)
         return out
@@ -364,7 +370,7 @@ class CostTally:
     def total(self, label: str = "total") -> StageCost:
         """Every stage added up, with the time at least one request was in flight."""
         self._settle()
-        cost = self._all.model_copy(update={"stage": label})
+        cost = self._all.cost(label)
         lo, hi = array("d"), array("d")
         for a, b in self._spans.values():
             lo.extend(a)
@@ -425,7 +431,24 @@ def empty_cost(stage: str) -> StageCost:
     return StageCost(stage=stage, logical_requests=0)
 
 
-def _add(cost: StageCost, rec: CallRecord) -> None:
+class _Sums:
+    """A cost being added up, record by record: plain numbers (a ``StageCost`` checks every assignment, which
+    on every request of a run costs more than the rest of the sum), made a ``StageCost`` at the end."""
+
+    __slots__ = ("cache_hits", "completion_tokens", "failed_attempts", "interrupted", "interrupted_prompt_tokens",
+                 "llm_calls", "llm_seconds", "logical_requests", "prompt_tokens", "samples")
+
+    def __init__(self) -> None:
+        self.llm_calls = self.logical_requests = self.failed_attempts = self.interrupted = 0
+        self.interrupted_prompt_tokens = self.samples = self.cache_hits = self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.llm_seconds = 0.0
+
+    def cost(self, stage: str) -> StageCost:
+        return StageCost(stage=stage, **{name: getattr(self, name) for name in self.__slots__})
+
+
+def _add(cost: _Sums, rec: CallRecord) -> None:
     if rec.outcome == "cache_hit":
         cost.cache_hits += 1
         return
@@ -435,7 +458,7 @@ def _add(cost: StageCost, rec: CallRecord) -> None:
         return
     cost.llm_calls += 1
     if rec.ends_request:
-        cost.logical_requests = (cost.logical_requests or 0) + 1
+        cost.logical_requests += 1
     cost.samples += rec.sample_count
     if rec.outcome != "ok":
         cost.failed_attempts += 1

@@ -170,14 +170,15 @@ class PredictRunner:
             taken += 1
             self._remember(item)
             instance = self._instance(item)
-            kept.write(instance.model_dump_json() + "\n")
+            text = instance.model_dump_json()
+            kept.write(text + "\n")
             was = status.get(item.id)
             if was is not None and (was != "failed" or not self.retry_failed):
                 continue
             stamp: dict[str, Any] = {"line": item.line}
             if item.p_true is not None:
                 stamp["p_true"] = item.p_true
-            yield Work(0, instance, item.group, stamp=stamp)
+            yield Work(0, instance, item.group, stamp=stamp, text=text)
 
     def _remember(self, row: CaseRow) -> None:
         place = self._places.get(row.group)
@@ -188,8 +189,10 @@ class PredictRunner:
         self._group_of[row.id] = place
 
     def _instance(self, row: CaseRow) -> DecisionInstance:
-        return DecisionInstance(id=row.id, dataset=self.config.dataset, scenario=self._scenarios[row.group],
-                                condition=row.condition, label=row.label)
+        # Made without checking again what the row's check passed (its id and condition, cleaned).
+        return DecisionInstance.model_construct(id=row.id, dataset=self.config.dataset,
+                                                scenario=self._scenarios[row.group], condition=row.condition,
+                                                label=row.label)
 
     def _conditions_by_group(self) -> dict[str, list[str]]:
         """Every condition of every group, for a method that learns from them all before answering any."""

@@ -88,8 +88,8 @@ async def serve(inp: IO[bytes], out: IO[bytes], setup: WorkerSetup, shard_name: 
 
     try:
         while (message := await inbox.get()) is not None:
-            for item, work, rank in message[1]:
-                task = asyncio.create_task(one(item, work, rank))
+            for item, wire, rank in message[1]:
+                task = asyncio.create_task(one(item, Work.unwire(wire), rank))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
     finally:

@@ -72,9 +72,8 @@ class LedgerTally:
         return False
 
     def of(self, ledger: CostLedger, stores: dict[str, ArtefactStore[Any]]) -> Tally:
-        t = ledger.tally()
-        return Tally(requests=t.logical_requests or 0, cache_hits=t.cache_hits,
-                     tokens=t.prompt_tokens + t.completion_tokens,
+        requests, hits, tokens = ledger.running()
+        return Tally(requests=requests, cache_hits=hits, tokens=tokens,
                      built=sum(len(store.built) for store in stores.values()), retry=self.retry)
 
 

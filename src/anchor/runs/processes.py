@@ -43,12 +43,14 @@ class ProcessPool:
         self._stores = run_stores(setup)
         self._helpers: list[HelperProcess] = []
         self._waiting: list[dict[int, asyncio.Future[Answered]]] = []
-        self._outgoing: list[list[tuple[int, Work, int]]] = []
+        self._outgoing: list[list[tuple[int, tuple[Any, ...], int]]] = []
         self._tallies: list[Tally] = []
         self._groups: dict[str, int] = {}
         self._next = 0
         self._flushing = False
         self._closing = False
+        self._lost: set[int] = set()
+        """Helpers whose process has ended (told by their reader thread)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._token = f"{os.getpid()}-{secrets.token_hex(4)}"
 
@@ -77,11 +79,11 @@ class ProcessPool:
         index = self.worker_for(work.group)
         self._next += 1
         future: asyncio.Future[Answered] = self._loop.create_future()
-        if self._closing or not self._helpers[index].alive():
+        if self._closing or index in self._lost:  # (not asked of the process: a system call a row)
             future.set_exception(self._lost_error(index))
             return future
         self._waiting[index][self._next] = future
-        self._outgoing[index].append((self._next, work, rank))
+        self._outgoing[index].append((self._next, work.wire(), rank))
         if not self._flushing:
             self._flushing = True
             self._loop.call_soon(self._flush)  # everything handed out in this turn of the loop, together
@@ -126,6 +128,7 @@ class ProcessPool:
         return EvalError(f"worker process {index} stopped (exit code {code}); run the same command again to resume")
 
     def _fail(self, index: int, error: EvalError) -> None:
+        self._lost.add(index)
         if self._closing:
             return
         waiting, self._waiting[index] = self._waiting[index], {}

@@ -43,9 +43,17 @@ class RunProgress:
         """The run's total, and what an earlier start of it answered already."""
         self.counts.update(total=total, done=done, unknown=unknown, failed=failed)
 
-    def answered(self, answer: Answered, tally: Tally) -> None:
-        self.counts.update(done=1, unknown=int(answer.unknown), failed=int(answer.status == "failed"))
-        self.tick(tally)
+    def answered(self, answer: Answered, tally: Callable[[], Tally]) -> None:
+        """Count an answer; ``tally()`` (the requests so far) is asked for only when the line is shown (at
+        most every ``MIN_SECONDS``: a change of the retry state comes through :meth:`tick` in time)."""
+        counts = self.counts
+        counts["done"] += 1
+        if answer.unknown:
+            counts["unknown"] += 1
+        if answer.status == "failed":
+            counts["failed"] += 1
+        if time.monotonic() - self._last >= MIN_SECONDS:
+            self.tick(tally())
 
     def tick(self, tally: Tally, force: bool = False) -> None:
         if tally.retry != self._retry:

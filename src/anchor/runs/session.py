@@ -250,6 +250,7 @@ class RunSession:
             stop()
         for log in self.directory.logs():
             log.close()
+        self.directory.shards.close()
 
     # ------------------------------------------------------------------ the workers
 
@@ -343,7 +344,7 @@ class RunSession:
             return pool.answer(item, self._rank(item))
 
         async for _, done in answered(work, hand_out, slots=instance_slots(self.client.concurrency)):
-            self.progress.answered(done, self.tally())
+            self.progress.answered(done, self.tally)
             yield done
         self.progress.tick(self.tally(), force=True)
 

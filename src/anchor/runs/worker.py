@@ -33,7 +33,7 @@ from anchor.llm.ledger import CostLedger, Subscriber, summarize
 from anchor.llm.settings import BackendFactory, LLMSettings, make_client
 from anchor.methods.contract import ArtefactKind, Estimate, Method, MethodContext, PairJudge
 from anchor.methods.registry import METHODS, build_method
-from anchor.runs.instances import Instance, PairwiseInstance
+from anchor.runs.instances import DecisionInstance, Instance, PairwiseInstance
 from anchor.runs.records import Prediction, RunConfig, SideRecord, TraceRecord
 from anchor.runs.rundir.names import PREDICTIONS, TRACES
 from anchor.types import CalibratedProbability, Scenario, scenario_key
@@ -74,6 +74,21 @@ class Work:
     instance: Instance
     group: str
     stamp: dict[str, Any] | None = None
+    text: str | None = None
+    """The instance's JSON, when the driver made it already (a predict run writes it to instances.jsonl):
+    what travels to a helper process in its place."""
+
+    def wire(self) -> tuple[Any, ...]:
+        """This work as it travels to a helper process: the instance as its JSON text, which pickles in a
+        fraction of the time a model does (the runner pickles every row it hands out)."""
+        text = self.text if self.text is not None else self.instance.model_dump_json()
+        return (self.run, isinstance(self.instance, PairwiseInstance), text, self.group, self.stamp)
+
+    @classmethod
+    def unwire(cls, wire: tuple[Any, ...]) -> Work:
+        run, pairwise, text, group, stamp = wire
+        model = PairwiseInstance if pairwise else DecisionInstance
+        return cls(run, model.model_validate_json(text), group, stamp)
 
 
 @dataclass(frozen=True)

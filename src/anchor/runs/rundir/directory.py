@@ -351,19 +351,10 @@ class RunDirectory:
         """The predictions in file order, one at a time (for a file with one line per (run, id), as
         :meth:`order_predictions` leaves it); ``without_cost``: their per-stage ``cost`` left empty."""
         self.schema_version()
-        if not without_cost:
-            yield from (p for _, p in self.predictions.numbered())
-            return
-
-        def lean(text: str) -> Prediction:
-            record = json_object(text)
-            record["cost"] = []
-            try:
-                return Prediction.model_validate(record)
-            except ValidationError as exc:
-                raise LineProblem(validation_problem(exc, "prediction record")) from None
-
-        yield from (p for _, p in self.predictions.parsed(lean))
+        for _, p in self.predictions.numbered():  # pydantic parses the line itself: the quickest way
+            if without_cost:
+                p.cost = []
+            yield p
 
     # ------------------------------------------------------------------ traces.jsonl
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import from_json
 
 from anchor.errors import AnchorError
 from anchor.runs.rundir.sync import GroupSync
@@ -262,9 +263,9 @@ def _is_json(text: str) -> bool:
 def json_object(text: str) -> dict[str, Any]:
     """A line as a JSON object (for readers that look at a few fields only)."""
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise LineProblem(f"not valid JSON ({exc.msg})") from None
+        value = from_json(text)  # pydantic's parser: a third of json.loads' time on a prediction's line
+    except ValueError as exc:
+        raise LineProblem(f"not valid JSON ({str(exc).split(' at line ')[0]})") from None
     if not isinstance(value, dict):
         raise LineProblem(f"not a JSON object (got {type(value).__name__})")
     return value

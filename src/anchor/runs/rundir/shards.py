@@ -10,11 +10,12 @@ not lose. The worker holds a lock on ``.workers/<name>/alive`` while it lives.
 
 The runner copies what the shards hold into the run's own files (:class:`ShardMerger`): every few
 tenths of a second while the run goes, once more at its end, and at the next start of a run that was
-killed. It copies complete lines only, as bytes (nothing is parsed), and keeps in ``merged.json``
-how far each log was copied. Before an append it notes there what it is about to do (the main file's
-size and the new offset); a runner killed during an append is found out at the next start, which cuts
-the main file back to that size and copies again, so a line is never copied twice. A shard whose
-worker is gone and whose lines are all copied is removed.
+killed. It copies complete lines only, as bytes (nothing is parsed). Before each copy it appends a line
+to the shard's journal, ``merged.jsonl``: the log, the main file's size and the shard's offsets the copy
+goes from and to (one small write, no file replaced: the copies run several times a second). A copy
+whose bytes the main file does not hold in full was cut off by a kill: the next start cuts the main file
+back to its size before it and copies again, so a line is never copied twice. A shard whose worker is
+gone and whose lines are all copied is removed.
 
 Until then, every reader of the run directory sees the uncopied tails of the shards after the main
 file's own lines (:meth:`ShardMerger.tails`), so a killed run's cost and predictions are complete
@@ -31,7 +32,7 @@ import secrets
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from anchor.runs.rundir import names
 from anchor.runs.rundir.lines import RunDirError
@@ -40,8 +41,8 @@ from anchor.runs.rundir.sync import GroupSync
 #: The logs a worker keeps a shard of, by their names in the run directory.
 SHARDED_LOGS = (names.CALLS, names.PREDICTIONS, names.TRACES)
 ALIVE = "alive"
-STATE = "merged.json"
-#: The layout of ``merged.json``.
+STATE = "merged.jsonl"
+#: The layout of ``merged.jsonl``'s lines.
 STATE_VERSION = 1
 #: How often a durable shard (predictions) reaches the disk, as the run's own predictions.jsonl does.
 SYNC_SECONDS = 0.5
@@ -126,24 +127,58 @@ def _gone(folder: Path) -> bool:
 
 
 class _State:
-    """``merged.json`` of one shard: how far each log was copied, and the append under way, if any (a file
-    of the runner's own, with a ``schema_version`` like every JSON file anchor writes)."""
+    """How far each log of one shard was copied, read from the shard's ``merged.jsonl``: the runner's journal
+    of its copies, one line each (with a ``schema_version`` like every JSON anchor writes), appended before
+    the copy's bytes reach the main file. Every copy but the last is complete (the runner makes one at a
+    time); the last is complete when the main file holds its bytes, else it is under way or was cut off by
+    a kill (``pending``: the main file's size before it, and the shard's offset it copies to)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, run_dir: Path) -> None:
         self.path = folder / STATE
-        data: dict[str, Any] = {}
-        with contextlib.suppress(OSError, ValueError):
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        if int(data.get("schema_version", STATE_VERSION)) > STATE_VERSION:
-            raise RunDirError(f"{self.path}: written by a newer anchor (schema_version {data['schema_version']}); "
-                              "upgrade anchor to go on with this run")
-        self.copied: dict[str, int] = {log: int(data.get("copied", {}).get(log, 0)) for log in SHARDED_LOGS}
-        self.pending: dict[str, list[int]] = {log: [int(v) for v in span]
-                                              for log, span in (data.get("pending") or {}).items()}
+        self.copied: dict[str, int] = dict.fromkeys(SHARDED_LOGS, 0)
+        self.pending: dict[str, list[int]] = {}
+        entries = []
+        with contextlib.suppress(OSError):
+            for n, text in enumerate(self.path.read_bytes().split(b"\n")[:-1], 1):  # an unfinished last line: none
+                try:
+                    entry = json.loads(text)
+                except ValueError:
+                    raise RunDirError(f"{self.path}, line {n}: not a journal entry; move the run's .workers "
+                                      "folder away to resume without the lines its workers had not copied") from None
+                if int(entry.get("schema_version", STATE_VERSION)) > STATE_VERSION:
+                    raise RunDirError(f"{self.path}: written by a newer anchor (schema_version "
+                                      f"{entry['schema_version']}); upgrade anchor to go on with this run")
+                entries.append(entry)
+        for entry in entries:
+            self.copied[entry["log"]] = int(entry["to"])
+        if entries:
+            last = entries[-1]
+            log, before, start, to = last["log"], int(last["main"]), int(last["from"]), int(last["to"])
+            main = run_dir / log
+            if (main.stat().st_size if main.exists() else 0) < before + (to - start):
+                self.copied[log], self.pending = start, {log: [before, to]}
+        self._fd: int | None = None
 
-    def save(self) -> None:
-        _replace(self.path, json.dumps({"schema_version": STATE_VERSION, "copied": self.copied,
-                                        "pending": self.pending or None}))
+    def note(self, log: str, main_size: int, to: int) -> None:
+        """Journal a copy of ``log`` from the shard's offset ``copied[log]`` to ``to``, before it is made, into
+        a main file of ``main_size`` bytes."""
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        line = {"schema_version": STATE_VERSION, "log": log, "main": main_size, "from": self.copied[log], "to": to}
+        os.write(self._fd, (json.dumps(line, separators=(",", ":")) + "\n").encode("ascii"))
+
+    def undo(self) -> None:
+        """Forget the copy a kill cut off (the main file is back to its size before it): the journal without
+        its last line."""
+        self.close()
+        lines = self.path.read_bytes().split(b"\n")[:-1]
+        _replace(self.path, "".join(line.decode("ascii") + "\n" for line in lines[:-1]))
+        self.pending = {}
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 class ShardMerger:
@@ -153,6 +188,7 @@ class ShardMerger:
     def __init__(self, run_dir: Path) -> None:
         self.folder = workers_folder(run_dir)
         self.run_dir = Path(run_dir)
+        self._states: dict[Path, _State] = {}
 
     def shards(self) -> list[Path]:
         """The shards, in name order (a shard still being made, ``.NAME.part``, is not one yet)."""
@@ -170,16 +206,15 @@ class ShardMerger:
         (the shard still holds the lines, and they are copied again). Called at a start, before anything
         is appended to the main logs."""
         for shard in self.shards():
-            state = _State(shard)
-            if not state.pending:
-                continue
+            state = _State(shard, self.run_dir)
             for log, (size_before, _) in state.pending.items():
                 main = self.run_dir / log
                 if main.exists() and main.stat().st_size > size_before:
                     with open(main, "r+b") as fh:
                         fh.truncate(size_before)
-            state.pending = {}
-            state.save()
+            if state.pending:
+                state.undo()
+            state.close()
 
     def sweep(self, logs: Mapping[str, Appender], *, final: bool = False) -> int:
         """Copy every complete line not copied yet into ``logs`` (the main logs, by name); remove the
@@ -188,7 +223,9 @@ class ShardMerger:
         copied = 0
         for shard in self.shards():
             gone = final or _gone(shard)
-            state = _State(shard)
+            state = self._states.get(shard)
+            if state is None:  # read once: from then on this process is the journal's only writer
+                state = self._states[shard] = _State(shard, self.run_dir)
             for log in SHARDED_LOGS:
                 data = self._new_lines(shard / log, state.copied[log])
                 if not data:
@@ -196,14 +233,14 @@ class ShardMerger:
                 to = state.copied[log] + len(data)
 
                 def note(size_before: int, log: str = log, to: int = to, state: _State = state) -> None:
-                    state.pending = {log: [size_before, to]}
-                    state.save()  # before the append: a kill during it is undone at the next start
+                    state.note(log, size_before, to)  # before the append: a kill during it is undone at the next start
 
                 logs[log].append_raw(data, before=note)
-                state.copied[log], state.pending = to, {}
-                state.save()
+                state.copied[log] = to
                 copied += len(data)
             if gone:
+                state.close()
+                del self._states[shard]
                 shutil.rmtree(shard, ignore_errors=True)
         if self.folder.is_dir():
             for making in self.folder.glob(".*.part"):  # a worker that ended before its shard got its name
@@ -212,6 +249,12 @@ class ShardMerger:
             with contextlib.suppress(OSError):
                 self.folder.rmdir()  # empty now, unless a worker is still running
         return copied
+
+    def close(self) -> None:
+        """Close the journals this merger keeps open."""
+        for state in self._states.values():
+            state.close()
+        self._states.clear()
 
     @staticmethod
     def _new_lines(path: Path, start: int) -> bytes:
@@ -228,7 +271,7 @@ class ShardMerger:
     def tails(self, log: str) -> Iterator[tuple[Path, int]]:
         """(shard file, offset) of each shard's lines of ``log`` that are not in the main file yet."""
         for shard in self.shards():
-            state = _State(shard)
+            state = _State(shard, self.run_dir)
             path = shard / log
             if path.exists() and path.stat().st_size > state.copied[log]:
                 yield path, state.copied[log]
@@ -237,7 +280,7 @@ class ShardMerger:
         """The size of the main file before a copy that a killed runner left half done (its bytes past it
         are that copy, to be read from the shard instead); None when no copy is under way."""
         for shard in self.shards():
-            span = _State(shard).pending.get(log)
+            span = _State(shard, self.run_dir).pending.get(log)
             if span:
                 return span[0]
         return None
