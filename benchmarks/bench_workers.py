@@ -15,7 +15,9 @@ their embedding and clustering processes). The servers (``tests/fakeserver.py --
 their counts when stopped; requests/s is their requests over the span from the first arrival to the
 last answer. The run directory's ledger (requests answered or cut off, as ``anchor cost`` counts them)
 must equal the servers' count, and each run's predictions must equal those of the first count given.
-Linux only (``/proc``). Results: one JSON object per run, printed and written to ``--out``.
+A second run of ``--start-rows`` rows at each count gives what a run costs whatever its length (the
+start-up, the helpers' start, the end): the CPU beyond it, over the requests beyond its own, is the CPU a
+request while they flow (``*_ms_per_request_beyond_start``). Linux only (``/proc``). Results: one JSON object per run, printed and written to ``--out``.
 """
 
 from __future__ import annotations
@@ -166,6 +168,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=16000)
     parser.add_argument("--groups", type=int, default=160, help="scenario groups the rows are dealt into")
+    parser.add_argument("--start-rows", type=int, default=100,
+                        help="rows of a second, short run at each count, whose CPU is what a run costs whatever "
+                             "its length (start-up, the end): subtracted to give the CPU a request while they "
+                             "flow; 0: no such run")
     parser.add_argument("--method", default="vanilla")
     parser.add_argument("--eval", metavar="DATASET:METHOD:LIMIT", default=None,
                         help="time `anchor eval` instead of `anchor predict` (e.g. today:anchor:80)")
@@ -198,11 +204,26 @@ def main() -> None:
             task += ["--sizes", args.sizes]
         results = []
         first: list[dict[str, Any]] | None = None
+        small = None
+        if not args.eval and args.start_rows:
+            small = folder / "small.csv"
+            write_cases(small, args.start_rows, min(args.groups, args.start_rows))
         for workers in counts:
             result = one_run(args, workers, folder, task)
             predictions = timeless(Path(result.pop("_run")))
             first = first if first is not None else predictions
             result["same_predictions_as_first"] = predictions == first
+            if small is not None:
+                # What a run costs the runner whatever its length (start-up, the helpers' start, the end),
+                # from a run of a few rows: what remains is the runner's CPU while requests flow.
+                start = one_run(args, workers, folder, ["predict", str(small), *task[2:]])
+                start.pop("_run")
+                extra = result["requests"] - start["requests"]
+                result["start_runner_cpu_s"] = start["runner_cpu_s"]
+                result["runner_ms_per_request_beyond_start"] = round(
+                    1000 * (result["runner_cpu_s"] - start["runner_cpu_s"]) / extra, 3) if extra > 0 else None
+                result["workers_ms_per_request_beyond_start"] = round(
+                    1000 * (result["workers_cpu_s"] - start["workers_cpu_s"]) / extra, 3) if extra > 0 else None
             results.append(result)
             print(json.dumps(result), flush=True)
         base = results[0]

@@ -1,4 +1,5 @@
-"""The methods the evaluation runner drives, one family per module, with their contract and registry.
+"""The methods a run drives (``anchor eval``, ``anchor predict``, ``reproduce``), one family per module, with their
+contract and registry.
 
 * :mod:`.contract`: the shape every method fills (``Method``, ``PairJudge``, ``Estimate``), what the
   runner hands it (``MethodContext``) and how it is described (``MethodSpec``);
