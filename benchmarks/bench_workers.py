@@ -186,7 +186,7 @@ def main() -> None:
     parser.add_argument("--per-completion-token", type=float, default=None)
     parser.add_argument("--slots", type=int, default=None)
     parser.add_argument("--src", type=Path, default=None, help="run the anchor whose package is in this folder")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "workers.json")
+    parser.add_argument("--out", "--json", type=Path, default=REPO / "benchmarks" / "results" / "workers.json")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
     counts = [int(w) for w in args.workers.split(",")] if args.workers else \

@@ -129,14 +129,7 @@ class PredictRunner:
         assert self.summary is not None
         session, d = self.session, self.session.directory
         async with session.opened():
-            status = d.prediction_statuses()
-            again = self.retry_failed
-            session.progress.expect(self.total, done=sum(1 for s in status.values() if s != "failed" or not again))
-            async with session.started(self.worker_setup(), groups=self.summary.groups):
-                with d.rejected_rows() as rejected, d.instances_log() as kept, \
-                        self.cases.open(strict=self.strict) as stream:
-                    async for _ in session.answer(self._work(stream, status, rejected, kept)):
-                        pass
+            await self._answer_rows()
             d.order_predictions(key=lambda record: int(record.get("line") or 0))
             truth = "p_true" in self.summary.columns_used
             self.table_path = write_table(d, self.table, calibrated=self.calibrator is not None, truth=truth)
@@ -148,6 +141,20 @@ class PredictRunner:
                 report.notes.append(f"Cost: {damaged.note()}.")
             d.write_metrics(report)
             return report
+
+    async def _answer_rows(self) -> None:
+        """The pass that answers the rows (what it holds per row, the statuses of an earlier start and the
+        reader's ids, is let go when it ends, before the run is scored)."""
+        session, d = self.session, self.session.directory
+        assert self.summary is not None
+        status = d.prediction_statuses()
+        again = self.retry_failed
+        session.progress.expect(self.total, done=sum(1 for s in status.values() if s != "failed" or not again))
+        async with session.started(self.worker_setup(), groups=self.summary.groups):
+            with d.rejected_rows() as rejected, d.instances_log() as kept, \
+                    self.cases.open(strict=self.strict) as stream:
+                async for _ in session.answer(self._work(stream, status, rejected, kept)):
+                    pass
 
     def worker_setup(self) -> WorkerSetup:
         """What a worker needs to answer this run's rows (every condition of each group for a method that
