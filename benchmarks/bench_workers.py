@@ -135,7 +135,7 @@ def one_run(args: argparse.Namespace, workers: int, folder: Path, task: list[str
     run, cache = folder / f"run-w{workers}", folder / f"cache-w{workers}"
     for path in (run, cache):
         shutil.rmtree(path, ignore_errors=True)
-    flags = ["--latency", str(args.latency), "--deterministic"]  # the same answers at every count
+    flags = ["--latency", str(args.latency), "--deterministic", "--forget-bodies"]  # the same answers at every count
     for name in ("per_prompt_token", "per_completion_token", "slots"):
         if getattr(args, name) is not None:
             flags += [f"--{name.replace('_', '-')}", str(getattr(args, name))]

@@ -168,10 +168,14 @@ class FakeOpenAIServer:
         port: int = 0,
         record_bodies: str | None = None,
         reuse_port: bool = False,
+        keep_bodies: bool = True,
     ) -> None:
         self.model = model
         # A file that receives every chat-completion body as a JSON line (benchmarks replay them).
         self.record_bodies = open(record_bodies, "a", encoding="utf-8") if record_bodies else None  # noqa: SIM115
+        # False: each request is counted (``requests`` holds None for it) but its body and headers are not
+        # kept, so that a server answering millions of requests (a benchmark) does not grow with them.
+        self.keep_bodies = keep_bodies
         self.embed = embed
         self.embedding_requests: list[dict[str, Any]] = []
         self.rng = random.Random(seed)
@@ -413,11 +417,11 @@ class FakeOpenAIServer:
                 body = json.loads(raw or b"{}")
                 span: list[float | None] = [time.monotonic(), None]
                 with server.lock:
-                    server.requests.append(body)
+                    server.requests.append(body if server.keep_bodies else None)
                     if server.record_bodies is not None:
                         server.record_bodies.write(raw.decode("utf-8") + "\n")
                         server.record_bodies.flush()
-                    server.headers.append(dict(self.headers.items()))
+                    server.headers.append(dict(self.headers.items()) if server.keep_bodies else None)
                     server.spans.append(span)
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
@@ -630,6 +634,8 @@ def main() -> None:
     parser.add_argument("--record-bodies", metavar="PATH", default=None,
                         help="append every chat-completion request body to PATH, one JSON line each")
     parser.add_argument("--refuse-n", action="store_true", help="answer n > 1 with HTTP 400 (some hosted APIs)")
+    parser.add_argument("--forget-bodies", action="store_true",
+                        help="count each request but keep neither its body nor its headers (a long benchmark)")
     parser.add_argument("--reuse-port", action="store_true",
                         help="share the port with other server processes started the same way (SO_REUSEPORT): the "
                              "kernel spreads the connections over them")
@@ -653,7 +659,8 @@ def main() -> None:
                           formats=tuple(f.strip() for f in args.formats.split(",") if f.strip()),
                           embed=minilm_embed() if args.embed_minilm else
                           made_up_embed(args.embed_width) if args.embed_width else None,
-                          record_bodies=args.record_bodies, reuse_port=args.reuse_port) as server:
+                          record_bodies=args.record_bodies, reuse_port=args.reuse_port,
+                          keep_bodies=not args.forget_bodies) as server:
         timing = f"latency {args.latency}s"
         if args.per_prompt_token or args.per_completion_token:
             timing += f" + {args.per_prompt_token}s/prompt token + {args.per_completion_token}s/completion token"
