@@ -71,3 +71,17 @@ def test_a_complete_copy_the_runner_was_killed_after_is_kept(tmp_path: Path) -> 
     again.merge_shards(final=True)
     assert [json.loads(line)["request_id"] for line in (run / CALLS).read_text().splitlines()] == \
         [f"r{n}" for n in range(4)]
+
+
+def test_a_shard_being_made_is_left_alone_until_the_workers_have_ended(tmp_path: Path) -> None:
+    """A worker makes its shard's folder and lock file a moment before it holds the lock: a copy made in that
+    moment used to take the lock file for a dead worker's and remove the folder, and the worker then failed
+    to name its shard ('No such file or directory'), stopping the run."""
+    run = tmp_path / "run"
+    making = run / ".workers" / ".123-abc.part"
+    making.mkdir(parents=True)
+    (making / "alive").touch()  # created, not locked yet
+    RunDirectory(run).merge_shards()
+    assert making.is_dir()
+    RunDirectory(run).merge_shards(final=True)  # the workers have ended: a leftover, tidied
+    assert not (run / ".workers").exists()

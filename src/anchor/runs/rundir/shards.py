@@ -242,12 +242,14 @@ class ShardMerger:
                 state.close()
                 del self._states[shard]
                 shutil.rmtree(shard, ignore_errors=True)
-        if self.folder.is_dir():
+        if final and self.folder.is_dir():
+            # Only once the workers have ended: a worker making its shard has created its folder and lock
+            # file a moment before it holds the lock (and the folder of the shards before its own), and
+            # tidying then would pull them from under it.
             for making in self.folder.glob(".*.part"):  # a worker that ended before its shard got its name
-                if final or ((making / ALIVE).exists() and _gone(making)):
-                    shutil.rmtree(making, ignore_errors=True)
+                shutil.rmtree(making, ignore_errors=True)
             with contextlib.suppress(OSError):
-                self.folder.rmdir()  # empty now, unless a worker is still running
+                self.folder.rmdir()  # empty now
         return copied
 
     def close(self) -> None:
