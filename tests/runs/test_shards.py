@@ -85,3 +85,27 @@ def test_a_shard_being_made_is_left_alone_until_the_workers_have_ended(tmp_path:
     assert making.is_dir()
     RunDirectory(run).merge_shards(final=True)  # the workers have ended: a leftover, tidied
     assert not (run / ".workers").exists()
+
+
+def test_a_worker_makes_its_shard_even_when_the_runner_removes_the_empty_folder_of_the_shards_meanwhile(
+        tmp_path: Path, monkeypatch) -> None:
+    """The runner removes ``.workers`` when it is empty; a worker that made it a moment before (and not yet its
+    own folder inside) makes it again rather than failing."""
+    run = tmp_path / "run"
+    run.mkdir()
+    real = Path.mkdir
+    removed = []
+
+    def mkdir(self: Path, *args, **kwargs) -> None:
+        if self.name.endswith(".part") and not removed:
+            real(self.parent, exist_ok=True)
+            self.parent.rmdir()  # the runner's tidying, between the folder of the shards and the worker's own
+            removed.append(self)
+            raise FileNotFoundError(2, "No such file or directory", str(self))
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    shard = ShardWriter(run, "w0")
+    shard.write(CALLS, call(0))
+    shard.close()
+    assert removed and request_ids(run) == ["r0"]

@@ -76,7 +76,14 @@ class ShardWriter:
         name = name or f"{os.getpid()}-{secrets.token_hex(6)}"
         # Locked before it gets its name: the runner never sees the shard of a live worker unlocked.
         making = workers_folder(run_dir) / f".{name}.part"
-        making.mkdir(parents=True)
+        for _ in range(100):
+            try:
+                making.mkdir(parents=True)
+                break
+            except FileNotFoundError:
+                continue  # the runner removed the empty folder of the shards between its making and ours
+        else:
+            making.mkdir(parents=True)
         self._alive = os.open(making / ALIVE, os.O_WRONLY | os.O_CREAT, 0o600)
         fcntl.flock(self._alive, fcntl.LOCK_EX)
         self.folder = making.with_name(name)
@@ -242,14 +249,14 @@ class ShardMerger:
                 state.close()
                 del self._states[shard]
                 shutil.rmtree(shard, ignore_errors=True)
-        if final and self.folder.is_dir():
-            # Only once the workers have ended: a worker making its shard has created its folder and lock
-            # file a moment before it holds the lock (and the folder of the shards before its own), and
-            # tidying then would pull them from under it.
-            for making in self.folder.glob(".*.part"):  # a worker that ended before its shard got its name
-                shutil.rmtree(making, ignore_errors=True)
+        if self.folder.is_dir():
+            if final:
+                # Only once the workers have ended: a worker making its shard has made its folder and lock
+                # file a moment before it holds the lock, and removing them then pulls them from under it.
+                for making in self.folder.glob(".*.part"):  # a worker that ended before its shard got its name
+                    shutil.rmtree(making, ignore_errors=True)
             with contextlib.suppress(OSError):
-                self.folder.rmdir()  # empty now
+                self.folder.rmdir()  # empty now (a worker making its shard makes the folder again)
         return copied
 
     def close(self) -> None:
