@@ -39,8 +39,10 @@ MAX_LINES = 550
 #: module inside one, such as ``space.config``, placed apart from the rest of its package); a module
 #: belongs to the longest part that names it. ``anchor`` is the package facade (its ``__init__``).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundation: errors, files, secrets, text, progress, plots",
-     ("errors", "version", "lazy", "secrets", "text", "files", "progress", "extras", "plots")),
+    ("foundation: errors, files, secrets, text, progress, plots; the run engine's bounded answer loop (which "
+     "imports nothing of anchor, so that the pipeline uses it too)",
+     ("errors", "version", "lazy", "secrets", "text", "jsonl", "files", "progress", "extras", "plots",
+      "runs.answering")),
     ("the domain model and the stages' settings (a factor space records the settings it was built with)",
      ("space.config", "types", "mapping.config", "inference.config", "config", "demo")),
     ("the LLM client and the prompts", ("llm", "prompts")),
@@ -51,8 +53,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
       "evaluation.metrics")),
     ("the pipeline: the stages put together", ("pipeline",)),
     ("the package facade", ("anchor",)),
-    ("the evaluation harness", ("evaluation",)),
-    ("commands built on it (truth.bench and serve drive anchor predict's runner)",
+    ("a run's records, the instances it answers and the run directory (which every command that writes or "
+     "reads a run goes through)", ("runs.records", "runs.instances", "runs.rundir")),
+    ("the methods a run drives, and their registry", ("methods",)),
+    ("the run engine: one run session, its workers and pools", ("runs",)),
+    ("the evaluation harness: datasets, scoring, reports, cost, the calibration study", ("evaluation",)),
+    ("commands built on them (truth.bench and serve drive anchor predict's runner)",
      ("analysis", "predict", "reproduce", "truth.bench", "serve")),
     ("the command line", ("cli",)),
 )

@@ -44,6 +44,11 @@ Embedding requests draw from the same faults (``500``, ``429``, ``drop``, ``echo
 server answers ``json_schema`` (``--formats json_object`` on the command line; with ``--ignore-n``
 and ``--slots`` that is a llama.cpp-like server).
 
+Several processes can serve one port (``reuse_port``, ``--reuse-port``), the kernel spreading the
+connections over them: one Python process cannot answer as fast as several anchor workers ask
+(``benchmarks/bench_workers.py`` starts them so). Each keeps its own counts; ``--stats-file`` writes
+them when the process stops.
+
 Run it by hand: ``python tests/fakeserver.py --port 8011 --latency 0.2 --rate 500=0.2 --rate 429=0.1``,
 or as a rough model of a GPU server:
 ``python tests/fakeserver.py --latency 0.05 --per-prompt-token 0.0003 --per-completion-token 0.03 --slots 16``.
@@ -55,6 +60,7 @@ import argparse
 import base64
 import json
 import random
+import signal
 import string
 import struct
 import sys
@@ -128,6 +134,12 @@ class _Server(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
+class _SharedPortServer(_Server):
+    # Several server processes listening on one port, the kernel spreading the connections over them
+    # (SO_REUSEPORT): one Python process cannot answer as fast as several anchor workers ask.
+    allow_reuse_port = True
+
+
 class FakeOpenAIServer:
     """Threaded HTTP server; use as a context manager. ``base_url`` ends in ``/v1``."""
 
@@ -155,10 +167,15 @@ class FakeOpenAIServer:
         embed: Callable[[list[str]], Any] | None = None,
         port: int = 0,
         record_bodies: str | None = None,
+        reuse_port: bool = False,
+        keep_bodies: bool = True,
     ) -> None:
         self.model = model
         # A file that receives every chat-completion body as a JSON line (benchmarks replay them).
         self.record_bodies = open(record_bodies, "a", encoding="utf-8") if record_bodies else None  # noqa: SIM115
+        # False: each request is counted (``requests`` holds None for it) but its body and headers are not
+        # kept, so that a server answering millions of requests (a benchmark) does not grow with them.
+        self.keep_bodies = keep_bodies
         self.embed = embed
         self.embedding_requests: list[dict[str, Any]] = []
         self.rng = random.Random(seed)
@@ -209,7 +226,7 @@ class FakeOpenAIServer:
         self._released = threading.Event()
         self.held = 0  # requests waiting on the hold now
         self.lock = threading.Lock()
-        self._server = _Server(("127.0.0.1", port), self._handler())
+        self._server = (_SharedPortServer if reuse_port else _Server)(("127.0.0.1", port), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -400,11 +417,11 @@ class FakeOpenAIServer:
                 body = json.loads(raw or b"{}")
                 span: list[float | None] = [time.monotonic(), None]
                 with server.lock:
-                    server.requests.append(body)
+                    server.requests.append(body if server.keep_bodies else None)
                     if server.record_bodies is not None:
                         server.record_bodies.write(raw.decode("utf-8") + "\n")
                         server.record_bodies.flush()
-                    server.headers.append(dict(self.headers.items()))
+                    server.headers.append(dict(self.headers.items()) if server.keep_bodies else None)
                     server.spans.append(span)
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
@@ -617,6 +634,14 @@ def main() -> None:
     parser.add_argument("--record-bodies", metavar="PATH", default=None,
                         help="append every chat-completion request body to PATH, one JSON line each")
     parser.add_argument("--refuse-n", action="store_true", help="answer n > 1 with HTTP 400 (some hosted APIs)")
+    parser.add_argument("--forget-bodies", action="store_true",
+                        help="count each request but keep neither its body nor its headers (a long benchmark)")
+    parser.add_argument("--reuse-port", action="store_true",
+                        help="share the port with other server processes started the same way (SO_REUSEPORT): the "
+                             "kernel spreads the connections over them")
+    parser.add_argument("--stats-file", metavar="PATH", default=None,
+                        help="write this process's stats() as JSON to PATH when it stops (Ctrl-C or SIGTERM); with "
+                             "several processes on one port, GET /_stats reaches only one of them")
     parser.add_argument("--formats", default="json_schema,json_object",
                         help="response_format types accepted, comma-separated; others get HTTP 500 (llama.cpp's "
                              "server refuses json_schema: --formats json_object)")
@@ -634,7 +659,8 @@ def main() -> None:
                           formats=tuple(f.strip() for f in args.formats.split(",") if f.strip()),
                           embed=minilm_embed() if args.embed_minilm else
                           made_up_embed(args.embed_width) if args.embed_width else None,
-                          record_bodies=args.record_bodies) as server:
+                          record_bodies=args.record_bodies, reuse_port=args.reuse_port,
+                          keep_bodies=not args.forget_bodies) as server:
         timing = f"latency {args.latency}s"
         if args.per_prompt_token or args.per_completion_token:
             timing += f" + {args.per_prompt_token}s/prompt token + {args.per_completion_token}s/completion token"
@@ -647,11 +673,15 @@ def main() -> None:
         if args.ignore_n or args.refuse_n:
             timing += ", ignores n" if args.ignore_n else ", refuses n"
         print(f"serving {server.base_url} ({timing}, faults {rates or 'none'}{embeddings}); Ctrl-C to stop", flush=True)
+        signal.signal(signal.SIGTERM, signal.default_int_handler)  # stopped like Ctrl-C: the stats are written
         try:
             while True:
                 time.sleep(3600)
         except KeyboardInterrupt:
             pass
+        if args.stats_file:
+            with open(args.stats_file, "w", encoding="utf-8") as fh:
+                json.dump(server.stats(), fh)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from anchor.evaluation.results import MetricsReport, Prediction
 from anchor.llm.scripted import ScriptedRequest
+from anchor.runs.records import MetricsReport, Prediction
 from tests.fakeserver import FakeOpenAIServer
 
 

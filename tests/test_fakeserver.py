@@ -1,4 +1,5 @@
-"""The test server's latency model: time that grows with tokens, and a limited number of slots."""
+"""The test server's latency model (time that grows with tokens, a limited number of slots), and several
+server processes sharing one port."""
 
 from __future__ import annotations
 
@@ -50,3 +51,18 @@ def test_requests_beyond_the_slots_wait_in_line():
     # a loaded machine only adds to it).
     assert elapsed >= 0.6
     assert stats["requests"] == 3
+
+
+def test_servers_started_with_reuse_port_share_one_port_and_together_answer_every_request():
+    with FakeOpenAIServer(reuse_port=True, deterministic=True) as first:
+        port = first._server.server_address[1]
+        with FakeOpenAIServer(reuse_port=True, deterministic=True, port=port) as second:
+            body = json.dumps({"model": "fake-model", "messages": [{"role": "user", "content": "hi"}]}).encode()
+            for _ in range(20):  # a connection each: the kernel picks the process
+                request = urllib.request.Request(f"{first.base_url}/chat/completions", data=body,
+                                                 headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(request, timeout=60) as answer:
+                    assert answer.status == 200
+            assert first.completions + second.completions == 20
+    with FakeOpenAIServer() as alone, pytest.raises(OSError):
+        FakeOpenAIServer(port=alone._server.server_address[1])  # without it, a second bind is refused

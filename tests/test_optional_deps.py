@@ -27,9 +27,9 @@ from anchor.bird.transplant import train_on_space
 from anchor.cli import app
 from anchor.embedding.server import make_embedder
 from anchor.errors import ConfigurationError
-from anchor.evaluation.methods import METHODS
 from anchor.extras import MissingExtra
 from anchor.llm.settings import LLMSettings
+from anchor.methods import METHODS
 from anchor.reproduce.execute import Reproduction
 from anchor.reproduce.plan import make_plan
 from anchor.reproduce.selection import make_selection

@@ -44,6 +44,7 @@ from anchor.llm.sync import iterate_sync, run_sync
 from anchor.mapping.mapper import ConditionMapper
 from anchor.mapping.retrievers import Retriever, make_retriever
 from anchor.progress import ProgressEvent, Reporter, silent
+from anchor.runs.answering import answered
 from anchor.secrets import scrub
 from anchor.space.builder import FactorSpaceBuilder
 from anchor.space.io import load_space, save_space, space_settings
@@ -214,31 +215,16 @@ class Anchor:
             await self.client.ensure_ready()
             settings = space_settings(self.config.build, self.client.backend.model,
                                       (await asyncio.to_thread(embedder_identity, self.embedder)).model_dump())
-            slots = max(2, 2 * self.client.concurrency)
-            pending: set[asyncio.Task[CasePrediction]] = set()
-            source = iter(rows)
-            exhausted = False
-            try:
-                while True:
-                    while not exhausted and len(pending) < slots:
-                        item = next(source, None)
-                        if item is None:
-                            exhausted = True
-                        elif isinstance(item, RejectedRow):
-                            yield CasePrediction(line=item.line, row=item.row, id=item.id, status="rejected",
-                                                 reason=item.reason)
-                        else:
-                            pending.add(asyncio.ensure_future(self._predict_case(item, store, settings)))
-                    if not pending:
-                        return
-                    finished, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                    for task in finished:
-                        yield task.result()
-            finally:
-                for task in pending:
-                    task.cancel()
-                if pending:
-                    await asyncio.gather(*pending, return_exceptions=True)
+
+            async def answer(item: CaseRow | RejectedRow) -> CasePrediction:
+                if isinstance(item, RejectedRow):
+                    return CasePrediction(line=item.line, row=item.row, id=item.id, status="rejected",
+                                          reason=item.reason)
+                return await self._predict_case(item, store, settings)
+
+            # Two cases per request slot keep the server busy (as a run does: anchor.runs.session).
+            async for _, prediction in answered(rows, answer, slots=max(2, 2 * self.client.concurrency)):
+                yield prediction
 
     async def _predict_case(self, row: CaseRow, store: ArtefactStore[FactorSpace],
                             settings: dict[str, object]) -> CasePrediction:

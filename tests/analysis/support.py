@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+from anchor.evaluation.driver import EvalRunner
 from anchor.evaluation.metrics import pairwise_prediction
-from anchor.evaluation.results import MetricsReport, Prediction
-from anchor.evaluation.runner import EvalRunner, make_run_config
+from anchor.evaluation.run_config import make_run_config
 from anchor.llm.settings import LLMSettings
+from anchor.runs.records import MetricsReport, Prediction
 from anchor.types import Scenario
 
 

@@ -18,8 +18,8 @@ import pytest
 from typer.testing import CliRunner
 
 from anchor.cli import app
-from anchor.evaluation.results import RunConfig
 from anchor.llm.scripted import ScriptedRequest
+from anchor.runs.records import RunConfig
 from anchor.space.io import load_space
 from tests.fakeserver import FakeOpenAIServer
 from tests.helpers import ScriptedLLM
@@ -246,8 +246,9 @@ def test_runs_written_before_the_new_settings_still_resume():
     """A config.json without mapping.retriever, max_factors and estimator (an older version's) is
     read with their defaults, so the same command resumes it; a real change is still refused."""
     from anchor.config import AnchorConfig
-    from anchor.evaluation.runner import first_difference, make_run_config, run_identity
+    from anchor.evaluation.run_config import make_run_config
     from anchor.llm.settings import LLMSettings
+    from anchor.runs.identity import first_difference, run_identity
 
     config = make_run_config(dataset="today", method="anchor", data_path=None, ablations=[], limit=2, runs=1, seed=0,
                              settings=LLMSettings(), anchor_config=AnchorConfig()).model_dump(mode="json")

@@ -23,12 +23,12 @@ import numpy as np
 import pytest
 
 from anchor.evaluation.datasets import scenario_key
-from anchor.evaluation.results import Prediction, RunConfig
 from anchor.inference.bayes import cbn_posterior, naive_bayes_posterior
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import CostLedger
 from anchor.llm.scripted import ScriptedBackend
 from anchor.pipeline import Anchor
+from anchor.runs.records import Prediction, RunConfig
 from anchor.space.io import save_space
 from anchor.types import (
     AbductionRound,

@@ -16,11 +16,11 @@ import pytest
 from anchor.audit import explain_html, space_html
 from anchor.evaluation.datasets import scenario_key
 from anchor.evaluation.report import write_run_index
-from anchor.evaluation.results import Prediction, RunConfig
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import CostLedger
 from anchor.llm.scripted import ScriptedBackend
 from anchor.pipeline import Anchor
+from anchor.runs.records import Prediction, RunConfig
 from anchor.space.io import save_space
 from anchor.types import LLMIdentity, Scenario
 from tests.conftest import build_space

@@ -16,9 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 from anchor.cli import app
-from anchor.evaluation.results import MetricsReport, Prediction
 from anchor.files import write_atomic
 from anchor.progress import ProgressEvent
+from anchor.runs.records import MetricsReport, Prediction
 from anchor.space.io import load_space, save_space
 from tests.fakeserver import FakeOpenAIServer
 from tests.run_helpers import predictions_of
@@ -305,7 +305,8 @@ def test_readme_lists_every_environment_variable():
 
 
 def test_progress_shows_retries_while_the_server_fails(tmp_path):
-    from anchor.evaluation.runner import EvalRunner, make_run_config
+    from anchor.evaluation.driver import EvalRunner
+    from anchor.evaluation.run_config import make_run_config
     from anchor.llm.settings import LLMSettings
 
     events: list[ProgressEvent] = []

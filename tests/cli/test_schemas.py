@@ -23,7 +23,7 @@ from anchor.bird.types import BirdModel
 from anchor.cli import app
 from anchor.cli.console import emit_json
 from anchor.cli.schemas import JSON_OUTPUTS, SERVICE_BODIES
-from anchor.evaluation.methods.bird_on_anchor import TransplantArtefact
+from anchor.methods.bird_on_anchor import TransplantArtefact
 from anchor.truth.bench.results import BenchResults
 from tests.fakeserver import FakeOpenAIServer
 

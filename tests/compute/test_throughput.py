@@ -20,11 +20,11 @@ from anchor.cli import app
 from anchor.compute import offload
 from anchor.compute.workerproc import WorkerDied, WorkerProcess
 from anchor.embedding.embed import MiniLMEmbedder
-from anchor.evaluation.runner import instance_slots
 from anchor.llm import CostLedger, LLMClient, PromptSpec, ResponseCache
 from anchor.llm.ledger import CallRecord, summarize
 from anchor.llm.openai_backend import OpenAICompatibleBackend
 from anchor.llm.settings import LLMSettings
+from anchor.runs.session import instance_slots
 from anchor.space.structure import cluster_embeddings
 from tests.fakeserver import FakeOpenAIServer
 

@@ -160,7 +160,7 @@ def test_infer_with_server_embeddings_loads_no_model(make_space, tmp_path, emb_s
         print(json.dumps({{"loaded": sorted(m for m in ("torch", "sentence_transformers", "tokenizers")
                                               if m in sys.modules),
                            "minilm": len(anchor.embedding.minilm._LOADED),
-                           "embed_process": anchor.compute.offload._EMBED_PROCESS._proc is not None}}))
+                           "embed_process": anchor.compute.offload._EMBED_PROCESS.started}}))
     """)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANCHOR_")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")])

@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 from anchor.bird import BirdMethod, load_model
 from anchor.cli import app
 from anchor.evaluation.datasets import load_dataset, load_pairwise, scenario_key
-from anchor.evaluation.methods.bird_on_anchor import load_transplant
-from anchor.evaluation.results import RunConfig
 from anchor.llm.scripted import ScriptedRequest
+from anchor.methods.bird_on_anchor import load_transplant
+from anchor.runs.records import RunConfig
 from tests.bird.script import BirdScript
 from tests.fakeserver import FakeOpenAIServer
 from tests.run_helpers import eval_args, metrics_of, predictions_of

@@ -21,8 +21,8 @@ from anchor.calibration.contract import LOGISTIC_C
 from anchor.cli import app
 from anchor.evaluation.datasets.instances import balance_outcome_order, scenario_key
 from anchor.evaluation.datasets.loading import load_dataset
-from anchor.evaluation.results import RunConfig, TraceRecord
 from anchor.inference.bayes import cbn_posterior, naive_bayes_posterior
+from anchor.runs.records import RunConfig, TraceRecord
 from anchor.space.io import save_space
 from tests.fakeserver import FakeOpenAIServer
 from tests.helpers import ScriptedLLM

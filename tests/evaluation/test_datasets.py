@@ -481,16 +481,16 @@ def test_factcheck_bad_rows_are_skipped_and_reported(tmp_path: Path) -> None:
     assert "line 10: starts with a byte-order mark" in str(caught[0].message)
 
 
-def test_factcheck_bom_on_the_first_line_and_bad_utf8_skip_only_their_row(tmp_path: Path) -> None:
+def test_factcheck_a_bom_starting_the_file_is_skipped_and_bad_utf8_skips_only_its_row(tmp_path: Path) -> None:
+    """A UTF-8 byte-order mark at the start of the file is the encoding's mark (Windows editors write one):
+    the first row is read, as a cases file's is (anchor.jsonl, the one reader of both)."""
     first = json.dumps({"claim": "A.", "label": "SUPPORTED", "evidence": ["E."]})
     second = json.dumps({"claim": "B.", "label": "REFUTED", "evidence": ["E."]})
     path = _write(tmp_path, "bom.jsonl", b"\xef\xbb\xbf" + first.encode() + b"\n" + second.encode() + b"\n"
                   + b'{"claim": "caf\xe9", "label": "REFUTED", "evidence": ["E."]}\r\n')
     data = load_factcheck_data(path, dataset="covid")
-    assert [i.id for i in data.instances] == ["covid:1"]
-    assert [(s.line, s.record, s.problem.split(" (")[0]) for s in data.skipped] == [
-        (1, 0, "starts with a byte-order mark"), (3, 2, "not valid UTF-8"),
-    ]
+    assert [i.id for i in data.instances] == ["covid:0", "covid:1"]
+    assert [(s.line, s.record, s.problem.split(" (")[0]) for s in data.skipped] == [(3, 2, "not valid UTF-8")]
 
 
 def test_factcheck_file_without_a_usable_row_is_a_one_line_error(tmp_path: Path) -> None:

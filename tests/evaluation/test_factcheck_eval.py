@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from anchor.cli import app
 from anchor.evaluation.datasets import DatasetWarning, load_factcheck_set, scenario_key
 from anchor.evaluation.datasets.sampling import SampleRecord, draw_sample
-from anchor.evaluation.results import MetricsReport, Prediction, RunConfig
-from anchor.evaluation.rundir import SCHEMA_VERSION, RunDirectory
+from anchor.runs.records import MetricsReport, Prediction, RunConfig
+from anchor.runs.rundir import SCHEMA_VERSION, RunDirectory
 from tests.fakeserver import FakeOpenAIServer
 
 runner = CliRunner()
@@ -355,7 +355,7 @@ def test_anchor_hands_the_mapping_truncation_to_the_runner() -> None:
     """ANCHOR's estimate carries what its mapping cut, as the baselines' do (abstained answers too)."""
     import asyncio
 
-    from anchor.evaluation.methods import AnchorMethod
+    from anchor.methods import AnchorMethod
     from anchor.types import InferenceResult, MappingTrace, Scenario, TextTruncation
 
     cut = TextTruncation(original_chars=20_000, kept_chars=1_031, context_tokens=1024, counted="estimate",

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from anchor.evaluation.rundir import JsonLines
-from anchor.evaluation.rundir.sync import GroupSync
+from anchor.runs.rundir import JsonLines
+from anchor.runs.rundir.sync import GroupSync
 
 
 class Row(BaseModel):

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from anchor.evaluation.methods import contract
-from anchor.evaluation.methods.registry import FAMILIES, METHODS, paper_table, register, table_order
 from anchor.evaluation.report import display_name
+from anchor.methods import contract
+from anchor.methods.registry import FAMILIES, METHODS, paper_table, register, table_order
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 ORDER = ["anchor", "vanilla", "vanilla-direct", "cot", "cot-direct", "logits", "compare", "factor-based", "bird",
@@ -58,8 +58,8 @@ def _python(code: str) -> object:
 
 
 def test_a_family_imported_before_the_registry_changes_nothing() -> None:
-    assert _python("import json; import anchor.evaluation.methods.bird_on_anchor; "
-                   "from anchor.evaluation.methods.registry import METHODS; print(json.dumps(list(METHODS)))") == ORDER
+    assert _python("import json; import anchor.methods.bird_on_anchor; "
+                   "from anchor.methods.registry import METHODS; print(json.dumps(list(METHODS)))") == ORDER
 
 
 def test_listing_the_methods_loads_neither_the_pipeline_nor_bird() -> None:

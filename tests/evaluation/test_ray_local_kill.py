@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from anchor.evaluation.rundir import RunDirectory
-from anchor.evaluation.rundir.lines import JsonLines
-from anchor.evaluation.runner import ray_watchdog
-from anchor.evaluation.runner.pool import worker_of
-from anchor.evaluation.runner.ray_local import WORKERS_FOLDER, Journal, merge_journals
 from anchor.llm.ledger import CallRecord, total
+from anchor.runs import ray_watchdog
+from anchor.runs.pool import worker_of
+from anchor.runs.ray_local import WORKERS_FOLDER
+from anchor.runs.rundir import RunDirectory
+from anchor.runs.rundir.shards import ShardWriter
 from anchor.types import Scenario, scenario_key
 from tests.evaluation.test_workers import read_jsonl
 from tests.fakeserver import FakeOpenAIServer
@@ -172,9 +172,9 @@ def test_a_killed_runner_takes_its_local_ray_instance_with_it_and_resumes_counti
 @pytest.mark.slow
 def test_requests_whose_records_had_not_reached_a_killed_runner_are_counted_after_the_resume(
         tmp_path, private_tmp):
-    """The runner is stopped (SIGSTOP) while its actors' requests are answered, so their records wait
-    on the way to it, then killed: the actors' journals carry them into calls.jsonl at the resume, and
-    the run's cost equals the server's count, tokens included."""
+    """The runner is stopped (SIGSTOP) while its actors' requests are answered, so their records wait in
+    the actors' shards, then killed: the resume copies them into calls.jsonl, and the run's cost equals
+    the server's count, tokens included."""
     pytest.importorskip("ray")
     with FakeOpenAIServer(responder=vanilla) as server:
         runner = KilledRunner(server, tmp_path, private_tmp)
@@ -184,10 +184,10 @@ def test_requests_whose_records_had_not_reached_a_killed_runner_are_counted_afte
         os.kill(proc.pid, signal.SIGSTOP)
         server.release()
         # Both actors answer their four instances (four more requests), and nothing reaches the runner.
-        journals = runner.out / WORKERS_FOLDER
-        assert len(list(journals.glob("*.jsonl"))) == 2  # each actor journals its requests in the run directory
+        shards = runner.out / WORKERS_FOLDER
+        assert len(list(shards.glob("*/calls.jsonl"))) == 2  # each actor writes its requests in the run directory
         deadline = time.monotonic() + DEADLINE_SECONDS
-        while sum(p.read_text().count('"outcome":"ok"') for p in journals.glob("*.jsonl")) < 8:
+        while sum(p.read_text().count('"outcome":"ok"') for p in shards.glob("*/calls.jsonl")) < 8:
             assert time.monotonic() < deadline, "the actors never answered their instances"
             time.sleep(0.05)
         assert sent_records(runner.out) == 4
@@ -202,24 +202,28 @@ def test_requests_whose_records_had_not_reached_a_killed_runner_are_counted_afte
     assert (cost.llm_calls, cost.interrupted, cost.prompt_tokens + cost.completion_tokens) == (12, 0, tokens)
 
 
-def test_a_journal_is_merged_once_its_actor_is_gone_and_only_what_calls_jsonl_lacks(tmp_path):
-    """A live actor's journal is left alone; a gone one's records are added unless calls.jsonl holds
-    them already, and its folder goes."""
-    calls = JsonLines(tmp_path / "calls.jsonl", CallRecord, "call")
+def test_a_shard_is_copied_as_it_grows_and_removed_once_its_worker_is_gone(tmp_path):
+    """A live worker's shard is copied into calls.jsonl (complete lines only) and kept; once its worker is
+    gone the rest is copied, once, and its folder goes. Until then readers see the lines not copied yet."""
+    run = RunDirectory(tmp_path)
     received = CallRecord(stage="s", outcome="sent", request_id="a1", started=1.0)
     lost = [CallRecord(stage="s", outcome="ok", request_id="a1", prompt_tokens=7, started=1.0),
             CallRecord(stage="s", outcome="sent", request_id="b2", started=2.0)]
-    calls.append(received)
-    journal = Journal(tmp_path / WORKERS_FOLDER)  # its actor: this process, holding the journal's lock
-    for record in (received, *lost, CallRecord(stage="s", outcome="cache_hit")):
-        journal.write(record)
-    (journal.scratch / "own").mkdir()
-    assert merge_journals(tmp_path / WORKERS_FOLDER, calls) == 0  # alive: not touched
-    assert journal.path.exists()
-    os.close(journal._fd)  # the actor ends: its lock goes with it
-    assert merge_journals(tmp_path / WORKERS_FOLDER, calls) == 2
-    calls.close()
-    assert calls.read() == [received, *lost]
+    shard = ShardWriter(tmp_path)  # its worker: this process, holding the shard's lock
+    shard.write("calls.jsonl", received.model_dump_json())
+    assert run.calls.read() == [received]  # a reader sees it before it is copied
+    run.merge_shards()
+    assert (tmp_path / "calls.jsonl").read_text().count("\n") == 1 and shard.folder.is_dir()  # alive: kept
+    for record in lost:
+        shard.write("calls.jsonl", record.model_dump_json())
+    with open(shard.folder / "calls.jsonl", "a", encoding="utf-8") as fh:
+        fh.write('{"stage": "s", "outc')  # the line a kill cut off
+    assert run.calls.read() == [received, *lost]
+    shard.close()  # the worker ends: its lock goes with it
+    run.merge_shards()
+    run.calls.close()
+    assert run.calls.read() == [received, *lost]
+    assert (tmp_path / "calls.jsonl").read_text().count("\n") == 3
     assert not (tmp_path / WORKERS_FOLDER).exists()
 
 

@@ -18,7 +18,7 @@ from anchor.evaluation.report import (
     format_mean_std,
     load_run,
 )
-from anchor.evaluation.results import METRIC_KEYS, Kind, MetricsReport, RunConfig
+from anchor.runs.records import METRIC_KEYS, Kind, MetricsReport, RunConfig
 from anchor.types import StageCost
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

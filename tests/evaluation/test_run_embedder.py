@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 
 from anchor.cli import app
 from anchor.embedding.embed import MINILM_ID
-from anchor.evaluation.rundir import DirectoryLock
-from anchor.evaluation.runner import EvalError, check_resumable
+from anchor.runs.errors import EvalError
+from anchor.runs.identity import check_resumable
+from anchor.runs.rundir import DirectoryLock
 from tests.fakeserver import FakeOpenAIServer, made_up_embed
 
 pytestmark = pytest.mark.usefixtures("clean_anchor_env")

@@ -1,4 +1,4 @@
-"""The run directory's one owner (anchor.evaluation.rundir): the schema version every reader checks,
+"""The run directory's one owner (anchor.runs.rundir): the schema version every reader checks,
 strict readers that name a damaged line, lenient ones that say what they left out, one TraceRecord,
 and run directories of the first layout (no schema_version, metrics.json's older cost names) still
 read and resumed."""
@@ -16,9 +16,9 @@ from anchor.cli import app
 from anchor.evaluation.datasets.selection import select_instances
 from anchor.evaluation.report import RunIndexError, load_run, write_run_index
 from anchor.evaluation.report.transplant import mapping_cost
-from anchor.evaluation.results import AnchorTrace, MetricsReport, RunConfig, TraceRecord
-from anchor.evaluation.rundir import SCHEMA_VERSION, RunDirectory, RunDirError, Skipped
 from anchor.reproduce import estimate as est
+from anchor.runs.records import AnchorTrace, MetricsReport, RunConfig, TraceRecord
+from anchor.runs.rundir import SCHEMA_VERSION, RunDirectory, RunDirError, Skipped
 from anchor.types import CalibratedProbability, InferenceResult, StageCost
 from tests.fakeserver import FakeOpenAIServer
 from tests.run_helpers import eval_args

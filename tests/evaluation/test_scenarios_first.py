@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from anchor.evaluation.datasets import load_pairwise
-from anchor.evaluation.runner import EvalRunner, make_run_config
-from anchor.evaluation.runner import loop as runner_loop
+from anchor.evaluation.driver import EvalRunner
+from anchor.evaluation.run_config import make_run_config
 from anchor.llm import parallel
 from anchor.llm.client import LLMClient
 from anchor.llm.scripted import ScriptedBackend, ScriptedRequest
 from anchor.llm.settings import LLMSettings
+from anchor.runs import session as runner_loop
 from anchor.types import scenario_key
 
 CONDITION = re.compile(r"^Condition: (.*)$", re.MULTILINE)

@@ -101,23 +101,25 @@ def test_a_predict_run_on_a_local_ray_instance_equals_one_in_one_process(tmp_pat
 async def test_a_lost_ray_worker_is_started_again_and_its_instances_answered_once(tmp_path, local_ray):
     """An actor killed while its instances wait on the server: Ray starts it again, the pool sends
     those instances again, and every instance comes back once."""
-    from anchor.evaluation.datasets.instances import DecisionInstance
-    from anchor.evaluation.runner.ray_pool import RayPool
-    from anchor.evaluation.runner.worker import WorkerSetup
-    from anchor.llm.ledger import CostLedger
     from anchor.llm.settings import LLMSettings
     from anchor.predict.config import CasesInput, make_predict_config
+    from anchor.runs.instances import DecisionInstance
+    from anchor.runs.ray_pool import RayPool
+    from anchor.runs.rundir import RunDirectory
+    from anchor.runs.worker import Work, WorkerSetup
     from anchor.types import Scenario, scenario_key
 
     cases = tmp_path / "cases.csv"
     write_csv(cases)
+    run = tmp_path / "run"
+    run.mkdir()
     with FakeOpenAIServer(responder=vanilla) as server:
         settings = LLMSettings(base_url=server.base_url, model="fake-model", cache_dir=tmp_path / "cache")
         config = make_predict_config(cases=CasesInput.of(cases, columns=dict(c.split("=") for c in COLUMNS[1::2])),
                                      method="vanilla", settings=settings, anchor_config=None)
         config.llm["model"] = "fake-model"
-        ledger = CostLedger()
-        pool = RayPool(WorkerSetup(config=config, settings=settings, artefacts=tmp_path / "run"), 2, ledger, "auto")
+        directory = RunDirectory(run)
+        pool = RayPool(WorkerSetup(config=config, settings=settings, artefacts=run), 2, "auto", directory)
         await pool.start()
         scenario = Scenario(text=SCENARIOS[0][0], outcome1=SCENARIOS[0][1], outcome2=SCENARIOS[0][2])
         group = scenario_key(scenario)
@@ -125,7 +127,7 @@ async def test_a_lost_ray_worker_is_started_again_and_its_instances_answered_onc
         instances = [DecisionInstance(id=f"i{k}", dataset="cases", scenario=scenario, condition=f"condition 0-{k}",
                                       label=1) for k in range(4)]
         server.hold(after=0)
-        answers = [asyncio.ensure_future(pool.answer(0, inst, group)) for inst in instances]
+        answers = [asyncio.ensure_future(pool.answer(Work(0, inst, group))) for inst in instances]
         # The worker's requests wait on the server (waited for in a thread: the answers are tasks of this
         # loop). How many it sends before an answer comes is its client's choice (it starts cautiously).
         await asyncio.to_thread(server.wait_until, lambda: len(server.requests) >= 1)
@@ -146,12 +148,15 @@ async def test_a_lost_ray_worker_is_started_again_and_its_instances_answered_onc
         folders = [Path(await actor.folder.remote()) for actor in pool._actors]
         assert all(folder.is_dir() for folder in folders)
         await pool.close()
+        for log in directory.logs():
+            log.close()
     assert not any(folder.exists() for folder in folders)  # the actors' scratch folders went with them
-    assert sorted(p.id for p, _ in results) == ["i0", "i1", "i2", "i3"]
-    assert [p.p_outcome1 for p, _ in results] == [0.9, 0.2, 0.5, 0.7]
+    assert sorted(a.id for a in results) == ["i0", "i1", "i2", "i3"]
+    written = sorted(read_jsonl(run / "predictions.jsonl"), key=lambda p: p["id"])
+    assert [p["p_outcome1"] for p in written] == [0.9, 0.2, 0.5, 0.7]  # each instance written once
     # Those the lost actor had sent were sent again by its successor: each instance answered once.
     assert server.completions == sent_before + 4
-    assert sum(1 for r in ledger.records if r.outcome == "ok") == 4
+    assert sum(1 for r in read_jsonl(run / "calls.jsonl") if r["outcome"] == "ok") == 4
 
 
 class _GatedActor:
@@ -168,8 +173,12 @@ class _GatedActor:
     async def count(self) -> int:
         return 0
 
-    async def answer(self, run, inst, rank, artefacts):
-        return self.answer_json, [], {}
+    async def answer(self, work, rank, artefacts):
+        from anchor.runs.pool import Tally
+        from anchor.runs.worker import Answered
+
+        return (Answered(run=work.run, id=work.instance.id, status="ok", unknown=False), Tally(),
+                {"predictions.jsonl": [self.answer_json]}, {})
 
 
 class _CountingHandle:
@@ -197,21 +206,24 @@ class _CountingHandle:
 async def test_a_lost_ray_worker_slow_to_come_back_is_waited_for_not_given_up(tmp_path, local_ray):
     """While Ray restarts a lost actor every call to it is refused at once: those refusals are not
     losses. The instance waits for the actor and is answered (it was given up after four refusals)."""
-    from anchor.evaluation.datasets.instances import DecisionInstance
-    from anchor.evaluation.results import Prediction
-    from anchor.evaluation.runner.ray_pool import MAX_RESENDS, RayPool
-    from anchor.evaluation.runner.worker import WorkerSetup
-    from anchor.llm.ledger import CostLedger
     from anchor.llm.settings import LLMSettings
     from anchor.predict.config import CasesInput, make_predict_config
+    from anchor.runs.instances import DecisionInstance
+    from anchor.runs.ray_pool import MAX_RESENDS, RayPool
+    from anchor.runs.records import Prediction
+    from anchor.runs.rundir import RunDirectory
+    from anchor.runs.worker import Work, WorkerSetup
     from anchor.types import Scenario
 
     cases = tmp_path / "cases.csv"
     write_csv(cases)
+    run = tmp_path / "run"
+    run.mkdir()
     settings = LLMSettings(base_url="http://127.0.0.1:9/v1", model="fake-model", cache_dir=tmp_path / "cache")
     config = make_predict_config(cases=CasesInput.of(cases, columns=dict(c.split("=") for c in COLUMNS[1::2])),
                                  method="vanilla", settings=settings, anchor_config=None)
-    pool = RayPool(WorkerSetup(config=config, settings=settings, artefacts=tmp_path / "run"), 1, CostLedger(), "auto")
+    directory = RunDirectory(run)
+    pool = RayPool(WorkerSetup(config=config, settings=settings, artefacts=run), 1, "auto", directory)
     answer = Prediction(run=0, id="i0", seed=0, kind="decision", label=1, p_outcome1=0.9, p_outcome2=0.1)
     gated = local_ray.remote(max_restarts=-1, max_task_retries=0)(_GatedActor).remote(
         str(tmp_path / "started"), str(tmp_path / "gate"), answer.model_dump_json())
@@ -225,14 +237,18 @@ async def test_a_lost_ray_worker_slow_to_come_back_is_waited_for_not_given_up(tm
         except local_ray.exceptions.RayActorError:
             pass
     scenario = Scenario(text=SCENARIOS[0][0], outcome1=SCENARIOS[0][1], outcome2=SCENARIOS[0][2])
-    task = asyncio.ensure_future(pool.answer(0, DecisionInstance(id="i0", dataset="cases", scenario=scenario,
-                                                                 condition="c", label=1), "0" * 16))
+    work = Work(0, DecisionInstance(id="i0", dataset="cases", scenario=scenario, condition="c", label=1), "0" * 16)
+    task = asyncio.ensure_future(pool.answer(work))
     while not task.done() and handle.refused < MAX_RESENDS + 3:
         await asyncio.sleep(0.05)
     (tmp_path / "gate").touch()  # now the actor may come back
-    pred, traces = await task
+    answered = await task
+    for log in directory.logs():
+        log.close()
     assert handle.refused >= MAX_RESENDS + 3  # refused more often than an instance is resent
-    assert (pred.id, pred.p_outcome1, traces) == ("i0", 0.9, [])
+    written = [Prediction.model_validate(p) for p in read_jsonl(run / "predictions.jsonl")]
+    assert (answered.id, [(p.id, p.p_outcome1) for p in written]) == ("i0", [("i0", 0.9)])
+    assert not (run / "traces.jsonl").exists()
     local_ray.kill(gated)
 
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from anchor.cli import app
 from anchor.cli.options import MAX_WORKERS, ScaleOptions
-from anchor.evaluation.runner.pool import ProcessPool
+from anchor.runs.processes import ProcessPool
 from tests.fakeserver import FakeOpenAIServer
 from tests.predict.test_predict import COLUMNS, read_jsonl, vanilla, write_csv
 

@@ -13,7 +13,6 @@ import pytest
 from anchor import prompts
 from anchor.embedding.embed import embed_condition
 from anchor.errors import ConfigurationError, FatalBackendError
-from anchor.evaluation.methods import baselines
 from anchor.llm.base import RawCompletion, TokenLogprob
 from anchor.llm.client import LLMClient
 from anchor.llm.context import (
@@ -27,6 +26,7 @@ from anchor.llm.openai_backend import OpenAICompatibleBackend
 from anchor.llm.scripted import ScriptedBackend, ScriptedRequest
 from anchor.llm.settings import LLMSettings, make_backend
 from anchor.mapping.mapper import ConditionMapper, MappingConfig
+from anchor.methods import baselines
 from anchor.types import Scenario
 from tests.fakeserver import FakeOpenAIServer
 from tests.helpers import section

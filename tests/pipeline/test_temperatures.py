@@ -14,10 +14,11 @@ from typer.testing import CliRunner
 from anchor import prompts
 from anchor.cli import app
 from anchor.config import AnchorConfig
-from anchor.evaluation.runner import first_difference, make_run_config, run_identity
+from anchor.evaluation.run_config import make_run_config
 from anchor.inference.config import InferenceConfig
 from anchor.llm.settings import LLMSettings
 from anchor.mapping.config import MappingConfig
+from anchor.runs.identity import first_difference, run_identity
 from anchor.space.config import BuildParams
 from tests.fakeserver import FakeOpenAIServer
 from tests.helpers import ScriptedLLM

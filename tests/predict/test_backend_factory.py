@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from anchor.evaluation.runner.worker import InstanceWorker
 from anchor.llm.scripted import ScriptedBackend, ScriptedRequest
 from anchor.llm.settings import LLMSettings
 from anchor.predict.config import CasesInput, make_predict_config
 from anchor.predict.runner import PredictRunner
+from anchor.runs.worker import InstanceWorker
 
 pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 CONDITION = re.compile(r"^Condition: (.*)$", re.MULTILINE)

@@ -14,8 +14,8 @@ from sklearn.metrics import accuracy_score, balanced_accuracy_score, brier_score
 from typer.testing import CliRunner
 
 from anchor.cli import app
-from anchor.evaluation.results import MetricsReport, Prediction
-from anchor.evaluation.rundir import DirectoryLock
+from anchor.runs.records import MetricsReport, Prediction
+from anchor.runs.rundir import DirectoryLock
 from tests.fakeserver import FakeOpenAIServer
 
 pytestmark = pytest.mark.usefixtures("clean_anchor_env")

@@ -14,9 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 from anchor.cli import app
-from anchor.evaluation.runner import EvalError
-from anchor.evaluation.runner.pool import LocalPool, ProcessPool
 from anchor.predict.export import check_table_format, csv_cell
+from anchor.runs.errors import EvalError
+from anchor.runs.pool import LocalPool
+from anchor.runs.processes import ProcessPool
 from tests.fakeserver import FakeOpenAIServer
 from tests.predict.test_predict import CASES, COLUMNS, read_jsonl, vanilla, write_csv
 
@@ -227,7 +228,7 @@ def test_a_start_refused_on_an_empty_folder_leaves_it_empty(tmp_path, monkeypatc
 def test_a_start_that_handed_out_an_instance_is_a_run_and_keeps_its_folder(tmp_path, monkeypatch):
     # A helper process may have sent requests whose records have not reached calls.jsonl: once an
     # instance is handed out, the folder is a run to resume, not a refused start to take back.
-    async def broken(self: LocalPool, run: int, inst: object, group: str, rank: int = 0) -> None:
+    async def broken(self: LocalPool, work: object, rank: int = 0) -> None:
         raise EvalError("the worker broke")
 
     monkeypatch.setattr(LocalPool, "answer", broken)

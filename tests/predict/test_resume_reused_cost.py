@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from anchor.config import AnchorConfig
-from anchor.evaluation.runner import default_build_params
+from anchor.evaluation.run_config import default_build_params
 from anchor.llm.settings import LLMSettings
 from anchor.predict.config import CasesInput, make_predict_config
 from anchor.predict.runner import PredictRunner

@@ -7,7 +7,6 @@ import pytest
 from typer.testing import CliRunner
 
 from anchor.cli import app
-from anchor.evaluation.runner import identity_difference
 from anchor.reproduce.cells import Value
 from anchor.reproduce.claims import check_claim
 from anchor.reproduce.estimate import Spent
@@ -15,6 +14,7 @@ from anchor.reproduce.execute import Budget
 from anchor.reproduce.plan import changes_the_build, make_plan
 from anchor.reproduce.published import load_published
 from anchor.reproduce.selection import SelectionError, make_selection, paper_model_for
+from anchor.runs.identity import identity_difference
 
 runner = CliRunner()
 C2S = "common2sense-pairwise"

@@ -23,9 +23,9 @@ from typer.testing import CliRunner
 from anchor.cli import app
 from anchor.evaluation.cost.phases import phase_of
 from anchor.evaluation.datasets import load_pairwise
-from anchor.evaluation.results import MetricsReport, Prediction
 from anchor.llm.ledger import CallRecord
 from anchor.llm.scripted import ScriptedRequest
+from anchor.runs.records import MetricsReport, Prediction
 from tests.fakeserver import FakeOpenAIServer, random_from_schema
 from tests.helpers import ScriptedLLM
 

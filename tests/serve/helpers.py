@@ -22,7 +22,7 @@ from typing import Any
 import httpx2 as httpx
 
 from anchor.config import AnchorConfig
-from anchor.evaluation.runner import default_build_params
+from anchor.evaluation.run_config import default_build_params
 from anchor.llm.settings import LLMSettings
 from anchor.serve.server import ServiceRunner
 from anchor.serve.service import Service

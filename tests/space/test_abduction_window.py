@@ -315,8 +315,9 @@ def test_the_space_page_lists_rounds_beyond_the_stop_and_rejections_at_merge(mak
 
 def test_a_run_written_before_the_window_existed_is_read_as_built_and_not_resumed():
     from anchor.config import AnchorConfig
-    from anchor.evaluation.runner import first_difference, make_run_config, run_identity
+    from anchor.evaluation.run_config import make_run_config
     from anchor.llm.settings import LLMSettings
+    from anchor.runs.identity import first_difference, run_identity
 
     def config(**build):
         return make_run_config(dataset="today", method="anchor", data_path=None, ablations=[], limit=2, runs=1,

@@ -15,8 +15,8 @@ from anchor.bird.method import BirdMethod
 from anchor.config import AnchorConfig
 from anchor.evaluation.datasets.instances import DecisionInstance
 from anchor.evaluation.datasets.negation import negate_with_llm
-from anchor.evaluation.methods import baselines
 from anchor.llm.client import LLMClient
+from anchor.methods import baselines
 from anchor.pipeline import Anchor
 from anchor.truth.simulate import Miscalibration, SimErrors, SimulatedBackend, SimulatedLLM
 from anchor.truth.simulate.llm import HANDLERS

@@ -18,11 +18,11 @@ import pytest
 
 from anchor import prompts
 from anchor.errors import FatalBackendError
-from anchor.evaluation.methods import baselines
 from anchor.inference.elicit import discover_latents, elicit_latent_params, elicit_phis
 from anchor.llm.client import LLMClient
 from anchor.llm.openai_backend import OpenAICompatibleBackend
 from anchor.llm.structured import inline_schema
+from anchor.methods import baselines
 from anchor.space.voting import vote_labels
 from anchor.truth.simulate import SimErrors, SimulatedBackend, SimulatedLLM
 from anchor.truth.simulate.server import SimServer

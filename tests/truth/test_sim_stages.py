@@ -11,8 +11,8 @@ import pytest
 from anchor import prompts
 from anchor.evaluation.datasets.instances import DecisionInstance
 from anchor.evaluation.datasets.negation import negate_with_llm
-from anchor.evaluation.methods import baselines
 from anchor.inference.elicit import discover_latents, elicit_latent_params, elicit_phis
+from anchor.methods import baselines
 from anchor.space.themes import name_and_prune
 from anchor.space.voting import vote_labels
 from anchor.truth.simulate.errors import OPEN_EDGE

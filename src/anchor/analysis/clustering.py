@@ -50,10 +50,10 @@ from anchor.analysis.common import (
     markdown_table,
     write_analysis,
 )
-from anchor.evaluation.rundir import RunDirectory
-from anchor.evaluation.rundir.names import CONFIG, SPACES
 from anchor.plots import colours, new_figure, save_figure
 from anchor.progress import ProgressEvent, Reporter, silent
+from anchor.runs.rundir import RunDirectory
+from anchor.runs.rundir.names import CONFIG, SPACES
 from anchor.space.io import load_space
 from anchor.space.structure import (
     HDBSCANClusterer,

@@ -28,8 +28,8 @@ from anchor.analysis.common import (
     task_scores,
     write_analysis,
 )
-from anchor.evaluation.results import MetricsReport
 from anchor.plots import colours, new_figure, save_figure
+from anchor.runs.records import MetricsReport
 from anchor.space.truncate import truncate_space
 from anchor.types import FactorSpace
 

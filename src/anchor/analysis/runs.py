@@ -1,7 +1,7 @@
 """Running the analyses: each is a handful of ordinary evaluations, one run directory per cell.
 
 Every cell is an ``anchor eval`` run of ANCHOR on the same dataset slice, written by
-:class:`~anchor.evaluation.runner.EvalRunner` under ``OUT/runs/<cell>``: the same resumable
+:class:`~anchor.evaluation.driver.EvalRunner` under ``OUT/runs/<cell>``: the same resumable
 run directories (``config.json``, ``predictions.jsonl``, ``traces.jsonl``, ``calls.jsonl``,
 ``metrics.json``), the same response cache and progress. Running an analysis again resumes every
 cell where it stopped; a finished cell is read back without a request.
@@ -41,12 +41,14 @@ from anchor.analysis.estimator import (
 from anchor.analysis.factors import FactorCountAnalysis, factor_count_analysis, factor_grid
 from anchor.analysis.retrieval import DEFAULT_RETRIEVERS, K_SETTINGS, RetrievalAnalysis, retrieval_analysis
 from anchor.config import AnchorConfig
-from anchor.evaluation.results import MetricsReport, RunConfig
-from anchor.evaluation.rundir import RunDirectory
-from anchor.evaluation.runner import EvalError, EvalRunner, make_run_config
+from anchor.evaluation.driver import EvalRunner
+from anchor.evaluation.run_config import make_run_config
 from anchor.llm.settings import LLMSettings
 from anchor.mapping.config import RETRIEVER_NAMES
 from anchor.progress import ProgressEvent, Reporter, silent
+from anchor.runs.errors import EvalError
+from anchor.runs.records import MetricsReport, RunConfig
+from anchor.runs.rundir import RunDirectory
 from anchor.space.io import load_space
 from anchor.types import FactorSpace, InferenceResult
 

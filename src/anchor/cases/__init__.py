@@ -16,7 +16,7 @@ user's guide.
 
 Bad rows are never dropped: each comes out as a :class:`RejectedRow` (line, reason, field), or with
 ``strict=True`` the first raises :class:`BadCaseRow`. Rows are grouped by ``CaseRow.group``, the
-:func:`~anchor.evaluation.datasets.instances.scenario_key` of (scenario, outcome1, outcome2), so a
+:func:`~anchor.types.scenario_key` of (scenario, outcome1, outcome2), so a
 group's key is the key of the factor space built for its scenario.
 """
 

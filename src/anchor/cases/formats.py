@@ -7,7 +7,8 @@ record, or one chunk of the file, at a time:
 * CSV and TSV: the first non-blank record is the header; records may span lines (quoted fields).
   Bytes that are not UTF-8 are kept as surrogate escapes, so one bad row does not stop the file;
   the row check rejects a field holding them.
-* JSON lines: one object per line, blank lines skipped.
+* JSON lines: one object per line, blank lines skipped, read by anchor's one lenient JSON-lines reader
+  (:mod:`anchor.jsonl`), as the fact-checking sets are.
 * JSON array: decoded element by element from 64 KiB chunks; the header is the first object's keys.
 * Parquet: record batches of the columns read (needs pyarrow, the ``parquet`` extra).
 
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import IO, Any
 
+from anchor import jsonl
 from anchor.cases.model import CASE_FORMATS, FORMAT_FLAG, CaseFormat, CasesError
 from anchor.text import kind_of
 
@@ -36,9 +38,6 @@ _SUFFIXES: dict[str, CaseFormat] = {
     ".parquet": "parquet", ".pq": "parquet",
 }
 _BOM = "\ufeff"
-#: Byte-order marks of the encodings anchor does not read (UTF-32 first: its LE mark starts with UTF-16's).
-_OTHER_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
-               (b"\xfe\xff", "UTF-16"))
 #: Raw bytes that were not UTF-8, as the ``surrogateescape`` error handler keeps them.
 NOT_UTF8 = re.compile("[\udc80-\udcff]")
 PARQUET_EXTRA_HINT = "reading Parquet needs pyarrow: pip install 'anchor-infer[parquet]'"
@@ -67,13 +66,8 @@ def detect_format(name: str, given: str | None = None) -> CaseFormat:
 
 def check_encoding(start: bytes, source: str) -> None:
     """Refuse a text file that is not UTF-8 as a whole (``start``: its first line or chunk), naming
-    the encoding it seems to be in and how to convert it."""
-    found = next((name for mark, name in _OTHER_BOMS if start.startswith(mark)), None)
-    if found is None and b"\x00" in start.split(b"\n", 1)[0]:
-        found = "UTF-16 or UTF-32 (NUL bytes in its first line)"
-    if found is not None:
-        raise CasesError(f"{source}: the file is {found} text, and anchor reads UTF-8: save it as UTF-8 (a "
-                         f"spreadsheet's \"CSV UTF-8\"; or iconv -f {found.split()[0]} -t UTF-8 FILE > NEW_FILE)")
+    the encoding it seems to be in and how to convert it (:func:`anchor.jsonl.check_encoding`)."""
+    jsonl.check_encoding(start, source, CasesError)
 
 
 @dataclass(slots=True)
@@ -163,6 +157,8 @@ def _text_lines(stream: IO[bytes], source: str) -> Iterator[str]:
 
 
 class JsonLinesReader(RecordReader):
+    """One object per line, read by anchor's one lenient JSON-lines reader (:func:`anchor.jsonl.read_json_lines`)."""
+
     complete_header = False
 
     def __init__(self, stream: IO[bytes], source: str) -> None:
@@ -170,55 +166,14 @@ class JsonLinesReader(RecordReader):
         self._source = source
 
     def records(self) -> Iterator[RawRecord]:
-        for number, raw in enumerate(self._stream, start=1):
-            if number == 1:
-                check_encoding(raw, self._source)
-                raw = raw.removeprefix(b"\xef\xbb\xbf")
-            if not raw.strip():
-                continue
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                yield RawRecord(number, None, f"not valid UTF-8 (byte {exc.start + 1} of the line)")
-                continue
-            try:
-                value = json.loads(text, object_pairs_hook=_KeyedObject.of)
-            except json.JSONDecodeError as exc:
-                yield RawRecord(number, None, _json_problem(text.strip(), exc))
-                continue
-            yield _object_record(number, value)
-
-
-def _json_problem(text: str, exc: json.JSONDecodeError) -> str:
-    if text.startswith(("{", "[")) and (exc.pos >= len(text) or not text.endswith(("}", "]"))):
-        return f"not valid JSON: the line ends too early (truncated?) ({exc.msg})"
-    return f"not valid JSON ({exc.msg}, column {exc.colno})"
-
-
-class _KeyedObject(dict[str, Any]):
-    """A decoded JSON object with a key given twice, and the first such key (the last value would
-    otherwise win without a word). Objects without one decode as plain dicts."""
-
-    twice: str | None = None
-
-    @classmethod
-    def of(cls, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        out = dict(pairs)
-        if len(out) == len(pairs):
-            return out
-        keyed = cls(out)
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                keyed.twice = key
-                break
-            seen.add(key)
-        return keyed
+        for line in jsonl.read_json_lines(self._stream, self._source, CasesError):
+            yield RawRecord(line.line, None, line.problem) if line.problem else _object_record(line.line, line.value)
 
 
 def _object_record(line: int, value: Any) -> RawRecord:
-    if isinstance(value, _KeyedObject) and value.twice is not None:
-        return RawRecord(line, None, f"the key {value.twice!r} appears twice in the object (which value is meant "
+    twice = jsonl.repeated_key(value)
+    if twice is not None:
+        return RawRecord(line, None, f"the key {twice!r} appears twice in the object (which value is meant "
                                      "cannot be told)")
     if isinstance(value, dict):
         return RawRecord(line, value)
@@ -258,7 +213,7 @@ class JsonArrayReader(RecordReader):
         self._stream = stream
         self._source = source
         self._decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
-        self._decode = json.JSONDecoder(object_pairs_hook=_KeyedObject.of).raw_decode
+        self._decode = json.JSONDecoder(object_pairs_hook=jsonl.keyed_object).raw_decode
         self._buf = ""
         self._pos = 0
         self._line = 1

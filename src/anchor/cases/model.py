@@ -53,7 +53,7 @@ class CaseRow(BaseModel):
     """One good row of a cases file: a scenario, its two outcomes, one condition, maybe a label.
 
     Texts are whitespace-normalised (runs collapsed, ends stripped), as :class:`Scenario` does.
-    ``group`` is the :func:`~anchor.evaluation.datasets.instances.scenario_key` of the row's
+    ``group`` is the :func:`~anchor.types.scenario_key` of the row's
     scenario: rows with the same (scenario, outcome1, outcome2) share it, and so share one factor
     space.
     """

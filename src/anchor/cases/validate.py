@@ -65,6 +65,11 @@ def _text(field: str, value: Any) -> str:
     return value
 
 
+#: Scenarios whose cleaned texts and key a checker keeps (then it starts again): memory that does not
+#: grow with the file, and every group of most files.
+SCENARIOS_REMEMBERED = 4096
+
+
 class RowChecker:
     """Checks rows in input order; remembers each id's first line to reject duplicates."""
 
@@ -72,7 +77,10 @@ class RowChecker:
         self.columns = columns.used
         self.limits = limits
         self._first_line: dict[str, int] = {}
-        self._last_scenario: tuple[tuple[str, str, str], str] | None = None
+        # The scenario texts of the groups seen lately, cleaned, and their keys: a group's rows repeat them,
+        # and cleaning and hashing them again for every row was most of the cost of reading a large file.
+        self._clean: dict[tuple[str, str], str] = {}
+        self._keys: dict[tuple[str, str, str], str] = {}
 
     def check(self, record: RawRecord, row: int) -> CaseRow | RejectedRow:
         if record.values is None:
@@ -131,7 +139,14 @@ class RowChecker:
             if name in REQUIRED_COLUMNS:
                 raise _Bad(name, f"{name} is empty (null)")
             return ""
-        text = normalise_space(_text(name, value))
+        remembered = name != "condition" and type(value) is str
+        text = self._clean.get((name, value)) if remembered else None
+        if text is None:
+            text = normalise_space(_text(name, value))
+            if remembered and text:
+                if len(self._clean) >= SCENARIOS_REMEMBERED:
+                    self._clean.clear()
+                self._clean[(name, value)] = text
         if not text and name in REQUIRED_COLUMNS:
             raise _Bad(name, f"{name} is empty")
         limit = self.limits.max_condition_chars if name == "condition" else self.limits.max_scenario_chars
@@ -184,8 +199,10 @@ class RowChecker:
 
     def _group(self, text: str, outcome1: str, outcome2: str) -> str:
         triple = (text, outcome1, outcome2)
-        if self._last_scenario is None or self._last_scenario[0] != triple:
-            # Rows of one group usually come together: one Scenario (and hash) per run of rows.
+        key = self._keys.get(triple)
+        if key is None:
             key = scenario_key(Scenario(text=text, outcome1=outcome1, outcome2=outcome2))
-            self._last_scenario = (triple, key)
-        return self._last_scenario[1]
+            if len(self._keys) >= SCENARIOS_REMEMBERED:
+                self._keys.clear()
+            self._keys[triple] = key
+        return key

@@ -36,9 +36,9 @@ from anchor.cli.options import (
 )
 from anchor.config import AnchorConfig
 from anchor.evaluation.datasets import DATASET_NAMES
-from anchor.evaluation.results import RunConfig
 from anchor.files import check_directory
 from anchor.mapping.config import RETRIEVER_NAMES
+from anchor.runs.records import RunConfig
 from anchor.secrets import redact_argv
 
 # The machinery a command drives is imported inside the command, to keep start-up light: see anchor.cli.
@@ -86,7 +86,7 @@ def _slice(name: str, sl: SliceOptions, build: BuildOptions, mapping: MappingOpt
            conn: ConnectionOptions, cache: CacheOptions, seed: SeedOption) -> tuple[Any, Path]:
     """The analysis's evaluation settings and output folder (checked before any request)."""
     from anchor.analysis.runs import EvalSlice
-    from anchor.evaluation.runner import default_build_params
+    from anchor.evaluation.run_config import default_build_params
 
     dataset = sl.dataset
     if dataset is None:

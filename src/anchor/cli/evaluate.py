@@ -43,11 +43,11 @@ from anchor.cli.options import (
 from anchor.config import ABLATIONS, AnchorConfig
 from anchor.evaluation.datasets import DATASET_NAMES
 from anchor.evaluation.datasets.sampling import SampleError, parse_sample_size
-from anchor.evaluation.methods import METHODS
-from anchor.evaluation.results import MetricsReport, RunConfig
-from anchor.evaluation.rundir import RunDirectory
 from anchor.extras import require_extra
 from anchor.files import check_directory
+from anchor.methods import METHODS
+from anchor.runs.records import MetricsReport, RunConfig
+from anchor.runs.rundir import RunDirectory
 from anchor.secrets import redact_argv
 
 # The machinery a command drives is imported inside the command, to keep start-up light: see anchor.cli.
@@ -144,7 +144,9 @@ def eval_command(
     Killed half-way? Run the same command again: finished instances are skipped and failed ones
     retried. Example: anchor eval --dataset common2sense-pairwise --method anchor --limit 20 --runs 2
     """
-    from anchor.evaluation.runner import EvalRunner, WorkersCapped, default_build_params, make_run_config
+    from anchor.evaluation.driver import EvalRunner
+    from anchor.evaluation.run_config import default_build_params, make_run_config
+    from anchor.runs.errors import WorkersCapped
 
     sample = _sample_size(sample)
     with friendly_errors(EVAL_FLAGS), one_line_warnings(CalibratorMismatchWarning, WorkersCapped):

@@ -41,10 +41,10 @@ from anchor.cli.options import (
     opt,
 )
 from anchor.config import ABLATIONS, AnchorConfig
-from anchor.evaluation.methods import METHODS
-from anchor.evaluation.results import MetricsReport
-from anchor.evaluation.rundir import RunDirectory
 from anchor.files import check_directory
+from anchor.methods import METHODS
+from anchor.runs.records import MetricsReport
+from anchor.runs.rundir import RunDirectory
 from anchor.secrets import redact_argv
 
 # The machinery a command drives is imported inside the command, to keep start-up light: see anchor.cli.
@@ -127,11 +127,12 @@ def predict_command(
     anchor predict cases.csv --column condition=Evidence --out runs/my-cases --format csv
     """
     from anchor.cases import CaseLimits, example_file, parse_column_options
-    from anchor.evaluation.runner import WorkersCapped, default_build_params
+    from anchor.evaluation.run_config import default_build_params
     from anchor.predict.config import CasesInput, check_predict_method, make_predict_config
     from anchor.predict.estimate import estimate_predict
     from anchor.predict.export import check_table_format
     from anchor.predict.runner import PredictRunner
+    from anchor.runs.errors import WorkersCapped
 
     with friendly_errors(PREDICT_FLAGS), one_line_warnings(CalibratorMismatchWarning, WorkersCapped):
         if cases is None and example is None:

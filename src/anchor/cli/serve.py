@@ -98,7 +98,7 @@ def serve_command(
 
     with friendly_errors(SERVE_FLAGS):
         require_extra("serve")
-        from anchor.evaluation.runner import default_build_params
+        from anchor.evaluation.run_config import default_build_params
         from anchor.serve.server import ServiceRunner, bind, configure_logs
         from anchor.serve.service import Service
         from anchor.serve.settings import ServeSettings, is_loopback, read_api_keys

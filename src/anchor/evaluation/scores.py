@@ -9,7 +9,7 @@ the predictions: which instances they cover is the caller's choice.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +25,7 @@ from anchor.evaluation.metrics import (
     pairwise_prediction,
     reliability_bins,
 )
-from anchor.evaluation.results import METRIC_KEYS, Kind, Prediction
+from anchor.runs.records import METRIC_KEYS, Kind, Prediction
 
 COVERED_KEYS = ("f1_context1", "f1_context2", "f1_same", "f1_micro")
 #: The per-class F1 keys of pairwise data and the class each scores (human label 1, 2, 3).
@@ -44,30 +44,41 @@ class RunScores:
     calibration: dict[str, Any] | None
 
 
-def _run_entry(kind: Kind, preds: Sequence[Prediction], *, pairwise_only: bool, threshold: float
+def _run_entry(kind: Kind, preds: Iterable[Prediction], *, pairwise_only: bool, threshold: float
                ) -> tuple[dict[str, Any], list[int], list[float | None]]:
-    """One repetition's metrics, and the (label, P) pairs its calibration is scored on."""
-    entry: dict[str, Any] = {
-        "n": len(preds),
-        # 'unknown': no decision at all (abstained, failed, or a decision tie at exactly 0.5), as the
-        # headline metrics count it; 'abstained' and 'failed' say which of them are which.
-        "unknown": sum(p.unknown for p in preds),
-        "abstained": sum(p.status == "abstained" for p in preds),
-        "failed": sum(p.status == "failed" for p in preds),
-    }
+    """One repetition's metrics, and the (label, P) pairs its calibration is scored on. The predictions are
+    read once, keeping only the columns the metrics need (a predict run's may be millions)."""
+    n = unknown = abstained = failed = 0
     labels: list[int] = []
     probs: list[float | None] = []
+    human: list[int | None] = []
+    all_pred: list[int | None] = []
+    covered: list[int | None] = []
+    for p in preds:
+        n += 1
+        unknown += p.unknown
+        abstained += p.status == "abstained"
+        failed += p.status == "failed"
+        if kind == "pairwise":
+            human.append(p.human)
+            if pairwise_only:
+                all_pred.append(p.choice)
+                continue
+            all_pred.append(pairwise_prediction(p.p_gold_1, p.p_gold_2, unknown_as=0.5))
+            covered.append(pairwise_prediction(p.p_gold_1, p.p_gold_2))
+            for pg in (p.p_gold_1, p.p_gold_2):
+                labels.append(p.gold)  # type: ignore[arg-type]
+                probs.append(None if pg is None else (pg if p.gold == 1 else 1.0 - pg))
+        elif kind != "cases" or p.label is not None:
+            # A user's cases are scored on the rows that carry a label; rows without one are predictions only.
+            labels.append(p.label)  # type: ignore[arg-type]
+            probs.append(p.p_outcome1)
+    # 'unknown': no decision at all (abstained, failed, or a decision tie at exactly 0.5), as the headline
+    # metrics count it; 'abstained' and 'failed' say which of them are which.
+    entry: dict[str, Any] = {"n": n, "unknown": unknown, "abstained": abstained, "failed": failed}
     if kind == "pairwise":
-        human = [p.human for p in preds]
         if pairwise_only:
-            all_pred = covered = [p.choice for p in preds]
-        else:
-            all_pred = [pairwise_prediction(p.p_gold_1, p.p_gold_2, unknown_as=0.5) for p in preds]
-            covered = [pairwise_prediction(p.p_gold_1, p.p_gold_2) for p in preds]
-            for p in preds:
-                for pg in (p.p_gold_1, p.p_gold_2):
-                    labels.append(p.gold)
-                    probs.append(None if pg is None else (pg if p.gold == 1 else 1.0 - pg))
+            covered = all_pred
         m_all = pairwise_metrics(human, all_pred)
         m_cov = pairwise_metrics(human, covered)
         entry.update({k: m_all[k] for k in METRIC_KEYS["pairwise"]})
@@ -79,16 +90,10 @@ def _run_entry(kind: Kind, preds: Sequence[Prediction], *, pairwise_only: bool, 
         entry["covered"] = {k: m_cov[k] for k in COVERED_KEYS}
         entry["n_covered"] = m_cov["n_covered"]
     elif kind == "cases":
-        # A user's cases are scored on the rows that carry a label; rows without one are predictions only.
-        labelled = [p for p in preds if p.label is not None]
-        entry["labelled"] = len(labelled)
-        labels = [p.label for p in labelled]  # type: ignore[misc]
-        probs = [p.p_outcome1 for p in labelled]
-        m = cases_metrics(labels, probs) if labelled else {}
+        entry["labelled"] = len(labels)
+        m = cases_metrics(labels, probs) if labels else {}
         entry.update({k: m.get(k) for k in METRIC_KEYS[kind]})
     else:
-        labels = [p.label for p in preds]  # type: ignore[misc]
-        probs = [p.p_outcome1 for p in preds]
         if kind == "factcheck":
             m = factcheck_metrics(labels, probs, threshold=threshold)
         else:
@@ -115,9 +120,10 @@ def missing_class(runs: Sequence[dict[str, Any]], key: str) -> str | None:
     return f"no {label} pair with both sides known" if key != base else f"no {label} pair answered"
 
 
-def score_runs(kind: Kind, runs: Sequence[tuple[int, int, Sequence[Prediction]]], *, pairwise_only: bool = False,
+def score_runs(kind: Kind, runs: Iterable[tuple[int, int, Iterable[Prediction]]], *, pairwise_only: bool = False,
                threshold: float = 0.9) -> RunScores:
-    """Scores of the repetitions ``runs``, each ``(run index, seed, its predictions)``.
+    """Scores of the repetitions ``runs``, each ``(run index, seed, its predictions)``; each run's
+    predictions are read once, in their order.
 
     ``pairwise_only``: the method chooses between a pair's conditions (``Prediction.choice``) instead
     of giving probabilities (the Compare baseline). ``threshold``: the fact-check decision threshold.

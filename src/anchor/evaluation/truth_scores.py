@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from anchor.evaluation.results import Prediction
-from anchor.evaluation.rundir import RunDirectory
+from anchor.runs.records import Prediction
+from anchor.runs.rundir import RunDirectory
 from anchor.truth.scores import RowStatus, TruthRow, TruthScores, score_against_truth
 
 

@@ -9,9 +9,52 @@ client then stops asking and sends separate requests.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+import contextvars
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
+
+#: A request the server refused for its shape, and that the backend asks again in another shape: a
+#: structured-output format it does not take, or several answers (``n``) in one request.
+Refusal = Literal["format", "n"]
+
+
+class AttemptWatch(Protocol):
+    """What the transport is told, as it happens, of one attempt a backend makes (see :func:`note_sending`)."""
+
+    def sending(self) -> None: ...
+
+    def refused(self, kind: Refusal) -> None: ...
+
+
+_attempt: contextvars.ContextVar[AttemptWatch | None] = contextvars.ContextVar("anchor_attempt", default=None)
+
+
+def note_sending() -> None:
+    """Called by a backend that says so (``Backend.notes_sending``) just before a request leaves for the
+    server: the transport records the request as sent then, not while it still waits in the backend (for
+    the verdict on the output format, say), so that a stop never counts a request that never left."""
+    watch = _attempt.get()
+    if watch is not None:
+        watch.sending()
+
+
+def note_refused(kind: Refusal) -> None:
+    """Called by a backend as the server refuses a request's shape, before it asks again: the server
+    received that request, so the transport records it now, and a process stopped during the next
+    attempt still counts it."""
+    watch = _attempt.get()
+    if watch is not None:
+        watch.refused(kind)
+
+
+def watching_attempt(watch: AttemptWatch) -> contextvars.Token[AttemptWatch | None]:
+    """Have :func:`note_sending` and :func:`note_refused` tell ``watch`` (undone with the returned token)."""
+    return _attempt.set(watch)
+
+
+def unwatch_attempt(token: contextvars.Token[AttemptWatch | None]) -> None:
+    _attempt.reset(token)
 
 
 class TokenLogprob(BaseModel):

@@ -13,13 +13,19 @@ Scopes (``with ledger.scope("label") as records``) collect the records made insi
 including from tasks it starts, so a caller can attribute cost to one condition while others run
 concurrently; the innermost scope's label is stamped on each record. Subscribers
 (``ledger.subscribe(fn)``) see every record as it is made: the evaluation runner writes them to a
-durable log and shows retries in its progress line.
+durable log and shows retries in its progress line. A ledger whose records reach such a log need not
+keep them too (``CostLedger(keep=False)``: a run of a million requests would hold them all).
+
+:class:`CostTally` adds up a log read one record at a time, in the order written (a request's "sent"
+record before its outcome), in memory that grows with the stages, not with the records: the costs of
+:func:`summarize` and :func:`total`, which use it too.
 """
 
 from __future__ import annotations
 
 import contextvars
 import threading
+from array import array
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Literal
@@ -114,11 +120,15 @@ Subscriber = Callable[[CallRecord], None]
 
 
 class CostLedger:
-    def __init__(self) -> None:
+    """The records of a client's requests. ``keep=False``: the records go to the subscribers and the
+    running tally only (a run writes them to calls.jsonl), so that memory does not grow with them."""
+
+    def __init__(self, *, keep: bool = True) -> None:
+        self.keep = keep
         self._records: list[CallRecord] = []
         self._lock = threading.Lock()
         self._subscribers: list[Subscriber] = []
-        self._tally = empty_cost("total")
+        self._tally = _Sums()
 
     def record(self, record: CallRecord) -> None:
         scopes = _active_scopes.get()
@@ -126,7 +136,8 @@ class CostLedger:
         if labels and not record.scope:
             record.scope = labels[-1]
         with self._lock:
-            self._records.append(record)
+            if self.keep:
+                self._records.append(record)
             _add(self._tally, record)
             for bucket, _ in scopes:
                 bucket.append(record)
@@ -158,6 +169,9 @@ class CostLedger:
 
     @property
     def records(self) -> list[CallRecord]:
+        if not self.keep:
+            raise RuntimeError("this ledger does not keep its records (keep=False): read them where its "
+                               "subscribers wrote them")
         with self._lock:
             return list(self._records)
 
@@ -177,11 +191,17 @@ class CostLedger:
     def total(self) -> StageCost:
         return total(self.records)
 
+    def running(self) -> tuple[int, int, int]:
+        """(logical requests, cache hits, tokens) so far: what a progress line shows, at the cost of a lock."""
+        with self._lock:
+            t = self._tally
+            return t.logical_requests, t.cache_hits, t.prompt_tokens + t.completion_tokens
+
     def tally(self) -> StageCost:
         """Running totals of every record so far, without ``wall_seconds``: O(1), for progress
         displays that would otherwise re-add the whole ledger on every update."""
         with self._lock:
-            return self._tally.model_copy()
+            return self._tally.cost("total")
 
 
 def detached_context() -> contextvars.Context:
@@ -275,24 +295,106 @@ def recorded_requests(records: Iterable[CallRecord]) -> tuple[list[CallRecord], 
 
 def summarize(records: Iterable[CallRecord]) -> list[StageCost]:
     """Per-stage totals in first-seen stage order (each request counted once, see ``collapse_sent``)."""
-    by_stage: dict[str, StageCost] = {}
-    grouped: dict[str, list[CallRecord]] = {}
-    for rec in collapse_sent(records):
-        cost = by_stage.setdefault(rec.stage, empty_cost(rec.stage))
-        grouped.setdefault(rec.stage, []).append(rec)
-        _add(cost, rec)
-    for stage, cost in by_stage.items():
-        cost.wall_seconds = round(busy_seconds(grouped[stage]), 6)
-    return list(by_stage.values())
+    return CostTally.of(collapse_sent(records)).stages()
 
 
 def total(records: Iterable[CallRecord], label: str = "total") -> StageCost:
-    records = collapse_sent(records)
-    cost = empty_cost(label)
-    for rec in records:
+    return CostTally.of(collapse_sent(records)).total(label)
+
+
+class CostTally:
+    """Costs added up one record at a time, as a log is read in the order it was written: a "sent" record
+    is held until its request's outcome comes (then dropped), and those still held at the end are
+    interrupted requests (:func:`collapse_sent`). Memory: the requests in flight at a time, and two
+    numbers a request for the busy time."""
+
+    def __init__(self) -> None:
+        self._stages: dict[str, _Sums] = {}
+        self._all = _Sums()
+        self._first: dict[str, int] = {}
+        self._spans: dict[str, tuple[array[float], array[float]]] = {}
+        self._waiting: dict[str, tuple[int, CallRecord]] = {}
+        self._unnamed: list[tuple[int, CallRecord]] = []
+        self._n = 0
+
+    @classmethod
+    def of(cls, records: Iterable[CallRecord]) -> CostTally:
+        tally = cls()
+        for rec in records:
+            tally.add(rec)
+        return tally
+
+    def add(self, rec: CallRecord) -> None:
+        at, self._n = self._n, self._n + 1
+        if rec.outcome == "sent":
+            if rec.request_id:
+                self._waiting[rec.request_id] = (at, rec)
+            else:
+                self._unnamed.append((at, rec))  # no id to end it: interrupted, whatever follows
+            return
+        if rec.request_id:
+            self._waiting.pop(rec.request_id, None)
+        self._count(at, rec)
+
+    def _count(self, at: int, rec: CallRecord) -> None:
+        cost = self._stages.get(rec.stage)
+        if cost is None:
+            cost = self._stages[rec.stage] = _Sums()
+            self._spans[rec.stage] = (array("d"), array("d"))
+        self._first[rec.stage] = min(at, self._first.get(rec.stage, at))
         _add(cost, rec)
-    cost.wall_seconds = round(busy_seconds(records), 6)
-    return cost
+        _add(self._all, rec)  # record by record, as the stages: the same rounding of the seconds
+        if rec.started > 0 and rec.seconds > 0:
+            lo, hi = self._spans[rec.stage]
+            lo.append(rec.started)
+            hi.append(rec.started + rec.seconds)
+
+    def _settle(self) -> None:
+        """Count the requests still held as interrupted (their outcome never came)."""
+        held = sorted([*self._waiting.values(), *self._unnamed], key=lambda item: item[0])
+        self._waiting, self._unnamed = {}, []
+        for at, rec in held:
+            self._count(at, rec.model_copy(update={"outcome": "interrupted",
+                                                   "detail": "the process stopped before an answer came"}))
+
+    def stages(self) -> list[StageCost]:
+        """Per-stage totals in first-seen stage order, with each stage's busy time."""
+        self._settle()
+        out = []
+        for stage in sorted(self._stages, key=self._first.__getitem__):
+            cost = self._stages[stage].cost(stage)
+            cost.wall_seconds = round(_busy(*self._spans[stage]), 6)
+            out.append(cost)
+        return out
+
+    def total(self, label: str = "total") -> StageCost:
+        """Every stage added up, with the time at least one request was in flight."""
+        self._settle()
+        cost = self._all.cost(label)
+        lo, hi = array("d"), array("d")
+        for a, b in self._spans.values():
+            lo.extend(a)
+            hi.extend(b)
+        cost.wall_seconds = round(_busy(lo, hi), 6)
+        return cost
+
+
+def _busy(lo: array[float], hi: array[float]) -> float:
+    """Length of the union of the intervals [lo[i], hi[i]] (:func:`busy_seconds` on arrays)."""
+    import numpy as np  # only where costs are added up
+
+    order = np.lexsort((np.frombuffer(hi, dtype=float), np.frombuffer(lo, dtype=float))) if len(lo) else []
+    busy = 0.0
+    end = float("-inf")
+    for i in order:
+        a, b = lo[i], hi[i]
+        if a > end:
+            busy += b - a
+            end = b
+        elif b > end:
+            busy += b - end
+            end = b
+    return busy
 
 
 def merge_costs(costs: Iterable[StageCost], label: str | None = None) -> list[StageCost]:
@@ -329,7 +431,24 @@ def empty_cost(stage: str) -> StageCost:
     return StageCost(stage=stage, logical_requests=0)
 
 
-def _add(cost: StageCost, rec: CallRecord) -> None:
+class _Sums:
+    """A cost being added up, record by record: plain numbers (a ``StageCost`` checks every assignment, which
+    on every request of a run costs more than the rest of the sum), made a ``StageCost`` at the end."""
+
+    __slots__ = ("cache_hits", "completion_tokens", "failed_attempts", "interrupted", "interrupted_prompt_tokens",
+                 "llm_calls", "llm_seconds", "logical_requests", "prompt_tokens", "samples")
+
+    def __init__(self) -> None:
+        self.llm_calls = self.logical_requests = self.failed_attempts = self.interrupted = 0
+        self.interrupted_prompt_tokens = self.samples = self.cache_hits = self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.llm_seconds = 0.0
+
+    def cost(self, stage: str) -> StageCost:
+        return StageCost(stage=stage, **{name: getattr(self, name) for name in self.__slots__})
+
+
+def _add(cost: _Sums, rec: CallRecord) -> None:
     if rec.outcome == "cache_hit":
         cost.cache_hits += 1
         return
@@ -339,7 +458,7 @@ def _add(cost: StageCost, rec: CallRecord) -> None:
         return
     cost.llm_calls += 1
     if rec.ends_request:
-        cost.logical_requests = (cost.logical_requests or 0) + 1
+        cost.logical_requests += 1
     cost.samples += rec.sample_count
     if rec.outcome != "ok":
         cost.failed_attempts += 1

@@ -27,7 +27,7 @@ from anchor.errors import (
     RequestRejected,
     TransientBackendError,
 )
-from anchor.llm.base import Message, MultiCompletion, RawCompletion, TokenLogprob
+from anchor.llm.base import Message, MultiCompletion, RawCompletion, TokenLogprob, note_refused, note_sending
 from anchor.llm.context import DEFAULT_SERVER_CONTEXT_TOKENS
 from anchor.llm.endpoint import retry_after_seconds, sdk_endpoint
 from anchor.llm.memory import ServerMemory
@@ -43,6 +43,9 @@ FORMAT_MODES = ("json_schema", "json_object", "prompt")
 
 class OpenAICompatibleBackend:
     """Chat completions against ``base_url`` with structured output via ``response_format``."""
+
+    #: It tells the transport as each request leaves (``base.note_sending``), and each refusal.
+    notes_sending = True
 
     def __init__(
         self,
@@ -225,6 +228,7 @@ class OpenAICompatibleBackend:
                 raise
             # Some APIs refuse n > 1 outright (HTTP 400). If the same request without it goes
             # through, that was the reason: stop asking for several answers.
+            note_refused("n")
             one = await self.complete(messages, json_schema=json_schema, schema_name=schema_name,
                                       temperature=temperature, max_tokens=max_tokens, seed=seed, top_logprobs=None)
             self._learn_n(False, "refused")
@@ -272,11 +276,13 @@ class OpenAICompatibleBackend:
                 # over the typed parameters): the SDK would otherwise walk every message and the whole
                 # JSON schema on every request to "transform" them into what they already are, about
                 # 0.15 ms per message and 2-3 ms per schema, more than anchor's own work on a request.
+                note_sending()  # the request leaves now (not while it waited for the format's verdict)
                 response = await self._client.chat.completions.create(model=kwargs["model"], messages=[],
                                                                       extra_body=kwargs)
             except openai.APIStatusError as exc:
                 if json_schema is not None and self._rejects_format(exc) and self._downgrade_format(mode):
                     fallbacks += 1
+                    note_refused("format")  # recorded now: the next attempt may be cut off
                     continue
                 try:
                     self._raise(exc)

@@ -21,11 +21,24 @@ from typing import Any
 
 from anchor.errors import FatalBackendError, RetryBudgetExhausted, TransientBackendError
 from anchor.llm import chain
-from anchor.llm.base import Backend, Message, MultiCompletion, RawCompletion, SamplingBackend
+from anchor.llm.base import (
+    Backend,
+    Message,
+    MultiCompletion,
+    RawCompletion,
+    Refusal,
+    SamplingBackend,
+    unwatch_attempt,
+    watching_attempt,
+)
 from anchor.llm.context import estimate_prompt_tokens
 from anchor.llm.ledger import CallRecord, CostLedger
 from anchor.llm.parallel import ParallelLimit, RequestSlots
 from anchor.secrets import scrub
+
+#: Why a request was asked again in another shape (``format_rejected`` records).
+FORMAT_REFUSED = "the server refused the response_format; asked again in a simpler format"
+N_REFUSED = "the server refused a request for several answers (n); asked for one"
 
 
 class Transport:
@@ -102,27 +115,34 @@ class Transport:
             started = time.perf_counter()
             wall = 0.0
             request_id = uuid.uuid4().hex[:16]
+            noted = _Attempt(self, stage, request_id, prompt_tokens)
             try:
                 async with self._request_slots() as slots:
                     started, wall = time.perf_counter(), time.time()
+                    noted.began(started, wall)
                     # Announced before it is sent: a process killed while waiting leaves this record
-                    # alone, an interrupted request (see ledger.collapse_sent).
-                    self.ledger.announce(CallRecord(stage=stage, outcome="sent", started=wall, request_id=request_id,
-                                                    estimated_prompt_tokens=prompt_tokens))
-                    completion = await self._timed(slots, stage, call)
+                    # alone, an interrupted request (see ledger.collapse_sent). A backend that says when
+                    # its request leaves (it may first wait for the verdict on the output format) is
+                    # announced then.
+                    if not getattr(self.backend, "notes_sending", False):
+                        noted.sending()
+                    watching = watching_attempt(noted)
+                    try:
+                        completion = await self._timed(slots, stage, call)
+                    finally:
+                        unwatch_attempt(watching)
                 fallbacks = getattr(completion, "format_fallbacks", 0)
                 refused = getattr(completion, "n_refused", 0)
                 elapsed = time.perf_counter() - started
                 ended = chain.advance(elapsed, 1 + fallbacks + refused)
-                self._record_fallbacks(stage, fallbacks, wall, ended)
-                self._record_fallbacks(stage, refused, wall, ended,
-                                       "the server refused a request for several answers (n); asked for one")
+                self._record_fallbacks(stage, fallbacks - noted.counts["format"], wall, ended)
+                self._record_fallbacks(stage, refused - noted.counts["n"], wall, ended, N_REFUSED)
                 return Timed(completion, elapsed, wall, request_id, ended)
             except TransientBackendError as exc:
                 elapsed = time.perf_counter() - started
                 fallbacks = getattr(exc, "format_fallbacks", 0)
                 ended = chain.advance(elapsed, 1 + fallbacks)
-                self._record_fallbacks(stage, fallbacks, wall, ended)
+                self._record_fallbacks(stage, fallbacks - noted.counts["format"], wall, ended)
                 last_error = scrub(str(exc))
                 self.ledger.record(CallRecord(stage=stage, outcome="transient_error", seconds=elapsed, started=wall,
                                               detail=last_error[:300], request_id=request_id,
@@ -133,7 +153,7 @@ class Transport:
                 elapsed = time.perf_counter() - started
                 fallbacks = getattr(exc, "format_fallbacks", 0)
                 ended = chain.advance(elapsed, 1 + fallbacks)
-                self._record_fallbacks(stage, fallbacks, wall, ended)
+                self._record_fallbacks(stage, fallbacks - noted.counts["format"], wall, ended)
                 message = scrub(str(exc))
                 self.ledger.record(CallRecord(stage=stage, outcome="fatal_error", started=wall, request_id=request_id,
                                               seconds=elapsed, detail=message[:300], **chain_fields(ended)))
@@ -158,14 +178,51 @@ class Transport:
             slots.observe(stage, time.perf_counter() - started)
         return completion
 
-    def _record_fallbacks(self, stage: str, n: int, wall: float, ended: chain.Chain,
-                          detail: str = "the server refused the response_format; asked again in a simpler format",
+    def _record_fallbacks(self, stage: str, n: int, wall: float, ended: chain.Chain, detail: str = FORMAT_REFUSED,
                           ) -> None:
         """Requests the backend spent finding a request shape the server accepts (a structured-output
-        format, or one answer instead of several): the server received them, so they are counted."""
+        format, or one answer instead of several): the server received them, so they are counted. Those
+        the backend noted as they happened were recorded then (:class:`_Attempt`); these are the others."""
         for _ in range(n):
             self.ledger.record(CallRecord(stage=stage, outcome="format_rejected", started=wall, detail=detail,
                                           **chain_fields(ended)))
+
+
+
+class _Attempt:
+    """One attempt at a request, as its backend tells of it (``base.note_sending``, ``note_refused``): its
+    "sent" record goes out once, as the request leaves; each refusal of its shape is recorded as it happens
+    (the next try may be cut off by a kill, and the server received this one), with the chain it ended:
+    the attempt's requests so far."""
+
+    def __init__(self, transport: Transport, stage: str, request_id: str, prompt_tokens: int) -> None:
+        self.transport = transport
+        self.stage = stage
+        self.request_id = request_id
+        self.prompt_tokens = prompt_tokens
+        self.counts = {"format": 0, "n": 0}
+        self.started = 0.0
+        self.wall = 0.0
+        self.announced = False
+
+    def began(self, started: float, wall: float) -> None:
+        self.started, self.wall = started, wall
+
+    def sending(self) -> None:
+        if not self.announced:
+            self.announced = True
+            self.transport.ledger.announce(CallRecord(stage=self.stage, outcome="sent", started=self.wall,
+                                                      request_id=self.request_id,
+                                                      estimated_prompt_tokens=self.prompt_tokens))
+
+    def refused(self, kind: Refusal) -> None:
+        self.counts[kind] += 1
+        now = chain.current()
+        ended = chain.Chain(now.requests + sum(self.counts.values()),
+                            round(now.seconds + max(0.0, time.perf_counter() - self.started), 6))
+        self.transport.ledger.record(CallRecord(stage=self.stage, outcome="format_rejected", started=self.wall,
+                                                detail=FORMAT_REFUSED if kind == "format" else N_REFUSED,
+                                                **chain_fields(ended)))
 
 
 @dataclass

@@ -13,11 +13,11 @@ from anchor.cases import CaseFormat, CaseLimits, CaseStream, detect_format, read
 from anchor.cases.columns import check_column_mapping
 from anchor.config import AnchorConfig
 from anchor.embedding.server import settings_identity
-from anchor.evaluation.methods.registry import METHODS
-from anchor.evaluation.results import RunConfig
-from anchor.evaluation.runner.config import recorded_llm
-from anchor.evaluation.runner.errors import EvalError
 from anchor.llm.settings import LLMSettings
+from anchor.methods.registry import METHODS
+from anchor.runs.errors import EvalError
+from anchor.runs.identity import recorded_llm
+from anchor.runs.records import RunConfig
 from anchor.version import __version__
 
 #: The dataset name a predict run records (its kind is ``cases``).

@@ -1,6 +1,6 @@
 """How many requests and tokens a predict run should need, from the file's check alone (no request).
 
-The method's :class:`~anchor.evaluation.methods.contract.CostShape` gives its usual requests per
+The method's :class:`~anchor.methods.contract.CostShape` gives its usual requests per
 scenario group (building its artefact) and per row; the file's check gives the groups, the rows and
 their lengths. Tokens follow from the texts each request carries, at four characters a token, plus the method's own allowance for a prompt's instructions and for the answer.
 Requests a response cache already holds are counted too: the estimate is of the work, not the bill.
@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from anchor.cases import CaseCheck
 from anchor.config import AnchorConfig
-from anchor.evaluation.methods.contract import MethodSpec
+from anchor.methods.contract import MethodSpec
 
 #: Characters a token in English text, on average (the context fitting counts 3, to be safe).
 CHARS_PER_TOKEN = 4

@@ -30,11 +30,11 @@ from anchor.analysis.runs import (
     run_factor_analysis,
     run_retrieval_analysis,
 )
-from anchor.evaluation.runner import EvalError
 from anchor.files import write_atomic
 from anchor.llm.settings import LLMSettings
 from anchor.progress import Reporter
 from anchor.reproduce.plan import PlannedAnalysis
+from anchor.runs.errors import EvalError
 
 MARKER = "reproduce.json"
 NO_RESULT = "no-result.json"

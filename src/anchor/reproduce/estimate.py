@@ -32,9 +32,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from anchor.evaluation.cost.phases import phase_of
-from anchor.evaluation.rundir import RunDirectory, Skipped
-from anchor.evaluation.rundir.names import CALLS
 from anchor.llm.ledger import CallRecord
+from anchor.runs.rundir import RunDirectory, Skipped
+from anchor.runs.rundir.names import CALLS
 from anchor.types import scenario_key
 
 Source = Literal["counted", "extrapolated", "derived", "none"]

@@ -31,20 +31,12 @@ from anchor.analysis.runs import EvalSlice
 from anchor.config import AnchorConfig
 from anchor.embedding.server import check_embedder
 from anchor.errors import AnchorError
-from anchor.evaluation.methods.registry import METHODS
-from anchor.evaluation.results import RunConfig
-from anchor.evaluation.rundir import DirectoryBusy, DirectoryLock, RunDirectory, RunDirError, Skipped
-from anchor.evaluation.runner import (
-    EvalError,
-    EvalRunner,
-    check_resumable,
-    default_build_params,
-    identity_difference,
-    make_run_config,
-)
+from anchor.evaluation.driver import EvalRunner
+from anchor.evaluation.run_config import default_build_params, make_run_config
 from anchor.extras import EXTRAS, MissingExtra, extra_hint, extra_installed
 from anchor.files import write_atomic
 from anchor.llm.settings import LLMSettings, make_client
+from anchor.methods.registry import METHODS
 from anchor.progress import ProgressEvent, Reporter, silent
 from anchor.reproduce import estimate as est
 from anchor.reproduce.analyses import analysis_done, no_result, run_analysis
@@ -58,6 +50,10 @@ from anchor.reproduce.plan import (
     PlannedRun,
 )
 from anchor.reproduce.selection import QUICK_BIRD_SAMPLES
+from anchor.runs.errors import EvalError
+from anchor.runs.identity import check_resumable, identity_difference
+from anchor.runs.records import RunConfig
+from anchor.runs.rundir import DirectoryBusy, DirectoryLock, RunDirectory, RunDirError, Skipped
 from anchor.secrets import scrub
 from anchor.types import scenario_key
 

@@ -28,8 +28,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from anchor.config import ABLATIONS, AnchorConfig
-from anchor.evaluation.methods.registry import paper_table, table_order
-from anchor.evaluation.runner.config import dataset_kind
+from anchor.evaluation.run_config import dataset_kind
+from anchor.methods.registry import paper_table, table_order
 from anchor.reproduce.selection import (
     DECISION_SETS,
     ESTIMATOR_SETS,

@@ -16,12 +16,12 @@ from anchor.analysis.clustering import ClusteringAnalysis
 from anchor.analysis.common import TaskScores
 from anchor.analysis.retrieval import RetrievalAnalysis
 from anchor.evaluation.cost.compare_plot import plot as plot_cost
-from anchor.evaluation.rundir import RunDirectory
 from anchor.llm.ledger import recorded_requests
 from anchor.reproduce.cells import ESTIMATOR_TABLES, TIMED_METRICS, Ours, Value
 from anchor.reproduce.document import Document
 from anchor.reproduce.published import PublishedCell, PublishedNumbers, PublishedSource
 from anchor.reproduce.selection import PAPER_MAIN_MODEL, PAPER_RUNS, QUICK_BIRD_SAMPLES, Selection
+from anchor.runs.rundir import RunDirectory
 
 MINUS = "−"
 DASH = "–"

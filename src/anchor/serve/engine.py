@@ -13,8 +13,8 @@
 * **Reading a run directory back**: its predictions as JSON lines or predict's CSV table, and a row's
   explanation page.
 
-When the run engine moves (its runner and run directory into their own package, the method registry
-out of ``evaluation``), this file is the one to re-point.
+The run engine (:mod:`anchor.runs`) and the method registry (:mod:`anchor.methods`) are reached from here
+only: when they change, this file is the one to re-point.
 """
 
 from __future__ import annotations
@@ -33,17 +33,11 @@ from anchor.cases import CaseCheck, CaseRow
 from anchor.config import AnchorConfig
 from anchor.embedding.embed import Embedder, embedder_identity
 from anchor.embedding.server import make_embedder
-from anchor.evaluation.datasets.instances import DecisionInstance
-from anchor.evaluation.methods.registry import METHODS
-from anchor.evaluation.results import Prediction, RunConfig
-from anchor.evaluation.rundir import RunDirectory
-from anchor.evaluation.runner.config import recorded_llm
-from anchor.evaluation.runner.errors import EvalError
-from anchor.evaluation.runner.worker import InstanceWorker, WorkerSetup
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import CallRecord, CostLedger, total
 from anchor.llm.settings import BackendFactory, LLMSettings, make_client
+from anchor.methods.registry import METHODS
 from anchor.predict.config import (
     CASES_DATASET,
     CASES_THRESHOLD,
@@ -54,6 +48,12 @@ from anchor.predict.config import (
 from anchor.predict.export import csv_cell, table_columns, table_row, why_unknown
 from anchor.predict.runner import PredictRunner
 from anchor.progress import ProgressEvent
+from anchor.runs.errors import EvalError
+from anchor.runs.identity import recorded_llm
+from anchor.runs.instances import DecisionInstance
+from anchor.runs.records import Prediction, RunConfig
+from anchor.runs.rundir import RunDirectory
+from anchor.runs.worker import DecisionRule, InstanceWorker, Work, WorkerSetup
 from anchor.types import InferenceResult, Scenario
 from anchor.version import __version__
 
@@ -80,16 +80,6 @@ def method_extra(method: str) -> str | None:
 def has_spaces(method: str) -> bool:
     """Whether the method builds a per-scenario artefact (a factor space, a BIRD model) before answering."""
     return METHODS[method].per_scenario_artefact
-
-
-class QuietLedger(CostLedger):
-    """A ledger that keeps running totals and tells its subscribers, but keeps no record: a service answers
-    for days, and an online answer's cost is taken from its own scope."""
-
-    def record(self, record: CallRecord) -> None:
-        super().record(record)
-        with self._lock:
-            self._records.clear()
 
 
 @dataclass
@@ -121,7 +111,7 @@ class OnlineEngine:
 
     async def start(self) -> None:
         """Make the client and ask the server for its model (the model names the stored spaces)."""
-        self.client = make_client(self.settings, ledger=QuietLedger(), backends=self.backends)
+        self.client = make_client(self.settings, ledger=CostLedger(keep=False), backends=self.backends)
         await self.client.ensure_ready()
         self.model = self.client.backend.model
 
@@ -170,7 +160,8 @@ class OnlineEngine:
                 config=config, settings=self.settings, artefacts=self.store,
                 anchor_config=self.anchor_config if spec.uses_anchor_config else None,
                 calibrator=calibrator.file if calibrator else None, calibrator_path=calibrator.path if calibrator else None,
-                calibrator_sha256=calibrator.sha256 if calibrator else None, backends=self.backends)
+                calibrator_sha256=calibrator.sha256 if calibrator else None, decide=DecisionRule(CASES_THRESHOLD),
+                backends=self.backends)
             found = InstanceWorker(setup, client=self.client, embedder=lambda: self.embedder)
             found.stores = self._stores  # a space built for one method is found by the others
             await found.start()
@@ -198,8 +189,10 @@ class OnlineEngine:
         """The predict engine's answer to one case (as a row of a predict run, run 0)."""
         inst = DecisionInstance(id=case.id, dataset=CASES_DATASET, scenario=case.to_scenario(),
                                 condition=case.condition, label=case.label)
-        pred, traces = await worker.evaluate(0, inst, rank)
-        pred.line = case.line
+        stamp: dict[str, Any] = {"line": case.line}
+        if case.p_true is not None:
+            stamp["p_true"] = case.p_true
+        pred, traces = await worker.evaluate(Work(0, inst, case.group, stamp=stamp), rank)
         path = chain.current()
         artefact = next((side.artefact for side in pred.sides if side.artefact), None)
         return Answer(pred, [t.model_dump(mode="json") for t in traces], path, artefact)
@@ -305,7 +298,7 @@ class JobRun:
         if t.done_at_start is None:
             t.done_at_start, t.started = event.done, time.monotonic()
         t.done, t.total = event.done, event.total or t.total
-        client = self.runner.client
+        client = self.runner.session.client
         if client is not None:
             if not self._subscribed and self.on_call is not None:
                 client.ledger.subscribe(self.on_call)

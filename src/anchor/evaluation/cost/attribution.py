@@ -16,12 +16,14 @@ it. However many requests the server takes at once, the scenario takes at least 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from anchor.evaluation.datasets.instances import DecisionInstance, PairwiseInstance, scenario_key
-from anchor.evaluation.results import CriticalPathReport
+from anchor.llm import chain
 from anchor.llm.ledger import CallRecord, critical_path
+from anchor.runs.records import CriticalPathReport
 from anchor.types import CriticalPath
 
 RUN_LEVEL = "(run)"
@@ -74,25 +76,63 @@ def critical_paths(groups: Mapping[str, list[CallRecord]], scenarios: Iterable[s
     return out
 
 
-def run_critical_path(records: Iterable[CallRecord], instances: Iterable[DecisionInstance | PairwiseInstance],
-                      runs: int) -> CriticalPathReport:
-    """:func:`critical_path_report` of a run that scored ``instances`` (as evaluated) ``runs`` times."""
+#: The scenario a request made in a scope served (see :func:`scenario_of`).
+ScopeScenarios = Callable[[str], str]
+
+
+def run_scenarios(instances: Iterable[DecisionInstance | PairwiseInstance], runs: int
+                  ) -> tuple[list[str], ScopeScenarios]:
+    """The scenario keys of a run that scored ``instances`` (as evaluated) ``runs`` times, in first-seen
+    order, and the scenario each request's scope served."""
     instances = list(instances)
-    return critical_path_report(records, scope_scenarios(instances, runs),
-                                [scenario_key(inst.scenario) for inst in instances])
+    scopes = scope_scenarios(instances, runs)
+    keys = list(dict.fromkeys(scenario_key(inst.scenario) for inst in instances))
+    return keys, functools.partial(scenario_of, scopes=scopes)
 
 
 def critical_path_report(records: Iterable[CallRecord], scopes: Mapping[str, str],
                          scenarios: Iterable[str]) -> CriticalPathReport:
-    """``metrics.json``'s ``critical_path``: per scenario, and the mean and longest over scenarios."""
-    paths = critical_paths(by_scenario(records, scopes), list(dict.fromkeys(scenarios)))
-    known = [p for p in paths.values() if p is not None]
-    report: dict[str, Any] = {"scenarios": len(paths), "per_scenario": paths}
-    if known and len(known) == len(paths):
-        report.update(
-            mean_requests=round(sum(p.requests for p in known) / len(known), 4),
-            mean_seconds=round(sum(p.seconds for p in known) / len(known), 4),
-            max_requests=max(p.requests for p in known),
-            max_seconds=round(max(p.seconds for p in known), 4),
-        )
-    return CriticalPathReport(**report)
+    """``metrics.json``'s ``critical_path`` of ``records`` (see :class:`ScenarioPaths`)."""
+    paths = ScenarioPaths(functools.partial(scenario_of, scopes=scopes))
+    for record in records:
+        paths.add(record)
+    return paths.report(scenarios)
+
+
+class ScenarioPaths:
+    """Each scenario's critical path, found as the records are read one at a time (memory: one path a
+    scenario): the longest chain among its records, None once one of them carries no chain."""
+
+    def __init__(self, scenario: ScopeScenarios) -> None:
+        self.scenario = scenario
+        self.longest: dict[str, chain.Chain | None] = {}
+
+    def add(self, record: CallRecord) -> None:
+        if record.outcome in ("cache_hit", "sent", "interrupted"):
+            return
+        key = self.scenario(record.scope)
+        if key in self.longest and self.longest[key] is None:
+            return
+        if record.chain_requests is None or record.chain_seconds is None:
+            self.longest[key] = None
+            return
+        so_far = self.longest.get(key)
+        self.longest[key] = (chain.Chain() if so_far is None else so_far).longer(
+            chain.Chain(record.chain_requests, record.chain_seconds))
+
+    def report(self, scenarios: Iterable[str]) -> CriticalPathReport:
+        """Per scenario (zero for one without requests), and the mean and longest over scenarios."""
+        paths: dict[str, CriticalPath | None] = {}
+        for key in dict.fromkeys(scenarios):
+            longest = self.longest.get(key, chain.Chain())
+            paths[key] = None if longest is None else CriticalPath(requests=longest.requests, seconds=longest.seconds)
+        known = [p for p in paths.values() if p is not None]
+        report: dict[str, Any] = {"scenarios": len(paths), "per_scenario": paths}
+        if known and len(known) == len(paths):
+            report.update(
+                mean_requests=round(sum(p.requests for p in known) / len(known), 4),
+                mean_seconds=round(sum(p.seconds for p in known) / len(known), 4),
+                max_requests=max(p.requests for p in known),
+                max_seconds=round(max(p.seconds for p in known), 4),
+            )
+        return CriticalPathReport(**report)

@@ -38,9 +38,9 @@ from anchor.evaluation.cost.phases import PHASES, phase_of
 from anchor.evaluation.datasets.reading import DatasetError
 from anchor.evaluation.datasets.sampling import SampleError
 from anchor.evaluation.datasets.selection import scored_instances, skipped_note
-from anchor.evaluation.results import RunConfig
-from anchor.evaluation.rundir import RunDirectory, Skipped
 from anchor.llm.ledger import CallRecord, busy_seconds
+from anchor.runs.records import RunConfig
+from anchor.runs.rundir import RunDirectory, Skipped
 from anchor.types import CriticalPath
 
 #: The layout of the comparison (``anchor cost --json``; docs/schemas.md). 1: per-row ``calls`` (requests sent

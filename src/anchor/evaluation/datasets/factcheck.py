@@ -17,7 +17,7 @@
 
 from __future__ import annotations
 
-import json
+import io
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +29,7 @@ from anchor.evaluation.datasets.bundled import FACTCHECK_FILES, bundled_file, is
 from anchor.evaluation.datasets.instances import DecisionInstance
 from anchor.evaluation.datasets.reading import MAX_REPORTED_PROBLEMS, DatasetError
 from anchor.evaluation.datasets.text import negate_claim, normalise_space, repair_text
+from anchor.jsonl import read_json_lines
 from anchor.text import kind_of, validation_message
 from anchor.types import Scenario
 
@@ -36,7 +37,6 @@ _FACT_LABELS: dict[str, Literal[1, 2]] = {
     "SUPPORTED": 1, "SUPPORTS": 1, "SUPPORT": 1,
     "REFUTED": 2, "REFUTES": 2, "REFUTE": 2,
 }
-_BOM = "\ufeff"
 
 
 class DatasetWarning(UserWarning):
@@ -97,14 +97,6 @@ def _factcheck_bytes(path: str | Path | None, name: str) -> tuple[str, bytes]:
         raise DatasetError(source, [f"cannot read the file ({exc.strerror or exc})"]) from exc
 
 
-def _json_problem(line: str, exc: json.JSONDecodeError) -> str:
-    # Only a line that opens an object or array and stops before closing it looks cut off; any other
-    # bad line (a word, a bare value) is just not JSON.
-    if line.startswith(("{", "[")) and (exc.pos >= len(line) or not line.endswith(("}", "]"))):
-        return f"not valid JSON: the line ends too early (truncated?) ({exc.msg})"
-    return f"not valid JSON ({exc.msg}, column {exc.colno})"
-
-
 def _evidence(obj: dict[str, Any]) -> tuple[list[str] | None, str | None]:
     """(evidence sentences, None) or (None, the problem). Blank sentences are dropped."""
     if "evidence" not in obj:
@@ -153,10 +145,12 @@ def load_factcheck_data(
     COVID-Fact sample under its old name). Without ``dataset`` the name is ``"factcheck"`` for the
     bundled sample and the file's stem for a path. ``negate`` writes outcome2 from the claim.
 
-    A row is skipped, with its line and the reason, when it is not valid UTF-8 or JSON, starts
-    with a byte-order mark, is not an object, has a missing or empty claim, an unknown label, or
-    evidence that is not a non-empty array of strings. A file with no usable row raises
-    :class:`DatasetError` (one line); so does a file that cannot be read.
+    The file is read by anchor's one lenient JSON-lines reader (:mod:`anchor.jsonl`), as a cases file
+    is: a UTF-8 byte-order mark at its start is skipped, a UTF-16 or UTF-32 file is refused. A row is
+    skipped, with its line and the reason, when it is not valid UTF-8 or JSON, starts with a byte-order
+    mark (past the first line), gives a key twice, is not an object, has a missing or empty claim, an
+    unknown label, or evidence that is not a non-empty array of strings. A file with no usable row
+    raises :class:`DatasetError` (one line); so does a file that cannot be read.
     """
     if dataset is None:
         dataset = "factcheck" if path is None else Path(path).stem
@@ -168,27 +162,18 @@ def load_factcheck_data(
     out: list[DecisionInstance] = []
     skipped: list[SkippedRow] = []
     record = -1
-    for line_no, raw_line in enumerate(raw.split(b"\n"), start=1):
-        if not raw_line.strip():
-            continue
+    for read in read_json_lines(io.BytesIO(raw), source,
+                                lambda message: DatasetError(source, [message.removeprefix(f"{source}: ")])):
         record += 1
+        line_no = read.line
 
         def skip(problem: str, line_no: int = line_no, record: int = record) -> None:
             skipped.append(SkippedRow(line=line_no, record=record, problem=problem))
 
-        try:
-            line = raw_line.decode("utf-8").strip()
-        except UnicodeDecodeError as exc:
-            skip(f"not valid UTF-8 (byte {exc.start + 1} of the line)")
+        if read.problem is not None:
+            skip(read.problem)
             continue
-        if line.startswith(_BOM):
-            skip("starts with a byte-order mark (U+FEFF); save the file as UTF-8 without BOM")
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            skip(_json_problem(line, exc))
-            continue
+        obj = read.value
         if not isinstance(obj, dict):
             skip(f"expected an object, got {kind_of(obj)}")
             continue

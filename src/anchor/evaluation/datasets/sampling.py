@@ -27,9 +27,9 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Sequence
-from typing import Literal, Protocol, TypeVar
+from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from anchor.runs.records import HasId, SampleError, SampleRecord, SampleSize
 
 __all__ = [
     "DEFAULT_SAMPLE_SEED",
@@ -47,19 +47,7 @@ __all__ = [
 DEFAULT_SAMPLE_SIZE = 100
 DEFAULT_SAMPLE_SEED = 42
 
-SampleSize = int | Literal["all"]
-
-
-class SampleError(ValueError):
-    """A sample size or a recorded sample that cannot be used."""
-
-
-class _HasId(Protocol):
-    @property
-    def id(self) -> str: ...
-
-
-Item = TypeVar("Item", bound=_HasId)
+Item = TypeVar("Item", bound=HasId)
 
 
 def parse_sample_size(value: str | int) -> SampleSize:
@@ -102,27 +90,6 @@ def seeded_order(ids: Sequence[str], seed: int = DEFAULT_SAMPLE_SEED) -> list[in
         j = min(int(rng.random() * (i + 1)), i)
         order[i], order[j] = order[j], order[i]
     return order
-
-
-class SampleRecord(BaseModel):
-    """Which instances a sample holds, and how it was drawn (kept in the run directory)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    seed: int
-    requested: SampleSize = Field(description="The size asked for: a number or 'all'.")
-    population: int = Field(ge=0, description="Usable instances the sample was drawn from.")
-    ids: list[str] = Field(description="Sampled ids, in the seeded order the instances are returned in.")
-    note: str | None = Field(default=None, description="Set when fewer instances than asked were available.")
-
-    def select(self, instances: Sequence[Item]) -> list[Item]:
-        """The recorded instances, in the recorded order; an error names any id that is missing."""
-        by_id = {inst.id: inst for inst in instances}
-        missing = [i for i in self.ids if i not in by_id]
-        if missing:
-            raise SampleError(f"{len(missing)} sampled id(s) are not in the data, e.g. {missing[0]!r}; "
-                              "the file differs from the one the sample was drawn from")
-        return [by_id[i] for i in self.ids]
 
 
 def draw_sample(

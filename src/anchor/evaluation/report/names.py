@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from anchor.evaluation.methods.registry import METHODS, ORACLE_METHODS
+from anchor.methods.registry import METHODS, ORACLE_METHODS
 
 DASH = "–"  # en dash: the cell of a missing (null) value
 MINUS = "−"  # proper minus sign for negative deltas

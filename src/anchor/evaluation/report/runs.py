@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from anchor.evaluation.methods.registry import ORACLE_METHODS, table_order
 from anchor.evaluation.report.loading import LoadedRun
 from anchor.evaluation.report.markdown import format_mean_std, number
 from anchor.evaluation.report.names import (
@@ -19,7 +18,8 @@ from anchor.evaluation.report.names import (
     SMALL_MARK,
 )
 from anchor.evaluation.report.shared import SharedInstances
-from anchor.evaluation.results import MetricsReport
+from anchor.methods.registry import ORACLE_METHODS, table_order
+from anchor.runs.records import MetricsReport
 
 
 @dataclass

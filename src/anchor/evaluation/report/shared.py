@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from anchor.evaluation.methods.registry import METHODS
 from anchor.evaluation.report.loading import LoadedRun, ReportError
-from anchor.evaluation.results import Prediction
 from anchor.evaluation.scores import score_runs
+from anchor.methods.registry import METHODS
+from anchor.runs.records import Prediction
 
 #: Settings that decide which instances of a data file a run scores: runs that agree on all of them
 #: scored the same instances.

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from anchor.evaluation.datasets.bundled import PAPER_FACTCHECK_SETS
-from anchor.evaluation.methods.registry import DIRECT_METHODS, METHODS
 from anchor.evaluation.report.markdown import format_delta, md_table, number
 from anchor.evaluation.report.names import (
     APPROX_MARK,
@@ -25,6 +24,7 @@ from anchor.evaluation.report.names import (
 )
 from anchor.evaluation.report.runs import ReportedRun, row_labels, shared_line
 from anchor.evaluation.scores import missing_class
+from anchor.methods.registry import DIRECT_METHODS, METHODS
 
 
 def header_section(runs: Sequence[ReportedRun]) -> list[str]:

@@ -27,9 +27,9 @@ from typing import Any
 
 from anchor.evaluation.cost.phases import phase_of
 from anchor.evaluation.report.loading import ReportError
-from anchor.evaluation.results import MetricsReport, RunConfig
-from anchor.evaluation.rundir import RunDirectory, Skipped
 from anchor.llm.ledger import busy_seconds, recorded_requests
+from anchor.runs.records import MetricsReport, RunConfig
+from anchor.runs.rundir import RunDirectory, Skipped
 
 BASELINE = "bird-relaxed"
 TRANSPLANT = "bird-on-anchor"

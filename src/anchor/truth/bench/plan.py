@@ -37,8 +37,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from anchor.errors import AnchorError
-from anchor.evaluation.methods.registry import METHODS as REGISTRY
 from anchor.extras import extra_hint, extra_installed
+from anchor.methods.registry import METHODS as REGISTRY
 from anchor.predict.config import check_predict_method
 from anchor.truth.settings import STRUCTURES, Structure
 from anchor.truth.simulate.errors import Miscalibration, SimErrors

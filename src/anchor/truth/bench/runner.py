@@ -29,13 +29,13 @@ from pathlib import Path
 
 from anchor.config import AnchorConfig
 from anchor.errors import AnchorError
-from anchor.evaluation.rundir import RunDirectory
-from anchor.evaluation.runner import default_build_params
+from anchor.evaluation.run_config import default_build_params
 from anchor.evaluation.truth_scores import run_truth_scores
 from anchor.files import write_text_atomic
 from anchor.llm.settings import LLMSettings
 from anchor.predict.config import CasesInput, make_predict_config
 from anchor.predict.runner import PredictRunner
+from anchor.runs.rundir import RunDirectory
 from anchor.truth.bench.compare import ece_truth, share
 from anchor.truth.bench.plan import BenchMethod, BenchPlan, Setting
 from anchor.truth.bench.results import BenchResults, CaseInfo, CellResult, Cost

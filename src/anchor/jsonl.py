@@ -1,0 +1,122 @@
+"""The one lenient reader of a user's JSON-lines file: each line's value, or why it cannot be read.
+
+``anchor predict``'s cases files (:mod:`anchor.cases.formats`) and the fact-checking sets
+(:mod:`anchor.evaluation.datasets.factcheck`) are read through :func:`read_json_lines`, so that one file
+reads the same way in both:
+
+* The file is UTF-8. A UTF-8 byte-order mark at its very start is the mark of the encoding (Windows
+  editors write one), and is skipped: the first line is read like any other. A file that starts with
+  a UTF-16 or UTF-32 byte-order mark, or whose first line holds NUL bytes, is refused as a whole
+  (``error``), with the way to convert it, rather than read as garbage.
+* A blank line is skipped. A line that is not UTF-8, not JSON, starts with a byte-order mark (files
+  joined with ``cat``, each saved with one), or holds an object with a key given twice (which value is
+  meant cannot be told) is a bad line with its reason; the others are read. What a value must be (an
+  object with some keys) is the caller's to check.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+UTF8_BOM = b"\xef\xbb\xbf"
+#: Byte-order marks of the encodings anchor does not read (UTF-32 first: its LE mark starts with UTF-16's).
+OTHER_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+              (b"\xfe\xff", "UTF-16"))
+LATER_BOM = "starts with a byte-order mark (U+FEFF); save the file as UTF-8 without BOM"
+
+
+def check_encoding(start: bytes, source: str, error: Callable[[str], Exception]) -> None:
+    """Refuse (raising ``error(message)``) a text file that is not UTF-8 as a whole (``start``: its first
+    line or chunk), naming the encoding it seems to be in and how to convert it."""
+    found = next((name for mark, name in OTHER_BOMS if start.startswith(mark)), None)
+    if found is None and b"\x00" in start.split(b"\n", 1)[0]:
+        found = "UTF-16 or UTF-32 (NUL bytes in its first line)"
+    if found is not None:
+        raise error(f"{source}: the file is {found} text, and anchor reads UTF-8: save it as UTF-8 (a "
+                    f"spreadsheet's \"CSV UTF-8\"; or iconv -f {found.split()[0]} -t UTF-8 FILE > NEW_FILE)")
+
+
+@dataclass(frozen=True, slots=True)
+class JsonLine:
+    """One non-blank line: its number (1-based, physical) and its value, or the reason it cannot be read."""
+
+    line: int
+    value: Any = None
+    problem: str | None = None
+
+
+class _KeyedObject(dict[str, Any]):
+    """A decoded JSON object with a key given twice, and the first such key (the last value would
+    otherwise win without a word). Objects without one decode as plain dicts."""
+
+    twice: str | None = None
+
+    @classmethod
+    def of(cls, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out = dict(pairs)
+        if len(out) == len(pairs):
+            return out
+        keyed = cls(out)
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                keyed.twice = key
+                break
+            seen.add(key)
+        return keyed
+
+
+def json_problem(text: str, exc: json.JSONDecodeError) -> str:
+    """Why ``text`` is not JSON: only a line that opens an object or array and stops before closing it
+    looks cut off; any other bad line (a word, a bare value) is just not JSON."""
+    if text.startswith(("{", "[")) and (exc.pos >= len(text) or not text.endswith(("}", "]"))):
+        return f"not valid JSON: the line ends too early (truncated?) ({exc.msg})"
+    return f"not valid JSON ({exc.msg}, column {exc.colno})"
+
+
+def repeated_key(value: Any) -> str | None:
+    """The first key given twice in a decoded object (at its top level), if any."""
+    return value.twice if isinstance(value, _KeyedObject) else None
+
+
+def keyed_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """The ``object_pairs_hook`` that notes a key given twice (:func:`repeated_key`), for a decoder of one's own."""
+    return _KeyedObject.of(pairs)
+
+
+def decode_json(text: str) -> Any:
+    """``json.loads`` that notes a key given twice (:func:`repeated_key`)."""
+    return json.loads(text, object_pairs_hook=_KeyedObject.of)
+
+
+def read_json_lines(lines: Iterable[bytes], source: str, error: Callable[[str], Exception]) -> Iterator[JsonLine]:
+    """Each non-blank line of a JSON-lines file (``lines``: its lines as bytes, such as an open binary
+    file), read as the module docstring says; ``error`` is raised for a file in another encoding."""
+    for number, raw in enumerate(lines, start=1):
+        if number == 1:
+            check_encoding(raw, source, error)
+            raw = raw.removeprefix(UTF8_BOM)
+        if not raw.strip():
+            continue
+        try:
+            text = raw.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            yield JsonLine(number, problem=f"not valid UTF-8 (byte {exc.start + 1} of the line)")
+            continue
+        if text.startswith("\ufeff"):
+            yield JsonLine(number, problem=LATER_BOM)
+            continue
+        try:
+            value = decode_json(text)
+        except json.JSONDecodeError as exc:
+            yield JsonLine(number, problem=json_problem(text, exc))
+            continue
+        twice = repeated_key(value)
+        if twice is not None:
+            yield JsonLine(number, problem=f"the key {twice!r} appears twice in the object (which value is meant "
+                                           "cannot be told)")
+            continue
+        yield JsonLine(number, value)
