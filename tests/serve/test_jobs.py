@@ -143,6 +143,7 @@ def _kill_and_resume(tmp_path, stop) -> None:
             with second.client() as http:
                 wait_for(lambda: job_state(http, "long") == "done", what="the resumed job")
                 lines = http.get("/v1/jobs/long/results").text.splitlines()
+                progress = http.get("/v1/jobs/long").json()["progress"]
         finally:
             second.stop()
         asked = Counter(conditions_asked(server))
@@ -158,6 +159,12 @@ def _kill_and_resume(tmp_path, stop) -> None:
     sent = {c["request_id"] for c in calls if c["outcome"] == "sent"}
     answered = {c["request_id"] for c in calls if c["outcome"] == "ok"}
     assert len(sent - answered) == len(twice)  # the ledger counts as interrupted exactly what the server saw twice
+    # The job's figures count both sessions, its tokens as its prompt and completion tokens do.
+    ok = [c for c in calls if c["outcome"] == "ok"]
+    assert progress["requests"] == len(ok) == 40
+    assert progress["prompt_tokens"] == sum(c["prompt_tokens"] for c in ok)
+    assert progress["completion_tokens"] == sum(c["completion_tokens"] for c in ok)
+    assert progress["tokens"] == progress["prompt_tokens"] + progress["completion_tokens"]
     return record
 
 

@@ -260,7 +260,8 @@ class JobTally:
     done_at_start: int | None = None
     started: float = 0.0
     earlier_requests: int = 0
-    earlier_tokens: int = 0
+    earlier_prompt_tokens: int = 0
+    earlier_completion_tokens: int = 0
 
     def seconds_left(self, now: float) -> float | None:
         """From this session's pace (rows answered since the run started or resumed)."""
@@ -305,8 +306,10 @@ class JobRun:
                 self._subscribed = True
             now = client.ledger.tally()
             t.requests = t.earlier_requests + (now.logical_requests or 0)
-            t.prompt_tokens, t.completion_tokens = now.prompt_tokens, now.completion_tokens
-            t.tokens = t.earlier_tokens + now.prompt_tokens + now.completion_tokens
+            # A resumed run's ledger starts empty: what earlier sessions paid is added to every figure.
+            t.prompt_tokens = t.earlier_prompt_tokens + now.prompt_tokens
+            t.completion_tokens = t.earlier_completion_tokens + now.completion_tokens
+            t.tokens = t.prompt_tokens + t.completion_tokens
 
     def _count_earlier(self) -> None:
         directory = RunDirectory(self.run_dir)
@@ -314,7 +317,8 @@ class JobRun:
             return
         spent = total(directory.call_log())
         self.tally.earlier_requests = spent.logical_requests or 0
-        self.tally.earlier_tokens = spent.prompt_tokens + spent.completion_tokens
+        self.tally.earlier_prompt_tokens = spent.prompt_tokens
+        self.tally.earlier_completion_tokens = spent.completion_tokens
 
     async def run(self) -> dict[str, Any]:
         """Check the file, then answer every row not yet answered (a resume when the directory holds a run)."""
