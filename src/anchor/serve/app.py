@@ -181,6 +181,11 @@ def create_app(service: Service) -> FastAPI:
         problems = [{"field": "body" if e.get("type") == "json_invalid" else field_path(e.get("loc", ())),
                      "message": _message(e)} for e in exc.errors()]
         first = problems[0] if problems else {"field": None, "message": "invalid request"}
+        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if first["field"] == "body" and not _is_json(media):
+            # FastAPI reads a body it is not told is JSON as bytes: the fault is the Content-Type, not the JSON.
+            return JSONResponse(error_body(415, f"send the body as JSON (Content-Type: application/json), not "
+                                                f"{media[:60] or '(none)'!r}", field="Content-Type"), status_code=415)
         return JSONResponse(error_body(422, f"{first['field'] or 'body'}: {first['message']}", field=first["field"],
                                        errors=problems), status_code=422)
 
@@ -203,6 +208,10 @@ def create_app(service: Service) -> FastAPI:
                            allow_methods=["GET", "POST", "DELETE"], allow_headers=["Authorization", "Content-Type"])
     app.add_middleware(Gatekeeper, service=service)
     return app
+
+
+def _is_json(media: str) -> bool:
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
 def _message(error: dict[str, Any]) -> str:

@@ -45,9 +45,11 @@ def error_body(status: int, message: str, *, field: str | None = None, code: str
 
 def field_path(loc: tuple[Any, ...] | list[Any]) -> str | None:
     """A validation error's location as one field name: ``("body", "cases", 0, "condition")`` is
-    ``cases[0].condition``; where it is in the request (body, query, path) is left out."""
+    ``cases[0].condition``; where it is in the request (body, query, path) is left out, unless the error is
+    about the whole body (``("body",)`` is ``body``)."""
     parts = list(loc)
-    if parts and parts[0] in ("body", "query", "path", "header"):
+    where = parts[0] if parts and parts[0] in ("body", "query", "path", "header") else None
+    if where is not None:
         parts = parts[1:]
     out = ""
     for part in parts:
@@ -57,4 +59,4 @@ def field_path(loc: tuple[Any, ...] | list[Any]) -> str | None:
             continue
         else:
             out += ("." if out else "") + str(part)
-    return out or None
+    return out or ("body" if where == "body" else None)
