@@ -191,6 +191,15 @@ def test_every_bad_request_is_a_4xx_json_error_naming_the_field(live, what, verb
     assert len(response.text) < 10_000  # no echo of a big body
 
 
+def test_a_duplicate_id_in_a_list_points_at_the_case_that_had_it_first(live):
+    service, _ = live
+    cases = [{**CASE, "id": "a"}, {**CASE, "id": "b"}, {**CASE, "id": "a"}]
+    with service.client() as http:
+        error = http.post("/v1/predictions", json={"cases": cases, "method": "vanilla"}).json()["error"]
+    assert error["field"] == "cases[2].id"
+    assert "cases[0]" in error["message"] and "line" not in error["message"], error
+
+
 def test_nothing_was_left_behind_by_refused_jobs(live):
     service, _ = live
     with service.client() as http:

@@ -135,10 +135,16 @@ class OnlineAnswers:
         checker = RowChecker(ResolvedColumns(used={c: c for c in CASE_COLUMNS if c != "label" and c != "p_true"},
                                              ignored=(), header=()), CaseLimits())
         rows = []
+        first: dict[str, int] = {}
         for n, (case, prefix) in enumerate(zip(cases, where, strict=True), 1):
             if case.id is not None and not valid_id(case.id):
                 raise ApiError(422, f"id {case.id[:60]!r} is not a valid id: letters, digits, '.', '_' and '-', "
                                     "at most 128, starting with a letter or digit", field=f"{prefix}id")
+            if case.id is not None:  # checked here: the row checker's message names a file's line
+                if case.id in first:
+                    raise ApiError(422, f"duplicate id {case.id!r} (first as cases[{first[case.id]}])",
+                                   field=f"{prefix}id")
+                first[case.id] = n - 1
             values = case.model_dump()
             values["id"] = case.id or new_id("p")
             row = checker.check(RawRecord(line=n, values=values), n)
