@@ -400,6 +400,11 @@ class FakeOpenAIServer:
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length", "0"))
                 raw = self.rfile.read(length)
+                if len(raw) < length:
+                    # The client went away before its body arrived (killed, or its task cancelled): no request a
+                    # real server would answer, so it is neither counted, recorded nor answered.
+                    self.close_connection = True
+                    return
                 route, _, query = self.path.partition("?")
                 route = route.rstrip("/")
                 with server.lock:

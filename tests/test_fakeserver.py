@@ -66,3 +66,21 @@ def test_servers_started_with_reuse_port_share_one_port_and_together_answer_ever
             assert first.completions + second.completions == 20
     with FakeOpenAIServer() as alone, pytest.raises(OSError):
         FakeOpenAIServer(port=alone._server.server_address[1])  # without it, a second bind is refused
+
+
+def test_a_request_whose_body_never_arrives_is_not_a_request():
+    """A client that goes away after the headers (a kill, a cancelled task) sent no request a real server
+    would answer: the test server neither counts, records nor answers it."""
+    import socket
+    from urllib.parse import urlparse
+
+    with FakeOpenAIServer() as server:
+        url = urlparse(server.base_url)
+        with socket.create_connection((url.hostname, url.port), timeout=10) as sock:
+            sock.sendall(f"POST {url.path}/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         "Content-Length: 500\r\n\r\n".encode())
+            sock.shutdown(socket.SHUT_WR)  # the body never comes
+            assert sock.recv(100) == b""  # closed without an answer
+        _post(server.base_url, "a whole request")
+        assert len(server.requests) == 1 and server.requests[0]["messages"][0]["content"] == "a whole request"
+        assert server.stats()["requests"] == 1
