@@ -1,4 +1,4 @@
-"""``BirdMethod``: BIRD in the shape the evaluation runner drives (prepare a scenario once, then
+"""``BirdMethod``: BIRD in the shape the run engine drives (prepare a scenario once, then
 estimate conditions).
 
     method = BirdMethod(client, BirdConfig(), relaxed=True, load=..., save=...)

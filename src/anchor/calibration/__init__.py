@@ -1,5 +1,5 @@
 """Calibrators of P(O1): fitted on arrays of probabilities and labels, stored as JSON, applied with
-NumPy by ``Anchor`` (``calibrator=``), ``anchor infer``/``explain`` and the evaluation runner.
+NumPy by ``Anchor`` (``calibrator=``), ``anchor infer``/``explain`` and the run engine.
 
 * :mod:`.contract`: the ``Calibrator`` protocol, the shared fitting rules and ``CalibratorFile``;
 * :mod:`.platt`, :mod:`.isotonic`, :mod:`.beta`, :mod:`.temperature`: the four kinds;

@@ -4,7 +4,7 @@ Layout: ``app`` registers the commands; ``options`` defines every option once; `
 errors, progress and JSON; ``render`` draws results for people; ``build``, ``evaluate``,
 ``cost``, ``analyze``, ``reproduce``, ``audit`` and ``backend`` hold the commands.
 
-A command imports the machinery it drives (the pipeline, the evaluation runner and report, the
+A command imports the machinery it drives (the pipeline, the run engine, the report, the
 analyses, the audit pages) inside its function: each pulls in 5 to 45 more modules (15-150 ms of
 CPU), which ``anchor --help`` and every other command would otherwise pay on start-up. Everything
 else is imported at the top.

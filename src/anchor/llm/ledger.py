@@ -12,7 +12,7 @@ requests as against one that fails none, and more attempts (``CallRecord.ends_re
 Scopes (``with ledger.scope("label") as records``) collect the records made inside a block,
 including from tasks it starts, so a caller can attribute cost to one condition while others run
 concurrently; the innermost scope's label is stamped on each record. Subscribers
-(``ledger.subscribe(fn)``) see every record as it is made: the evaluation runner writes them to a
+(``ledger.subscribe(fn)``) see every record as it is made: the run engine writes them to a
 durable log and shows retries in its progress line. A ledger whose records reach such a log need not
 keep them too (``CostLedger(keep=False)``: a run of a million requests would hold them all).
 
@@ -206,7 +206,7 @@ class CostLedger:
 
 def detached_context() -> contextvars.Context:
     """A context with no ledger scope active: work run in it is charged to no caller's scope
-    (the evaluation runner builds shared artefacts this way, so their cost is counted once)."""
+    (the run engine builds shared artefacts this way, so their cost is counted once)."""
     ctx = contextvars.copy_context()
     ctx.run(_active_scopes.set, ())
     return ctx

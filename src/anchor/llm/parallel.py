@@ -33,7 +33,7 @@ S, however many wait in its queue, while a batching server serves more the more 
 semaphore it replaces), and reads the limit afresh whenever a slot frees up. A freed slot goes to the
 waiting request with the lowest *priority* (:func:`priority`, a context variable, so that every
 request of a piece of work, and of the tasks it starts, carries it), the earliest among equals; a
-new request never takes a slot ahead of one already waiting. The evaluation runner numbers scenarios
+new request never takes a slot ahead of one already waiting. The run engine numbers scenarios
 in the order they start, so the requests of an earlier scenario go first and it finishes close to
 its own critical path instead of sharing the server with every later scenario in flight; work
 without a priority (0) is served in arrival order.

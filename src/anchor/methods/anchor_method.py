@@ -1,4 +1,4 @@
-"""ANCHOR in the evaluation runner: a factor space per scenario (per run, or shared by the runs),
+"""ANCHOR in the run engine: a factor space per scenario (per run, or shared by the runs),
 then mapping and inference for each condition.
 
 The pipeline is imported when a run builds the method, not with this module: the registry imports

@@ -1,4 +1,4 @@
-"""BIRD in the evaluation runner, ``bird`` (strict mapping) and ``bird-relaxed``: ``BirdEvalMethod``.
+"""BIRD in the run engine, ``bird`` (strict mapping) and ``bird-relaxed``: ``BirdEvalMethod``.
 
 Each is a :class:`~anchor.methods.contract.Method` built by its ``MethodSpec`` (see
 :mod:`anchor.methods.bird`): one ``BirdModel`` per scenario (abduction, labels, 128

@@ -1,4 +1,4 @@
-"""``bird-on-anchor`` in the evaluation runner: BIRD-double-dagger's CPT on ANCHOR's factor space
+"""``bird-on-anchor`` in the run engine: BIRD-double-dagger's CPT on ANCHOR's factor space
 (the paper's Table 4), at one ``--stage``.
 
 ``factors``: BIRD's mapping (relaxed) over ANCHOR's factor space, BIRD's CPT trained on it by the

@@ -1,4 +1,4 @@
-"""The shape every method the evaluation runner drives fills in, and how it is described.
+"""The shape every method the run engine drives fills in, and how it is described.
 
 A method is built once per run (``MethodSpec.factory(context)``) and then asked, for each instance,
 to ``prepare`` the instance's scenario (build or load what it keeps per scenario: ANCHOR's factor

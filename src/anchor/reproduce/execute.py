@@ -1,4 +1,4 @@
-"""Running a plan: every planned run through the evaluation runner, every analysis through the
+"""Running a plan: every planned run through the run engine, every analysis through the
 analysis runner, in this process, with one progress view, resumable, under an optional budget.
 
 Two passes over the runs. The **pilot** evaluates the first scenario of every run (all of its
@@ -10,7 +10,7 @@ checks each run against them, and the progress view gives the time left from the
 
 A run is finished when its ``metrics.json`` covers every instance of the slice in every run
 (and, unless failed predictions are kept, none failed): it is never run again. A killed
-reproduction resumes with the same command: each run where it stopped (see the evaluation runner),
+reproduction resumes with the same command: each run where it stopped (see the run engine),
 the finished ones skipped. A run that stops with an error is reported and the others go on; the
 runs that reuse its spaces wait for the next attempt.
 """
