@@ -8,6 +8,7 @@ Only for tests: nothing here produces results.
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,14 @@ from typing import Any
 from anchor.llm.scripted import ScriptedRequest
 from anchor.runs.records import MetricsReport, Prediction
 from tests.fakeserver import FakeOpenAIServer
+
+
+def like_a_terminal() -> None:
+    """``preexec_fn`` for a command that a test stops with Ctrl-C (SIGINT): SIGINT's default handling, as
+    in a terminal. A suite started in the background by a non-interactive shell (``make test &``,
+    ``nohup``) has SIGINT ignored, every process it starts inherits that, and Python then leaves it
+    ignored: the test's Ctrl-C would never arrive, and the command would wait for held requests forever."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def eval_args(server: FakeOpenAIServer, cache: Path, out: Path, *extra: str) -> list[str]:

@@ -23,6 +23,7 @@ from anchor.runs.rundir import RunDirectory
 from tests.evaluation.test_ray_local_kill import descendants, running
 from tests.fakeserver import FakeOpenAIServer
 from tests.predict.test_predict import COLUMNS, vanilla, write_csv
+from tests.run_helpers import like_a_terminal
 
 pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 REPO = Path(__file__).resolve().parents[2]
@@ -86,7 +87,7 @@ def test_a_run_interrupted_while_its_helpers_negotiate_the_format_counts_what_th
         proc = subprocess.Popen([*PREDICT, str(cases), *COLUMNS, "--method", "vanilla", "--base-url",
                                  server.base_url, "--cache-dir", str(tmp_path / "cache"), "--out", str(out),
                                  "--workers", "2"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=like_a_terminal)
         wait_for(lambda: server.held == 2, proc)  # one request a helper: the others wait for its verdict
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=DEADLINE_SECONDS)

@@ -28,6 +28,7 @@ from anchor.llm.scripted import ScriptedRequest
 from anchor.runs.records import MetricsReport, Prediction
 from tests.fakeserver import FakeOpenAIServer, random_from_schema
 from tests.helpers import ScriptedLLM
+from tests.run_helpers import like_a_terminal
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[2]
@@ -200,7 +201,8 @@ def _start(server: FakeOpenAIServer, out: Path, args: list[str], *, wanted: int)
            server.base_url, "--out", str(out), *args]
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANCHOR_")}
     server.hold(server.completions + wanted)
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=like_a_terminal)  # stopped with Ctrl-C below
     deadline = time.time() + 240  # only so that a broken run cannot hang the suite
     while time.time() < deadline and proc.poll() is None and not (
             server.held and sum(1 for r in ledgers(out) if r.outcome not in ("sent", "cache_hit")) >= wanted):
