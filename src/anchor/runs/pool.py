@@ -19,7 +19,7 @@ with the instance that built them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -51,6 +51,14 @@ class Tally:
     def add(self, other: Tally) -> Tally:
         return Tally(self.requests + other.requests, self.cache_hits + other.cache_hits, self.tokens + other.tokens,
                      self.built + other.built, self.retry or other.retry)
+
+    @staticmethod
+    def total(tallies: Iterable[Tally]) -> Tally:
+        """The sum of several workers' tallies (the first retry message that is set)."""
+        out = Tally()
+        for tally in tallies:
+            out = out.add(tally)
+        return out
 
 
 class LedgerTally:

@@ -139,10 +139,7 @@ class ProcessPool:
     # ------------------------------------------------------------------ the rest
 
     def tally(self) -> Tally:
-        total = Tally()
-        for tally in self._tallies:
-            total = total.add(tally)
-        return total
+        return Tally.total(self._tallies)
 
     def stores(self) -> dict[str, ArtefactStore[Any]]:
         return self._stores

@@ -268,10 +268,7 @@ class RayPool:
                 return  # lost again (or for good): the resend says which, and counts it
 
     def tally(self) -> Tally:
-        total = Tally()
-        for tally in self._tallies:
-            total = total.add(tally)
-        return total
+        return Tally.total(self._tallies)
 
     def stores(self) -> dict[str, ArtefactStore[Any]]:
         return self._stores
