@@ -22,7 +22,7 @@ from anchor.llm.openai_backend import OpenAICompatibleBackend
 from anchor.runs.rundir import RunDirectory
 from tests.evaluation.test_ray_local_kill import descendants, running
 from tests.fakeserver import FakeOpenAIServer
-from tests.predict.test_predict import COLUMNS, vanilla, write_csv
+from tests.predict.test_predict import COLUMNS, learn_the_format, vanilla, write_csv
 from tests.run_helpers import like_a_terminal
 
 pytestmark = pytest.mark.usefixtures("clean_anchor_env")
@@ -111,19 +111,21 @@ def test_a_killed_runner_s_helpers_requests_are_counted_before_and_after_the_res
            str(tmp_path / "cache"), "--out", str(out), "--workers", "2"]
     with FakeOpenAIServer(responder=vanilla) as server:
         cmd[cmd.index("URL")] = server.base_url
-        server.hold(5)  # five answered, the others held
+        learn_the_format(cmd[:4], cmd[5:-4], tmp_path, cwd=REPO)  # or one helper's first request may be held
+        before = server.completions
+        server.hold(before + 5)  # five answered, the others held
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for(lambda: server.completions == 12 and server.held == 7, proc)
+        wait_for(lambda: server.completions == before + 12 and server.held == 7, proc)
         helpers = descendants(proc.pid)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         wait_for(lambda: not any(running(p) for p in helpers))  # they end when their input does
         server.release()
-        at_kill = server.completions
+        at_kill = server.completions - before
         assert requests_recorded(out) == at_kill == 12
         resumed = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=DEADLINE_SECONDS)
         assert resumed.returncode == 0, resumed.stderr[-2000:]
-        seen = server.completions
+        seen = server.completions - before
     assert requests_recorded(out) == seen
     assert total(RunDirectory(out).call_log()).interrupted == 7 and seen == 12 + 7
     assert lines_once(out / "calls.jsonl") and not (out / ".workers").exists()

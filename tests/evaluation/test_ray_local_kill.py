@@ -27,7 +27,7 @@ from anchor.runs.rundir.shards import ShardWriter
 from anchor.types import Scenario, scenario_key
 from tests.evaluation.test_workers import read_jsonl
 from tests.fakeserver import FakeOpenAIServer
-from tests.predict.test_predict import COLUMNS, SCENARIOS, vanilla, write_csv
+from tests.predict.test_predict import COLUMNS, SCENARIOS, learn_the_format, vanilla, write_csv
 
 pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 REPO = Path(__file__).resolve().parents[2]
@@ -89,13 +89,7 @@ class KilledRunner:
         # Ray's own session folders stay where they are (socket paths have a length limit).
         self.env = {**os.environ, "TMPDIR": str(private_tmp), "RAY_TMPDIR": tempfile.gettempdir(),
                     "HF_HUB_OFFLINE": "1"}
-        # A first run (without Ray) learns which output format the server accepts: while a client learns
-        # it, its other requests wait for the first one.
-        warm = tmp_path / "warm.csv"
-        warm.write_text("Key,Situation,A,B,Evidence,Truth\nw,A first scenario asked only here.,Mia cycles.,"
-                        "Mia takes the bus.,condition 0-0,1\n", encoding="utf-8")
-        subprocess.run([*predict, str(warm), *common, "--out", str(tmp_path / "warm")], cwd=REPO, env=self.env,
-                       check=True, capture_output=True, timeout=DEADLINE_SECONDS)
+        learn_the_format(predict, common, tmp_path, cwd=REPO, env=self.env)  # (a first run, without Ray)
 
     def start_held(self, server: FakeOpenAIServer) -> subprocess.Popen[bytes]:
         """Start the runner with every request held at the server, and return once both actors wait on

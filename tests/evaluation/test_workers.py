@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from anchor.cli import app
 from tests.fakeserver import FakeOpenAIServer
-from tests.predict.test_predict import COLUMNS, SCENARIOS, vanilla, write_csv
+from tests.predict.test_predict import COLUMNS, SCENARIOS, learn_the_format, vanilla, write_csv
 
 pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 runner = CliRunner()
@@ -271,14 +271,7 @@ def test_a_killed_runner_with_helper_processes_resumes_and_asks_again_only_what_
         cmd = [sys.executable, "-c", "from anchor.cli import main; main()", "predict", str(cases), *COLUMNS,
                "--method", "vanilla", "--base-url", server.base_url, "--cache-dir", str(tmp_path / "cache"),
                "--out", str(out), "--workers", "2"]
-        # A first run learns which output format the server accepts (remembered in the cache folder):
-        # while a process learns it, its other requests wait for the first one, so a first request held
-        # at the server would keep them from the server, announced as sent but not sent.
-        warm = tmp_path / "warm.csv"
-        warm.write_text("Key,Situation,A,B,Evidence,Truth\nw,A first scenario asked only here.,Mia cycles.,"
-                        "Mia takes the bus.,condition 0-0,1\n", encoding="utf-8")
-        subprocess.run([*cmd[:4], str(warm), *cmd[5:-4], "--out", str(tmp_path / "warm")], cwd=repo,
-                       check=True, capture_output=True, timeout=300)
+        learn_the_format(cmd[:4], cmd[5:-4], tmp_path, cwd=repo)
         before = server.completions
         server.hold(before + 5)  # 5 rows answered, the others held in flight
         proc = subprocess.Popen(cmd, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

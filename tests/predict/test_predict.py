@@ -56,6 +56,24 @@ COLUMNS = ["--column", "id=Key", "--column", "scenario=Situation", "--column", "
            "outcome2=B", "--column", "condition=Evidence", "--column", "label=Truth"]
 
 
+def learn_the_format(predict: list[str], common: list[str], folder: Path, *, cwd: Path,
+                     env: dict[str, str] | None = None) -> None:
+    """Run ``predict`` (the command up to its table) on one case asked nowhere else, with ``common`` (the
+    server and the cache folder), so that the server's output format is remembered in that cache folder.
+
+    Until a process knows the format, its first request finds it out and its other requests wait for that
+    one's verdict. A test that holds requests at the server from some count on would then hold, depending
+    on which process's requests arrive first, a helper's first request and all its others with it: the
+    point the test waits for comes only when that request times out."""
+    import subprocess
+
+    warm = folder / "warm.csv"
+    warm.write_text("Key,Situation,A,B,Evidence,Truth\nw,A first scenario asked only here.,Mia cycles.,"
+                    "Mia takes the bus.,condition 0-0,1\n", encoding="utf-8")
+    subprocess.run([*predict, str(warm), *common, "--out", str(folder / "warm")], cwd=cwd, env=env, check=True,
+                   capture_output=True, timeout=300)
+
+
 def predict(server: FakeOpenAIServer, tmp_path: Path, cases: Path, out: Path, *extra: str):
     args = ["predict", str(cases), "--base-url", server.base_url, "--cache-dir", str(tmp_path / "cache"),
             "--out", str(out), "--json", *extra]
