@@ -76,21 +76,34 @@ def rss_mb(pid: int) -> float:
 
 
 class Service:
+    #: Every service started and not stopped yet: stopped on the way out, whatever ended the benchmark.
+    running: list[Service] = []
+
     def __init__(self, args: list[str], log: Path) -> None:
         self.log = log.open("w")
         self.proc = subprocess.Popen([sys.executable, "-c", ENTRY, "serve", "--port", "0", *args],
                                      stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=REPO,
                                      env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        Service.running.append(self)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         found = re.search(r"listening at (\S+)", line)
         if not found:
+            self.stop()
             raise SystemExit(f"anchor serve did not start: {line!r}; see {log}")
         self.url = found.group(1).rstrip(" (")
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(120)
+        """SIGTERM, as a supervisor stops it; killed if it has not ended two minutes later."""
+        if self in Service.running:
+            Service.running.remove(self)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(120)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
         self.log.close()
 
 
@@ -201,13 +214,21 @@ def main() -> None:
     parser.add_argument("--per-client", type=int, default=10)
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--concurrency", type=int, default=512, help="the service's LLM budget")
-    parser.add_argument("--job-rows", type=int, default=2000)
+    parser.add_argument("--job-rows", type=int, default=2000, help="rows of the job beside the online stream "
+                        "(0: no job check)")
     parser.add_argument("--job-concurrency", type=int, default=64, help="the LLM budget of the job check")
-    parser.add_argument("--stream", type=int, default=30)
+    parser.add_argument("--stream", type=int, default=30, help="online predictions idle and beside the job "
+                        "(0: no job check)")
     parser.add_argument("--skip-infer", action="store_true", help="do not compare with anchor infer")
     parser.add_argument("--keep", type=Path, default=None, help="keep the working folder here")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    for flag in ("clients", "per_client", "concurrency", "job_concurrency"):
+        if getattr(args, flag) < 1:
+            parser.error(f"--{flag.replace('_', '-')} must be at least 1")
+    for flag in ("runs", "job_rows", "stream"):
+        if getattr(args, flag) < 0:
+            parser.error(f"--{flag.replace('_', '-')} must be 0 or more")
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-serve-"))
     work.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -258,12 +279,17 @@ def main() -> None:
                 first = results
         report["runs"] = runs
         # 3. The same answers as anchor infer.
-        if not args.skip_infer:
+        if args.skip_infer or not runs:
+            print("anchor infer: not compared (" + ("--skip-infer" if args.skip_infer else "--runs 0") + ")")
+        else:
             report["same_as_infer"] = same_as_infer(server, store, first, work)
             print(f"anchor infer: {json.dumps(report['same_as_infer'])}", flush=True)
         service.stop()
 
         # 4. Online beside a job.
+        if not args.job_rows or not args.stream:
+            print(f"beside a job: not checked ({'--job-rows 0' if not args.job_rows else '--stream 0'})")
+            return
         service = Service([*base, "--no-cache", "--concurrency", str(args.job_concurrency)], work / "job.log")
         asyncio.run(load(service.url, 3, 1, "warm2"))
         idle = asyncio.run(stream(service.url, args.stream, "idle"))
@@ -295,10 +321,12 @@ def main() -> None:
             report["beside_a_job"]["p99_ratio"] = round(percentile(during, 0.99) / percentile(idle_s, 0.99), 2)
         print(f"beside a job: {json.dumps(report['beside_a_job'])}", flush=True)
     finally:
+        for service in list(Service.running):
+            service.stop()
         fake.terminate()
         fake.wait(30)
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2))
+        if args.json:  # what was measured, also when a later step failed
+            args.json.write_text(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":
