@@ -15,7 +15,7 @@ their embedding and clustering processes). The servers (``tests/fakeserver.py --
 their counts when stopped; requests/s is their requests over the span from the first arrival to the
 last answer. The run directory's ledger (requests answered or cut off, as ``anchor cost`` counts them)
 must equal the servers' count, and each run's predictions must equal those of the first count given.
-A second run of ``--start-rows`` rows at each count gives what a run costs whatever its length (the
+A second run of ``--start-rows`` rows (with ``--eval``, instances: an eighth of its limit by default) at each count gives what a run costs whatever its length (the
 start-up, the helpers' start, the end): the CPU beyond it, over the requests beyond its own, is the CPU a
 request while they flow (``*_ms_per_request_beyond_start``). Linux only (``/proc``). Results: one JSON object per run, printed and written to ``--out``.
 """
@@ -168,10 +168,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=16000)
     parser.add_argument("--groups", type=int, default=160, help="scenario groups the rows are dealt into")
-    parser.add_argument("--start-rows", type=int, default=100,
-                        help="rows of a second, short run at each count, whose CPU is what a run costs whatever "
-                             "its length (start-up, the end): subtracted to give the CPU a request while they "
-                             "flow; 0: no such run")
+    parser.add_argument("--start-rows", type=int, default=None,
+                        help="rows (with --eval: instances) of a second, short run at each count, whose CPU is "
+                             "what a run costs whatever its length (start-up, the helpers' start, the end): "
+                             "subtracted to give the CPU a request while they flow; 0: no such run (default: 100 "
+                             "rows, or an eighth of --eval's limit)")
     parser.add_argument("--method", default="vanilla")
     parser.add_argument("--eval", metavar="DATASET:METHOD:LIMIT", default=None,
                         help="time `anchor eval` instead of `anchor predict` (e.g. today:anchor:80)")
@@ -188,13 +189,19 @@ def main() -> None:
     parser.add_argument("--src", type=Path, default=None, help="run the anchor whose package is in this folder")
     parser.add_argument("--out", "--json", type=Path, default=REPO / "benchmarks" / "results" / "workers.json")
     args = parser.parse_args()
+    if args.start_rows is not None and args.start_rows < 0:
+        parser.error("--start-rows must be 0 or more")
     cores = os.cpu_count() or 1
     counts = [int(w) for w in args.workers.split(",")] if args.workers else \
         [w for w in (1, 2, 4, 8, 16, 32, 64) if w <= cores] or [1]
     folder = Path(tempfile.mkdtemp(prefix="anchor-bench-workers-"))
     try:
         if args.eval:
-            dataset, method, limit = args.eval.split(":")
+            try:
+                dataset, method, limit = args.eval.split(":")
+                whole = int(limit)
+            except ValueError:
+                parser.error(f"--eval must be DATASET:METHOD:LIMIT with a whole-number limit, got {args.eval!r}")
             task = ["eval", "--dataset", dataset, "--method", method, "--limit", limit]
         else:
             cases = folder / "cases.csv"
@@ -204,22 +211,34 @@ def main() -> None:
             task += ["--sizes", args.sizes]
         results = []
         first: list[dict[str, Any]] | None = None
-        small = None
-        if not args.eval and args.start_rows:
-            small = folder / "small.csv"
-            write_cases(small, args.start_rows, min(args.groups, args.start_rows))
+        start_task: list[str] | None = None
+        if args.eval:
+            # The same evaluation on fewer instances (and so fewer scenarios' spaces): it pays the start-up
+            # of the runner and of every helper stack (imports, MiniLM, UMAP's kernels) all the same.
+            few = max(1, whole // 8) if args.start_rows is None else args.start_rows
+            if 0 < few < whole:
+                start_task = list(task)
+                start_task[task.index("--limit") + 1] = str(few)
+        else:
+            few = 100 if args.start_rows is None else args.start_rows
+            if few:
+                small = folder / "small.csv"
+                write_cases(small, few, min(args.groups, few))
+                start_task = ["predict", str(small), *task[2:]]
         for workers in counts:
             result = one_run(args, workers, folder, task)
             predictions = timeless(Path(result.pop("_run")))
             first = first if first is not None else predictions
             result["same_predictions_as_first"] = predictions == first
-            if small is not None:
+            if start_task is not None:
                 # What a run costs the runner whatever its length (start-up, the helpers' start, the end),
                 # from a run of a few rows: what remains is the runner's CPU while requests flow.
-                start = one_run(args, workers, folder, ["predict", str(small), *task[2:]])
+                start = one_run(args, workers, folder, start_task)
                 start.pop("_run")
                 extra = result["requests"] - start["requests"]
+                result["start_requests"] = start["requests"]
                 result["start_runner_cpu_s"] = start["runner_cpu_s"]
+                result["start_workers_cpu_s"] = start["workers_cpu_s"]
                 result["runner_ms_per_request_beyond_start"] = round(
                     1000 * (result["runner_cpu_s"] - start["runner_cpu_s"]) / extra, 3) if extra > 0 else None
                 result["workers_ms_per_request_beyond_start"] = round(
