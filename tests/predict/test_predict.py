@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import subprocess
 import warnings
 from pathlib import Path
 
@@ -65,8 +66,6 @@ def learn_the_format(predict: list[str], common: list[str], folder: Path, *, cwd
     one's verdict. A test that holds requests at the server from some count on would then hold, depending
     on which process's requests arrive first, a helper's first request and all its others with it: the
     point the test waits for comes only when that request times out."""
-    import subprocess
-
     warm = folder / "warm.csv"
     warm.write_text("Key,Situation,A,B,Evidence,Truth\nw,A first scenario asked only here.,Mia cycles.,"
                     "Mia takes the bus.,condition 0-0,1\n", encoding="utf-8")
