@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from anchor.cases import CaseStream
 from anchor.cli import app
+from anchor.predict.config import CasesInput
 from tests.fakeserver import FakeOpenAIServer
 from tests.predict.test_predict import COLUMNS, SCENARIOS, learn_the_format, vanilla, write_csv
 
@@ -57,9 +59,21 @@ def test_an_anchor_eval_in_two_processes_equals_one_in_one(tmp_path):
     assert one[2]["llm_calls"] > 0
 
 
-def test_a_predict_run_in_two_processes_equals_one_in_one(tmp_path):
+def test_a_predict_run_in_two_processes_equals_one_in_one(tmp_path, monkeypatch):
+    """The same run directory, and with helpers the runner does not read the rows to answer them: each
+    helper reads its own share of the file (the runner's only pass over it is the check)."""
     cases = tmp_path / "cases.csv"
     write_csv(cases)
+    with open(cases, "a", encoding="utf-8", newline="") as fh:
+        fh.write("case-bad,A situation.,It happens.,It does not.,,1\r\n")  # no condition: rejected
+    opened: list[str] = []
+    open_cases = CasesInput.open
+
+    def noted_open(self: CasesInput, **kw: bool) -> CaseStream:
+        opened.append(workers)
+        return open_cases(self, **kw)
+
+    monkeypatch.setattr(CasesInput, "open", noted_open)
     with FakeOpenAIServer(responder=vanilla) as server:
         for workers in ("1", "2"):
             run_cli("predict", str(cases), *COLUMNS, "--method", "vanilla", "--base-url", server.base_url,
@@ -68,6 +82,10 @@ def test_a_predict_run_in_two_processes_equals_one_in_one(tmp_path):
         assert server.completions == 24
     assert outcome(tmp_path / "w1") == outcome(tmp_path / "w2")
     assert (tmp_path / "w2" / "predictions.jsonl").read_text().count("\n") == 12
+    for name in ("instances.jsonl", "rejected.jsonl"):
+        assert (tmp_path / "w1" / name).read_bytes() == (tmp_path / "w2" / name).read_bytes(), name
+    assert json.loads((tmp_path / "w2" / "metrics.json").read_text())["data"]["skipped"] == 1
+    assert opened == ["1"]
 
 
 @pytest.fixture(scope="module")

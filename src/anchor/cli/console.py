@@ -137,7 +137,10 @@ class RichReporter:
             TextColumn("{task.description}", table_column=Column(no_wrap=True, max_width=22, overflow="ellipsis")),
             BarColumn(bar_width=12 if remaining else 20), MofNCompleteColumn(), *times,
             TextColumn("{task.fields[note]}", table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis")),
-            console=console or err, disable=not enabled, transient=False, expand=True)
+            console=console or err, disable=not enabled, transient=False, expand=True,
+            # Redrawn ten times a second on a terminal. Elsewhere (a log file, a pipe) nothing is drawn
+            # until the end, and rendering the bars for nobody cost a long run's runner a tenth of its CPU.
+            auto_refresh=(console or err).is_terminal)
         self.tasks: dict[str, Any] = {}
 
     def __call__(self, event: ProgressEvent) -> None:

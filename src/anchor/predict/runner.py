@@ -5,13 +5,16 @@ A predict run is a run of kind ``cases`` (same run directory, same methods, same
 accounting as ``anchor eval``) that differs in how it meets its instances:
 
 * The file is read twice, one row at a time: once to check it (counts, groups, bad rows: nothing is
-  asked of the LLM before the file is known to be usable), once to answer it. The session takes a row
-  only when a slot is free, so memory does not grow with the file.
+  asked of the LLM before the file is known to be usable), once to answer it. A row is taken only when
+  a slot is free, so memory does not grow with the file. With helper processes each helper reads the
+  file for the second pass itself and answers the rows of its own scenario groups
+  (:mod:`anchor.predict.shares`): no row passes through the runner, whose own work then hardly grows
+  with the rows while they are answered.
 * Rows are answered in any order, and ``predictions.jsonl`` grows in that order; when the run ends
   it is rewritten in input order (:meth:`~anchor.runs.rundir.RunDirectory.order_predictions`).
 * Each bad row is written to ``rejected.jsonl`` with its line and reason; ``--strict`` stops before
-  any request at the first one. Each row scored is written to ``instances.jsonl`` as it is read (the
-  file is put in place when the pass ends), so the run's readers need not find the cases file again.
+  any request at the first one. Each row scored is written to ``instances.jsonl`` (in the file's
+  order, put in place when the pass ends), so the run's readers need not find the cases file again.
 * Per-scenario artefacts (factor spaces, BIRD models) are named by their content and can live in a
   store shared with other runs (``RunConfig.spaces_from``): a run publishes what it builds there.
 """
@@ -19,12 +22,12 @@ accounting as ``anchor eval``) that differs in how it meets its instances:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from anchor.calibration.registry import FileCalibrator
-from anchor.cases import BadCaseRow, CaseCheck, CaseRow, CasesError, RejectedRow, check_cases
+from anchor.cases import BadCaseRow, CaseCheck, CaseRow, CasesError, check_cases
 from anchor.config import AnchorConfig
 from anchor.evaluation.cost import attribution
 from anchor.evaluation.scoring import RunScorer
@@ -32,16 +35,15 @@ from anchor.llm.ledger import CallRecord
 from anchor.llm.settings import BackendFactory, LLMSettings
 from anchor.predict.config import CASES_THRESHOLD, CasesInput
 from anchor.predict.export import TableFormat, write_table
+from anchor.predict.shares import CaseShares
 from anchor.progress import Reporter, silent
-from anchor.runs.instances import DecisionInstance
 from anchor.runs.pool import Tally
 from anchor.runs.progress import RunProgress
 from anchor.runs.records import MetricsReport, RunConfig
 from anchor.runs.rundir import RunDirectory, Skipped
 from anchor.runs.rundir.names import REJECTED
 from anchor.runs.session import RunSession
-from anchor.runs.worker import DecisionRule, Work, WorkerSetup
-from anchor.types import Scenario
+from anchor.runs.worker import DecisionRule, WorkerSetup
 
 
 class PredictRunner:
@@ -81,12 +83,10 @@ class PredictRunner:
         """What the check pass found (set by :meth:`check_input`)."""
         self.rejected = 0
         self.table_path: Path | None = None
-        self._scenarios: dict[str, Scenario] = {}
-        """Each group's scenario, by the group's key, in the order the groups first come."""
         self._groups: list[str] = []
-        self._places: dict[str, int] = {}
+        """Each group's key, in the order the groups first come."""
         self._group_of: dict[str, int] = {}
-        """The group of every row the run scores, by its id (the group's place in ``_scenarios``): to say
+        """The group of every row the run scores, by its id (the group's place in ``_groups``): to say
         which scenario each request served (the critical paths). The one thing held per row."""
 
     @property
@@ -143,63 +143,29 @@ class PredictRunner:
             return report
 
     async def _answer_rows(self) -> None:
-        """The pass that answers the rows (what it holds per row, the statuses of an earlier start and the
-        reader's ids, is let go when it ends, before the run is scored)."""
+        """The pass that answers the rows: read by each worker for itself, its own share of the groups
+        (:class:`~anchor.predict.shares.CaseShares`); then instances.jsonl and rejected.jsonl put in place.
+        (What it holds per row, the statuses of an earlier start, is let go before the run is scored.)"""
         session, d = self.session, self.session.directory
         assert self.summary is not None
         status = d.prediction_statuses()
         again = self.retry_failed
         session.progress.expect(self.total, done=sum(1 for s in status.values() if s != "failed" or not again))
+        del status
+        shares = CaseShares(self.cases, self.out_dir, self.config.dataset, strict=self.strict,
+                            limit=self.config.limit, retry_failed=self.retry_failed)
+        shares.clear()
         async with session.started(self.worker_setup(), groups=self.summary.groups):
-            with d.rejected_rows() as rejected, d.instances_log() as kept, \
-                    self.cases.open(strict=self.strict) as stream:
-                async for _ in session.answer(self._work(stream, status, rejected, kept)):
-                    pass
+            async for _ in session.answer_source(shares):
+                pass
+        collected = shares.collect(d)
+        self._groups, self._group_of, self.rejected = collected.groups, collected.group_of, collected.rejected
 
     def worker_setup(self) -> WorkerSetup:
         """What a worker needs to answer this run's rows (every condition of each group for a method that
         learns from them all first)."""
         conditions = self._conditions_by_group() if self.spec.trains_on_conditions else None
         return self.session.worker_setup(conditions, DecisionRule(CASES_THRESHOLD))
-
-    def _work(self, stream: Iterable[CaseRow | RejectedRow], status: dict[str, str], rejected: IO[str],
-              kept: IO[str]) -> Iterator[Work]:
-        """One pass over the file: bad rows to rejected.jsonl, every row scored to instances.jsonl, and the
-        work of each row not answered yet (read only as the session has a slot for it)."""
-        taken = 0
-        for item in stream:
-            if isinstance(item, RejectedRow):
-                rejected.write(item.model_dump_json() + "\n")
-                self.rejected += 1
-                continue
-            if self.config.limit is not None and taken >= self.config.limit:
-                break
-            taken += 1
-            self._remember(item)
-            instance = self._instance(item)
-            text = instance.model_dump_json()
-            kept.write(text + "\n")
-            was = status.get(item.id)
-            if was is not None and (was != "failed" or not self.retry_failed):
-                continue
-            stamp: dict[str, Any] = {"line": item.line}
-            if item.p_true is not None:
-                stamp["p_true"] = item.p_true
-            yield Work(0, instance, item.group, stamp=stamp, text=text)
-
-    def _remember(self, row: CaseRow) -> None:
-        place = self._places.get(row.group)
-        if place is None:
-            place = self._places[row.group] = len(self._groups)
-            self._groups.append(row.group)
-            self._scenarios[row.group] = row.to_scenario()
-        self._group_of[row.id] = place
-
-    def _instance(self, row: CaseRow) -> DecisionInstance:
-        # Made without checking again what the row's check passed (its id and condition, cleaned).
-        return DecisionInstance.model_construct(id=row.id, dataset=self.config.dataset,
-                                                scenario=self._scenarios[row.group], condition=row.condition,
-                                                label=row.label)
 
     def _conditions_by_group(self) -> dict[str, list[str]]:
         """Every condition of every group, for a method that learns from them all before answering any."""

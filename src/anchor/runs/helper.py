@@ -1,8 +1,9 @@
 """A helper process of ``--workers N`` (``python -m anchor.runs.helper``; the runner's side is
 :mod:`anchor.runs.processes`).
 
-It reads its :class:`~anchor.runs.worker.WorkerSetup` first, then batches of work, and answers many
-instances at once in its event loop. It writes everything it makes into its own shard of the run
+It reads its :class:`~anchor.runs.worker.WorkerSetup` first, then batches of work, or a source of
+work to read its own share of (:class:`~anchor.runs.worker.WorkSource`: a predict run's cases file,
+which then never passes through the runner), and answers many instances at once in its event loop. It writes everything it makes into its own shard of the run
 directory (:class:`~anchor.runs.rundir.shards.ShardWriter`): the record of each request before the
 request leaves, and each prediction with its traces before saying it is done. What it sends back is
 the status of each finished answer, a few milliseconds' worth at a time, with its running tally. When
@@ -14,13 +15,15 @@ from __future__ import annotations
 import asyncio
 import pickle
 import threading
+from collections.abc import Awaitable
 from typing import IO, Any
 
 from anchor.compute.workerproc import child_streams, read_frame, write_frame
+from anchor.runs.answering import answered
 from anchor.runs.pool import LedgerTally
 from anchor.runs.rundir.names import CALLS
 from anchor.runs.rundir.shards import ShardWriter
-from anchor.runs.worker import Answered, InstanceWorker, Work, WorkerSetup
+from anchor.runs.worker import Answered, InstanceWorker, Work, WorkerSetup, WorkSource
 
 #: How long finished answers wait to go back together.
 FLUSH_SECONDS = 0.005
@@ -34,13 +37,13 @@ class _Outbox:
         self.out = out
         self.loop = loop
         self.tally = tally
-        self.answers: list[tuple[int, Answered]] = []
+        self.answers: list[tuple[int | None, Answered]] = []
         self.timer: asyncio.TimerHandle | None = None
 
     def send(self, message: tuple[Any, ...]) -> None:
         write_frame(self.out, pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
 
-    def done(self, item: int, answered: Answered) -> None:
+    def done(self, item: int | None, answered: Answered) -> None:
         self.answers.append((item, answered))
         if self.timer is None:
             self.timer = self.loop.call_later(FLUSH_SECONDS, self.flush)
@@ -86,10 +89,35 @@ async def serve(inp: IO[bytes], out: IO[bytes], setup: WorkerSetup, shard_name: 
             outbox.flush()
             outbox.send(("error", item, f"{type(exc).__name__}: {exc}"))
 
+    async def share(source: WorkSource, index: int, shares: int, slots: int, base_rank: int) -> None:
+        ranks: dict[tuple[int, str], int] = {}
+
+        def record(work: Work) -> Awaitable[Answered]:
+            # Scenarios ranked in the order this helper starts them, as the session ranks its own.
+            rank = base_rank + ranks.setdefault((work.run, work.group), len(ranks))
+            return worker.record(work, shard, rank)
+
+        try:
+            with source.share(index, shares) as work:
+                async for _, result in answered(work, record, slots=slots):
+                    outbox.done(None, result)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - reported to the runner, which stops the run
+            outbox.flush()
+            outbox.send(("error", None, f"{type(exc).__name__}: {exc}"))
+            return
+        outbox.flush()
+        outbox.send(("share-end",))
+
     try:
         while (message := await inbox.get()) is not None:
-            for item, wire, rank in message[1]:
-                task = asyncio.create_task(one(item, Work.unwire(wire), rank))
+            if message[0] == "source":
+                jobs = [share(*message[1:])]
+            else:
+                jobs = [one(item, Work.unwire(wire), rank) for item, wire, rank in message[1]]
+            for job in jobs:
+                task = asyncio.create_task(job)
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
     finally:

@@ -19,17 +19,17 @@ with the instance that built them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from anchor.artefacts import ArtefactStore
 from anchor.files import write_atomic
 from anchor.llm.ledger import CallRecord, CostLedger
 from anchor.methods.registry import METHODS
 from anchor.runs.rundir import RunDirectory
-from anchor.runs.worker import Answered, InstanceWorker, Work, WorkerSetup
+from anchor.runs.worker import Answered, InstanceWorker, Work, WorkerSetup, WorkSource
 
 #: Artefact files by kind, then by file name: what travels with an instance, both ways.
 Artefacts = dict[str, dict[str, str]]
@@ -112,6 +112,16 @@ class WorkerPool(Protocol):
     async def close(self, *, abort: bool = False) -> None:
         """Stop the workers: at once, cancelling what they answer, when ``abort`` (the run failed or was
         interrupted); else once they are idle."""
+        ...
+
+
+@runtime_checkable
+class SourceReader(Protocol):
+    """A pool whose workers read a :class:`~anchor.runs.worker.WorkSource` themselves, each its own share."""
+
+    def answer_source(self, source: WorkSource, *, slots: int, base_rank: int = 0) -> AsyncIterator[Answered]:
+        """Every answer's status as it finishes, ``slots`` instances answered at once in all; requests rank
+        from ``base_rank`` on (a session's priority)."""
         ...
 
 

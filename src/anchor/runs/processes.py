@@ -4,7 +4,8 @@ Each helper (:mod:`anchor.runs.helper`, started through anchor's one helper-proc
 :class:`~anchor.compute.workerproc.HelperProcess`) writes its own records into a shard of the run
 directory as it makes them (:mod:`anchor.runs.rundir.shards`), and reads and writes the run's artefact
 folders itself. What travels is small and batched: the work, one message for all the instances handed
-out in one turn of the event loop, and back, the status of the answers that finished within a few
+out in one turn of the event loop (or, for a source each helper reads itself, its share's number:
+:meth:`ProcessPool.answer_source`), and back, the status of the answers that finished within a few
 milliseconds, with the helper's running tally for the progress line. Nothing travels per request.
 
 A helper ignores Ctrl-C (it reaches the whole process group): the runner stops its helpers itself,
@@ -18,14 +19,14 @@ import asyncio
 import functools
 import os
 import secrets
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 from anchor.artefacts import ArtefactStore
 from anchor.compute.workerproc import HelperProcess
 from anchor.runs.errors import EvalError
 from anchor.runs.pool import Tally, concurrency_share, run_stores
-from anchor.runs.worker import Answered, Work, WorkerSetup
+from anchor.runs.worker import Answered, Work, WorkerSetup, WorkSource
 
 #: The module a helper process runs.
 HELPER_MODULE = "anchor.runs.helper"
@@ -52,6 +53,8 @@ class ProcessPool:
         self._lost: set[int] = set()
         """Helpers whose process has ended (told by their reader thread)."""
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._shared: asyncio.Queue[tuple[str, Any]] | None = None
+        """What the helpers say of the shares they read themselves, while :meth:`answer_source` runs."""
         self._token = f"{os.getpid()}-{secrets.token_hex(4)}"
 
     async def start(self) -> None:
@@ -89,6 +92,31 @@ class ProcessPool:
             self._loop.call_soon(self._flush)  # everything handed out in this turn of the loop, together
         return future
 
+    async def answer_source(self, source: WorkSource, *, slots: int, base_rank: int = 0) -> AsyncIterator[Answered]:
+        """Every helper reads and answers its own share of ``source``'s work, ``slots`` instances at a time in
+        all (each its part); the status of each answer as it finishes. None of the work passes through
+        this process: it learns of each answer from the helpers' batches, as for :meth:`answer`."""
+        assert self._loop is not None
+        self._shared = shared = asyncio.Queue()
+        each = max(2, slots // self.workers)
+        for index, helper in enumerate(self._helpers):
+            if index in self._lost:
+                raise self._lost_error(index)
+            helper.send(("source", source, index, self.workers, each, base_rank))
+        ends = 0
+        try:
+            while ends < self.workers:
+                kind, payload = await shared.get()
+                if kind == "done":
+                    for answer in payload:
+                        yield answer
+                elif kind == "end":
+                    ends += 1
+                else:
+                    raise payload
+        finally:
+            self._shared = None
+
     def _flush(self) -> None:
         self._flushing = False
         for index, batch in enumerate(self._outgoing):
@@ -107,15 +135,29 @@ class ProcessPool:
         if message[0] == "done":
             _, answers, tally = message
             self._tallies[index] = tally
+            shared: list[Answered] = []
             for item, answered in answers:
+                if item is None:  # of a share the helper reads itself
+                    shared.append(answered)
+                    continue
                 future = waiting.pop(item, None)
                 if future is not None and not future.done():
                     future.set_result(answered)
+            if shared and self._shared is not None:
+                self._shared.put_nowait(("done", shared))
+        elif message[0] == "share-end":
+            if self._shared is not None:
+                self._shared.put_nowait(("end", index))
         elif message[0] == "error":
             _, item, text = message
+            error = EvalError(f"a worker process failed: {text}")
+            if item is None:
+                if self._shared is not None:
+                    self._shared.put_nowait(("error", error))
+                return
             future = waiting.pop(item, None)
             if future is not None and not future.done():
-                future.set_exception(EvalError(f"a worker process failed: {text}"))
+                future.set_exception(error)
         elif message[0] == "failed":
             self._fail(index, EvalError(f"worker process {index} could not start: {message[1]}"))
 
@@ -131,6 +173,8 @@ class ProcessPool:
         self._lost.add(index)
         if self._closing:
             return
+        if self._shared is not None:
+            self._shared.put_nowait(("error", error))
         waiting, self._waiting[index] = self._waiting[index], {}
         for future in waiting.values():
             if not future.done():

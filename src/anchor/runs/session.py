@@ -12,7 +12,7 @@ three steps::
     async with session.opened():                 # clients ready; lock held; config.json written
         ...                                      # the driver's own records (sample.json, ...)
         async with session.started(session.worker_setup(), groups=n):  # the workers
-            async for answered in session.answer(work):
+            async for answered in session.answer(work):  # or answer_source(source): see there
                 ...                              # each answer's status, as it finishes
         ...                                      # the driver scores the run (metrics.json)
 
@@ -54,12 +54,12 @@ from anchor.progress import Reporter, silent
 from anchor.runs.answering import answered
 from anchor.runs.errors import EvalError, WorkersCapped
 from anchor.runs.identity import check_resumable
-from anchor.runs.pool import LedgerTally, LocalPool, Tally, WorkerPool
+from anchor.runs.pool import LedgerTally, LocalPool, SourceReader, Tally, WorkerPool
 from anchor.runs.processes import ProcessPool
 from anchor.runs.progress import RunProgress
 from anchor.runs.records import RunConfig
 from anchor.runs.rundir import RunDirectory, RunStart
-from anchor.runs.worker import Answered, DecisionRule, InstanceWorker, Work, WorkerSetup
+from anchor.runs.worker import Answered, DecisionRule, InstanceWorker, Work, WorkerSetup, WorkSource
 
 #: How often the workers' shards are copied into the run directory's logs while a run goes.
 MERGE_SECONDS = 0.25
@@ -344,6 +344,24 @@ class RunSession:
             return pool.answer(item, self._rank(item))
 
         async for _, done in answered(work, hand_out, slots=instance_slots(self.client.concurrency)):
+            self.progress.answered(done, self.tally)
+            yield done
+        self.progress.tick(self.tally(), force=True)
+
+    async def answer_source(self, source: WorkSource) -> AsyncIterator[Answered]:
+        """Answer all of ``source``'s work, yielding each answer's status as it finishes, as :meth:`answer`
+        does. Workers that read a source themselves (helper processes) each read their own share, so
+        none of the work passes through this process; otherwise this process reads it and hands it out."""
+        pool = self.pool
+        assert pool is not None and self.client is not None, "answer inside started()"
+        if not isinstance(pool, SourceReader):
+            with source.share(0, 1) as work:
+                async for done in self.answer(work):
+                    yield done
+            return
+        self.answering = True
+        async for done in pool.answer_source(source, slots=instance_slots(self.client.concurrency),
+                                             base_rank=self.priority * PRIORITY_LEVEL):
             self.progress.answered(done, self.tally)
             yield done
         self.progress.tick(self.tally(), force=True)

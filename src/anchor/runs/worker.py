@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -89,6 +90,17 @@ class Work:
         run, pairwise, text, group, stamp = wire
         model = PairwiseInstance if pairwise else DecisionInstance
         return cls(run, model.model_validate_json(text), group, stamp)
+
+
+class WorkSource(Protocol):
+    """Work that workers can read for themselves, dealt into shares: every piece of work is in one share,
+    and all the work of a scenario group in the same one. A helper process is sent the source (so it
+    pickles, holding where to read, never the work) and reads its own share, so that none of the work
+    passes through the runner."""
+
+    def share(self, index: int, shares: int) -> AbstractContextManager[Iterable[Work]]:
+        """The work of share ``index`` of ``shares``, read as it is taken."""
+        ...
 
 
 @dataclass(frozen=True)
