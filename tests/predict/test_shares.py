@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from anchor.predict.config import CasesInput
+from anchor.predict.config import CasesInput, file_digest
 from anchor.predict.shares import CaseShares
+from anchor.runs.errors import EvalError
 from anchor.runs.rundir import RunDirectory
 from tests.predict.test_predict import CASES, write_csv
 
@@ -65,11 +66,11 @@ def test_what_the_shares_leave_is_what_one_reader_leaves(tmp_path, shares):
     path = cases_file(tmp_path, order=[4, 0, 5, 8, 1, 6, 9, 2, 10, 3, 7, 11], bad_after=3)
     one = shares_of(path, tmp_path / "one")
     read(one, 0, 1)
-    one_left = one.collect(RunDirectory(tmp_path / "one"))
+    one_left = one.collect(RunDirectory(tmp_path / "one"), expected=12)
     many = shares_of(path, tmp_path / "many")
     for k in range(shares):
         read(many, k, shares)
-    many_left = many.collect(RunDirectory(tmp_path / "many"))
+    many_left = many.collect(RunDirectory(tmp_path / "many"), expected=12)
     for name in ("instances.jsonl", "rejected.jsonl"):
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "many" / name).read_bytes()
     assert many_left == one_left
@@ -107,7 +108,7 @@ def test_rows_answered_already_are_skipped_and_a_failed_one_is_tried_again_unles
     not_again = shares_of(path, run, retry_failed=False)
     assert {w.instance.id for k in range(2) for w in read(not_again, k, 2)} == ids - {"case-1"}
     # Rows not asked again are still among the instances the run scores.
-    not_again.collect(RunDirectory(run))
+    not_again.collect(RunDirectory(run), expected=12)
     assert (run / "instances.jsonl").read_text().count("\n") == 12
 
 
@@ -118,7 +119,7 @@ def test_files_a_killed_start_left_are_cleared_before_the_next(tmp_path):
     source.clear()
     assert not list((tmp_path / "run").glob("*.share*"))
     read(source, 0, 1)
-    source.collect(RunDirectory(tmp_path / "run"))
+    source.collect(RunDirectory(tmp_path / "run"), expected=12)
     assert (tmp_path / "run" / "instances.jsonl").read_text().count("\n") == 12
 
 
@@ -126,3 +127,26 @@ def test_a_share_outside_the_shares_is_refused(tmp_path):
     source = shares_of(cases_file(tmp_path), tmp_path / "run")
     with pytest.raises(ValueError), source.share(2, 2):
         pass
+
+
+def test_shares_that_read_a_file_changed_between_them_are_refused_and_instances_left_as_they_were(tmp_path):
+    path = cases_file(tmp_path)
+    run = tmp_path / "run"
+    source = shares_of(path, run)
+    (run / "instances.jsonl").write_text("what an earlier start left\n", encoding="utf-8")
+    read(source, 0, 2)
+    cases_file(tmp_path, order=[8, 9, 10, 11, 0, 1, 2, 3, 4, 5, 6, 7])  # groups now come in another order
+    read(source, 1, 2)
+    with pytest.raises(EvalError, match=r"cases\.csv: the file changed while the run read it \(.*put the file "
+                                         r"back as it was and run the same command again"):
+        source.collect(RunDirectory(run), expected=12)
+    assert (run / "instances.jsonl").read_text(encoding="utf-8") == "what an earlier start left\n"
+
+
+def test_a_share_refuses_a_file_that_changed_since_the_run_started(tmp_path):
+    path = cases_file(tmp_path)
+    source = shares_of(path, tmp_path / "run", sha256=file_digest(path))
+    assert len(read(source, 0, 1)) == 12
+    cases_file(tmp_path, bad_after=4)
+    with pytest.raises(EvalError, match="the file changed since the run started"):
+        read(source, 0, 1)

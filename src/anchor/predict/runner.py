@@ -153,12 +153,12 @@ class PredictRunner:
         session.progress.expect(self.total, done=sum(1 for s in status.values() if s != "failed" or not again))
         del status
         shares = CaseShares(self.cases, self.out_dir, self.config.dataset, strict=self.strict,
-                            limit=self.config.limit, retry_failed=self.retry_failed)
+                            limit=self.config.limit, retry_failed=self.retry_failed, sha256=self.config.data_sha256)
         shares.clear()
         async with session.started(self.worker_setup(), groups=self.summary.groups):
             async for _ in session.answer_source(shares):
                 pass
-        collected = shares.collect(d)
+        collected = shares.collect(d, expected=self.total)
         self._groups, self._group_of, self.rejected = collected.groups, collected.group_of, collected.rejected
 
     def worker_setup(self) -> WorkerSetup:

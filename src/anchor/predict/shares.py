@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from anchor.cases import CaseRow, RejectedRow
-from anchor.predict.config import CasesInput
+from anchor.predict.config import CasesInput, file_digest
+from anchor.runs.errors import EvalError
 from anchor.runs.instances import DecisionInstance
 from anchor.runs.rundir import RunDirectory
 from anchor.runs.rundir.names import INSTANCES, REJECTED
@@ -60,6 +61,8 @@ class CaseShares:
     strict: bool = False
     limit: int | None = None
     retry_failed: bool = True
+    sha256: str | None = None
+    """The file's digest when the run started: a share refuses to read a file that has changed since."""
 
     def _path(self, share: int) -> Path:
         return self.run_dir / f"{INSTANCES}{SHARE_SUFFIX}-{share}"
@@ -81,6 +84,8 @@ class CaseShares:
         """The work of share ``index`` of ``shares`` (read as it is taken), its files written as it goes."""
         if not 0 <= index < shares:
             raise ValueError(f"share {index} of {shares}")
+        if self.sha256 is not None and file_digest(self.cases.path) != self.sha256:
+            raise EvalError(self._changed("since the run started"))
         status = RunDirectory(self.run_dir).prediction_statuses()
         with contextlib.ExitStack() as files:
             kept = files.enter_context(open(self._path(index), "w", encoding="utf-8"))
@@ -124,21 +129,29 @@ class CaseShares:
                 stamp["p_true"] = item.p_true
             yield Work(0, instance, item.group, stamp=stamp, text=text)
 
-    def collect(self, directory: RunDirectory) -> Collected:
+    def collect(self, directory: RunDirectory, *, expected: int) -> Collected:
         """Put the shares' files in place (``instances.jsonl`` in the file's order, ``rejected.jsonl``) and say
-        which group each row is in. Called once every share is read to its end."""
+        which group each row is in. Called once every share is read to its end; ``expected``: the rows the
+        check pass found (within the limit). Shares that disagree (the file changed while they read it) are
+        refused, and ``instances.jsonl`` is then left as it was."""
         out = Collected()
         keys: dict[int, str] = {}
+        rows = places = 0
         parts = self._share_files()
         with contextlib.ExitStack() as files:
             streams = [self._entries(files.enter_context(open(path, encoding="utf-8"))) for path in parts]
             with directory.instances_log() as log:
                 for (_line, place, row_id, key), text in heapq.merge(*streams, key=lambda entry: entry[0][0]):
                     out.group_of[row_id] = place
+                    places = max(places, place + 1)
                     if key is not None:
                         keys[place] = key
                     log.write(text)
-        out.groups = [keys[place] for place in range(len(keys))]
+                    rows += 1
+                if rows != expected or len(out.group_of) != rows or len(keys) != places:
+                    raise EvalError(self._changed(f"while the run read it ({rows:,} rows read where the check "
+                                                  f"found {expected:,})"))
+        out.groups = [keys[place] for place in range(places)]
         if self._rejected_path.exists():
             with open(self._rejected_path, "rb") as fh:
                 out.rejected = sum(1 for _ in fh)
@@ -146,6 +159,10 @@ class CaseShares:
         for path in parts:
             path.unlink()
         return out
+
+    def _changed(self, when: str) -> str:
+        return (f"{self.cases.path}: the file changed {when}; the answers so far are kept: put the file back as "
+                "it was and run the same command again")
 
     @staticmethod
     def _entries(fh: IO[str]) -> Iterator[tuple[list[Any], str]]:
