@@ -3,8 +3,9 @@
 
 It reads its :class:`~anchor.runs.worker.WorkerSetup` first, then batches of work, or a source of
 work to read its own share of (:class:`~anchor.runs.worker.WorkSource`: a predict run's cases file,
-which then never passes through the runner), and answers many instances at once in its event loop. It writes everything it makes into its own shard of the run
-directory (:class:`~anchor.runs.rundir.shards.ShardWriter`): the record of each request before the
+which then never passes through the runner), and answers many instances at once in its event loop.
+It writes everything it makes into its own shard of the run directory
+(:class:`~anchor.runs.rundir.shards.ShardWriter`): the record of each request before the
 request leaves, and each prediction with its traces before saying it is done. What it sends back is
 the status of each finished answer, a few milliseconds' worth at a time, with its running tally. When
 its input ends (the runner stopped it, or died) it cancels what it was answering and ends.
