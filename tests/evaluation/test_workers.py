@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from pathlib import Path
 
@@ -342,3 +343,48 @@ def test_workers_and_ray_come_from_the_flag_then_the_environment_then_the_defaul
         ScaleOptions().resolve(uses_server=True)
     with pytest.raises(Exception, match="--workers must be a whole number"):
         ScaleOptions(workers="0").resolve(uses_server=True)
+
+
+@pytest.mark.slow
+def test_a_helper_killed_while_it_reads_and_answers_its_share_stops_the_run_in_one_line_and_it_resumes(tmp_path):
+    """kill -9 of one helper process while it answers its share of a predict run: the run stops with one
+    line naming the helper and what to do, and the same command finishes it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.evaluation.test_ray_local_kill import descendants
+
+    cases = tmp_path / "cases.csv"
+    write_csv(cases)
+    repo = Path(__file__).resolve().parents[2]
+    with FakeOpenAIServer(responder=vanilla) as server:
+        out = tmp_path / "run"
+        cmd = [sys.executable, "-c", "from anchor.cli import main; main()", "predict", str(cases), *COLUMNS,
+               "--method", "vanilla", "--base-url", server.base_url, "--cache-dir", str(tmp_path / "cache"),
+               "--out", str(out), "--workers", "2"]
+        learn_the_format(cmd[:4], cmd[5:-4], tmp_path, cwd=repo)
+        before = server.completions
+        server.hold(before + 5)
+        proc = subprocess.Popen(cmd, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 240  # only so that a broken run cannot hang the suite
+        while time.time() < deadline and proc.poll() is None and server.completions < before + 12:
+            time.sleep(0.05)
+        helpers = [pid for pid in descendants(proc.pid)
+                   if b"anchor.runs.helper" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert len(helpers) == 2
+        os.kill(helpers[0], signal.SIGKILL)
+        _, err = proc.communicate(timeout=120)
+        server.release()
+        assert proc.returncode == 2, err  # anchor's exit code for a run that cannot go on
+        lines = [line for line in err.splitlines() if line.startswith("error:")]
+        assert len(lines) == 1 and re.fullmatch(
+            r"error: worker process [01] stopped \(exit code -9\); run the same command again to resume", lines[0])
+        assert "Traceback" not in err
+        resumed = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=300)
+        assert resumed.returncode == 0, resumed.stderr
+    assert sorted(p["id"] for p in read_jsonl(out / "predictions.jsonl")) == sorted(f"case-{i}" for i in range(12))
+    assert (out / "instances.jsonl").read_text().count("\n") == 12
+    assert not list(out.glob("*.share*"))
