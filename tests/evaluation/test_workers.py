@@ -282,6 +282,8 @@ def test_a_killed_runner_with_helper_processes_resumes_and_asks_again_only_what_
     import sys
     import time
 
+    from tests.evaluation.test_ray_local_kill import descendants, running  # (it imports this module)
+
     cases = tmp_path / "cases.csv"
     write_csv(cases)
     repo = Path(__file__).resolve().parents[2]
@@ -303,9 +305,15 @@ def test_a_killed_runner_with_helper_processes_resumes_and_asks_again_only_what_
                 # (a helper's record of a request travels to the runner as the request goes out).
                 break
             time.sleep(0.05)
+        helpers = descendants(proc.pid)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         held = server.completions - before - 5
+        # The helpers end once they see the runner's end (their input closes). Until then, a held request
+        # let go would still be answered and recorded (and not asked again): wait for that end first.
+        while time.time() < deadline and any(running(pid) for pid in helpers):
+            time.sleep(0.05)
+        assert not any(running(pid) for pid in helpers)
         server.release()
         time.sleep(0.5)
         assert held == 7
@@ -355,7 +363,7 @@ def test_a_helper_killed_while_it_reads_and_answers_its_share_stops_the_run_in_o
     import sys
     import time
 
-    from tests.evaluation.test_ray_local_kill import descendants
+    from tests.evaluation.test_ray_local_kill import descendants  # (it imports this module)
 
     cases = tmp_path / "cases.csv"
     write_csv(cases)
