@@ -447,21 +447,6 @@ class RunDirectory:
         model: type[DecisionInstance] | type[PairwiseInstance] = PairwiseInstance if pairwise else DecisionInstance
         return list(JsonLines(self.instances_path, model, "instance", error=self.error).read())
 
-    # ------------------------------------------------------------------ rejected.jsonl
-
-    @contextmanager
-    def rejected_rows(self) -> Iterator[IO[str]]:
-        """Write ``rejected.jsonl`` (``anchor predict``'s bad rows, one JSON line each) in full or not at
-        all: into a part file, which replaces the old file only when the block ends without an error."""
-        part = self.rejected_path.with_name(self.rejected_path.name + ".part")
-        try:
-            with open(part, "w", encoding="utf-8") as fh:
-                yield fh
-        except BaseException:
-            part.unlink(missing_ok=True)
-            raise
-        part.replace(self.rejected_path)
-
     # ------------------------------------------------------------------ JSON files
 
     def _json(self, path: Path, hint: str = "") -> Any:
