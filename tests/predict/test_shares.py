@@ -5,6 +5,7 @@ rejected.jsonl, the group of every row) the same however many shares read it."""
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,13 @@ def test_a_share_refuses_a_file_that_changed_since_the_run_started(tmp_path):
     cases_file(tmp_path, bad_after=4)
     with pytest.raises(EvalError, match="the file changed since the run started"):
         read(source, 0, 1)
+
+
+def test_statuses_the_runner_read_serve_a_share_read_in_its_process_and_are_not_sent_to_a_helper(tmp_path):
+    path = cases_file(tmp_path)
+    source = shares_of(path, tmp_path / "run", statuses={"case-0": "ok", "case-1": "failed"})
+    # The run directory holds no prediction: only the statuses given say case-0 is answered.
+    assert {w.instance.id for w in read(source, 0, 1)} == {f"case-{i}" for i in range(1, 12)}
+    sent = pickle.loads(pickle.dumps(source))
+    assert sent.statuses is None and sent == source
+    assert len(read(sent, 0, 1)) == 12

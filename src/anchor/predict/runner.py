@@ -151,9 +151,9 @@ class PredictRunner:
         status = d.prediction_statuses()
         again = self.retry_failed
         session.progress.expect(self.total, done=sum(1 for s in status.values() if s != "failed" or not again))
-        del status
         shares = CaseShares(self.cases, self.out_dir, self.config.dataset, strict=self.strict,
-                            limit=self.config.limit, retry_failed=self.retry_failed, sha256=self.config.data_sha256)
+                            limit=self.config.limit, retry_failed=self.retry_failed, sha256=self.config.data_sha256,
+                            statuses=status)  # read once here: a share read in this process uses them
         shares.clear()
         async with session.started(self.worker_setup(), groups=self.summary.groups):
             async for _ in session.answer_source(shares):

@@ -63,6 +63,13 @@ class CaseShares:
     retry_failed: bool = True
     sha256: str | None = None
     """The file's digest when the run started: a share refuses to read a file that has changed since."""
+    statuses: dict[str, str] | None = field(default=None, compare=False, repr=False)
+    """Each row's answer status that the runner read already at this start, for a share read in the
+    runner's own process. Never sent to a helper (a large run's would be most of the message): a helper
+    reads the run directory's itself."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "statuses": None}
 
     def _path(self, share: int) -> Path:
         return self.run_dir / f"{INSTANCES}{SHARE_SUFFIX}-{share}"
@@ -86,7 +93,7 @@ class CaseShares:
             raise ValueError(f"share {index} of {shares}")
         if self.sha256 is not None and file_digest(self.cases.path) != self.sha256:
             raise EvalError(self._changed("since the run started"))
-        status = RunDirectory(self.run_dir).prediction_statuses()
+        status = self.statuses if self.statuses is not None else RunDirectory(self.run_dir).prediction_statuses()
         with contextlib.ExitStack() as files:
             kept = files.enter_context(open(self._path(index), "w", encoding="utf-8"))
             rejected = files.enter_context(open(self._rejected_path, "w", encoding="utf-8")) if index == 0 else None
