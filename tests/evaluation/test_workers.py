@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -271,31 +275,34 @@ async def test_a_lost_ray_worker_slow_to_come_back_is_waited_for_not_given_up(tm
     local_ray.kill(gated)
 
 
+REPO = Path(__file__).resolve().parents[2]
+
+
+def two_helper_predict(server: FakeOpenAIServer, tmp_path: Path, out: Path) -> list[str]:
+    """``anchor predict`` of the test cases into ``out`` with two helper processes, as its own process (run it
+    with ``cwd=REPO``), once the server's output format is remembered in its cache folder."""
+    cases = tmp_path / "cases.csv"
+    write_csv(cases)
+    cmd = [sys.executable, "-c", "from anchor.cli import main; main()", "predict", str(cases), *COLUMNS,
+           "--method", "vanilla", "--base-url", server.base_url, "--cache-dir", str(tmp_path / "cache"),
+           "--out", str(out), "--workers", "2"]
+    learn_the_format(cmd[:4], cmd[5:-4], tmp_path, cwd=REPO)
+    return cmd
+
+
 @pytest.mark.slow
 def test_a_killed_runner_with_helper_processes_resumes_and_asks_again_only_what_was_in_flight(tmp_path):
     """kill -9 of the runner while its two helper processes wait on the server: the helpers stop with
     it (they ask nothing more), and the same command resumes; the only requests the server sees twice
     are those in flight at the kill, as in one process."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     from tests.evaluation.test_ray_local_kill import descendants, running  # (it imports this module)
 
-    cases = tmp_path / "cases.csv"
-    write_csv(cases)
-    repo = Path(__file__).resolve().parents[2]
     with FakeOpenAIServer(responder=vanilla, record_bodies=str(tmp_path / "bodies.jsonl")) as server:
         out = tmp_path / "killed"
-        cmd = [sys.executable, "-c", "from anchor.cli import main; main()", "predict", str(cases), *COLUMNS,
-               "--method", "vanilla", "--base-url", server.base_url, "--cache-dir", str(tmp_path / "cache"),
-               "--out", str(out), "--workers", "2"]
-        learn_the_format(cmd[:4], cmd[5:-4], tmp_path, cwd=repo)
+        cmd = two_helper_predict(server, tmp_path, out)
         before = server.completions
         server.hold(before + 5)  # 5 rows answered, the others held in flight
-        proc = subprocess.Popen(cmd, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         preds = out / "predictions.jsonl"
         deadline = time.time() + 240  # only so that a broken run cannot hang the suite
         while time.time() < deadline and proc.poll() is None:
@@ -318,7 +325,7 @@ def test_a_killed_runner_with_helper_processes_resumes_and_asks_again_only_what_
         time.sleep(0.5)
         assert held == 7
         assert server.completions == before + 5 + held  # the helpers asked nothing after the runner died
-        resumed = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=300)
+        resumed = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
         assert resumed.returncode == 0, resumed.stderr
     bodies = (tmp_path / "bodies.jsonl").read_text().splitlines()
     twice = len(bodies) - len(set(bodies))
@@ -357,26 +364,14 @@ def test_workers_and_ray_come_from_the_flag_then_the_environment_then_the_defaul
 def test_a_helper_killed_while_it_reads_and_answers_its_share_stops_the_run_in_one_line_and_it_resumes(tmp_path):
     """kill -9 of one helper process while it answers its share of a predict run: the run stops with one
     line naming the helper and what to do, and the same command finishes it."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     from tests.evaluation.test_ray_local_kill import descendants  # (it imports this module)
 
-    cases = tmp_path / "cases.csv"
-    write_csv(cases)
-    repo = Path(__file__).resolve().parents[2]
     with FakeOpenAIServer(responder=vanilla) as server:
         out = tmp_path / "run"
-        cmd = [sys.executable, "-c", "from anchor.cli import main; main()", "predict", str(cases), *COLUMNS,
-               "--method", "vanilla", "--base-url", server.base_url, "--cache-dir", str(tmp_path / "cache"),
-               "--out", str(out), "--workers", "2"]
-        learn_the_format(cmd[:4], cmd[5:-4], tmp_path, cwd=repo)
+        cmd = two_helper_predict(server, tmp_path, out)
         before = server.completions
         server.hold(before + 5)
-        proc = subprocess.Popen(cmd, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 240  # only so that a broken run cannot hang the suite
         while time.time() < deadline and proc.poll() is None and server.completions < before + 12:
             time.sleep(0.05)
@@ -391,7 +386,7 @@ def test_a_helper_killed_while_it_reads_and_answers_its_share_stops_the_run_in_o
         assert len(lines) == 1 and re.fullmatch(
             r"error: worker process [01] stopped \(exit code -9\); run the same command again to resume", lines[0])
         assert "Traceback" not in err
-        resumed = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=300)
+        resumed = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
         assert resumed.returncode == 0, resumed.stderr
     assert sorted(p["id"] for p in read_jsonl(out / "predictions.jsonl")) == sorted(f"case-{i}" for i in range(12))
     assert (out / "instances.jsonl").read_text().count("\n") == 12
