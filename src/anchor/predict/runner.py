@@ -130,7 +130,7 @@ class PredictRunner:
         session, d = self.session, self.session.directory
         async with session.opened():
             await self._answer_rows()
-            d.order_predictions(key=lambda record: int(record.get("line") or 0))
+            d.order_predictions(by="line")
             truth = "p_true" in self.summary.columns_used
             self.table_path = write_table(d, self.table, calibrated=self.calibrator is not None, truth=truth)
             # Leniently: the run's answers are all in; a damaged line of the call log costs its figures only,
