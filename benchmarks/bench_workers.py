@@ -15,9 +15,15 @@ their embedding and clustering processes). The servers (``tests/fakeserver.py --
 their counts when stopped; requests/s is their requests over the span from the first arrival to the
 last answer. The run directory's ledger (requests answered or cut off, as ``anchor cost`` counts them)
 must equal the servers' count, and each run's predictions must equal those of the first count given.
-A second run of ``--start-rows`` rows (with ``--eval``, instances: an eighth of its limit by default) at each count gives what a run costs whatever its length (the
-start-up, the helpers' start, the end): the CPU beyond it, over the requests beyond its own, is the CPU a
-request while they flow (``*_ms_per_request_beyond_start``). Linux only (``/proc``). Results: one JSON object per run, printed and written to ``--out``.
+A second run of ``--start-rows`` rows (with ``--eval``, instances: an eighth of its limit by default)
+at each count gives what a run costs whatever its length (the start-up, the helpers' start): the CPU
+beyond it, over the requests beyond its own, is what each request costs in all
+(``*_ms_per_request_beyond_start``), including the work at both ends that grows with the rows (the check
+pass before the first request; ordering, collecting and scoring after the last), which one process does
+as well. The runner's own CPU is also read every 50 ms while it runs: what it spent from the first
+request's arrival to the last answer, over the requests, is its CPU while they flow
+(``runner_ms_per_request_while_flowing``), the figure that says how many requests a second one runner
+keeps up with. Linux only (``/proc``). Results: one JSON object per run, printed and written to ``--out``.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -93,7 +100,49 @@ class Servers:
         lasts = [s["last_finish"] for s in stats if s["last_finish"] is not None]
         return {"requests": sum(s["requests"] for s in stats),
                 "per_server": [s["requests"] for s in stats],
-                "span_s": (max(lasts) - min(firsts)) if firsts else None}
+                "span_s": (max(lasts) - min(firsts)) if firsts else None,
+                "first_arrival": min(firsts) if firsts else None, "last_finish": max(lasts) if lasts else None}
+
+
+def _own_cpu(pid: int) -> float | None:
+    """``utime + stime`` of a running process, in seconds; None once it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuTrace:
+    """The runner's own CPU, read every ``every`` seconds while it runs (``time.monotonic()``, the clock the
+    test server stamps requests with): what it spent between the first request's arrival and the last
+    answer is its CPU while requests flow, apart from its start and its end (the check pass, ordering,
+    scoring), which one process pays as well."""
+
+    def __init__(self, pid: int, every: float = 0.05) -> None:
+        self.samples: list[tuple[float, float]] = []
+        self._pid, self._every, self._stop = pid, every, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            cpu = _own_cpu(self._pid)
+            if cpu is not None:
+                self.samples.append((time.monotonic(), cpu))
+            self._stop.wait(self._every)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def at(self, when: float) -> float | None:
+        """The CPU at ``when``, interpolated between the samples around it; None outside them."""
+        for (t0, c0), (t1, c1) in zip(self.samples, self.samples[1:], strict=False):
+            if t0 <= when <= t1:
+                return c0 + (c1 - c0) * ((when - t0) / (t1 - t0) if t1 > t0 else 0.0)
+        return None
 
 
 def ended_cpu(proc: subprocess.Popen[bytes]) -> tuple[float, float]:
@@ -147,7 +196,9 @@ def one_run(args: argparse.Namespace, workers: int, folder: Path, task: list[str
         proc = subprocess.Popen([*command, *task, "--base-url", servers.base_url, "--cache-dir", str(cache), "--out",
                                  str(run), "--workers", str(workers), "--concurrency", str(args.concurrency)],
                                 stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=folder)
+        trace = CpuTrace(proc.pid)
         own, children = ended_cpu(proc)
+        trace.stop()
         wall = time.perf_counter() - started
         proc.wait()
     served = servers.stop()
@@ -155,11 +206,17 @@ def one_run(args: argparse.Namespace, workers: int, folder: Path, task: list[str
         raise SystemExit(f"--workers {workers}: anchor failed:\n{log.read_text()[-3000:]}")
     n = served["requests"]
     one_process = own + children
+    flowing = None
+    if served["first_arrival"] is not None and n:
+        first, last = trace.at(served["first_arrival"]), trace.at(served["last_finish"])
+        if first is not None and last is not None:
+            flowing = round(1000 * (last - first) / n, 3)
     return {"workers": workers, "requests": n, "per_server": served["per_server"], "wall_s": round(wall, 2),
             "requests_per_s": round(n / served["span_s"], 1) if served["span_s"] else None,
             "runner_cpu_s": round(own, 2), "workers_cpu_s": round(children, 2),
             "runner_ms_per_request": round(1000 * own / n, 3),
             "workers_ms_per_request": round(1000 * children / n, 3),
+            "runner_ms_per_request_while_flowing": flowing,
             "total_ms_per_request": round(1000 * one_process / n, 3),
             "ledger_requests": ledger(run), "ledger_equals_server": ledger(run) == n, "_run": str(run)}
 
@@ -171,7 +228,7 @@ def main() -> None:
     parser.add_argument("--start-rows", type=int, default=None,
                         help="rows (with --eval: instances) of a second, short run at each count, whose CPU is "
                              "what a run costs whatever its length (start-up, the helpers' start, the end): "
-                             "subtracted to give the CPU a request while they flow; 0: no such run (default: 100 "
+                             "subtracted to give what each further request costs; 0: no such run (default: 100 "
                              "rows, or an eighth of --eval's limit)")
     parser.add_argument("--method", default="vanilla")
     parser.add_argument("--eval", metavar="DATASET:METHOD:LIMIT", default=None,
