@@ -161,3 +161,42 @@ def test_statuses_the_runner_read_serve_a_share_read_in_its_process_and_are_not_
     sent = pickle.loads(pickle.dumps(source))
     assert sent.statuses is None and sent == source
     assert len(read(sent, 0, 1)) == 12
+
+
+def _in_format(csv_path: Path, fmt: str) -> Path:
+    """The same rows (the bad one too) as a ``fmt`` file: what ``anchor predict`` reads besides CSV."""
+    import csv
+
+    with csv_path.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    path = csv_path.with_suffix(f".{fmt}")
+    if fmt == "tsv":
+        with path.open("w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]), delimiter="\t")
+            writer.writeheader()
+            writer.writerows(rows)
+    elif fmt == "jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    elif fmt == "json":
+        path.write_text(json.dumps(rows), encoding="utf-8")
+    else:
+        pq = pytest.importorskip("pyarrow.parquet")
+        pa = pytest.importorskip("pyarrow")
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "jsonl", "json", "parquet"])
+def test_every_format_predict_reads_is_shared_out_as_one_reader_reads_it(tmp_path, fmt):
+    path = _in_format(cases_file(tmp_path, order=[4, 0, 5, 8, 1, 6, 9, 2, 10, 3, 7, 11], bad_after=3), fmt)
+    one = shares_of(path, tmp_path / "one")
+    one_work = read(one, 0, 1)
+    one_left = one.collect(RunDirectory(tmp_path / "one"), expected=12)
+    many = shares_of(path, tmp_path / "many")
+    many_work = [w for k in range(3) for w in read(many, k, 3)]
+    many_left = many.collect(RunDirectory(tmp_path / "many"), expected=12)
+    assert len(one_work) == 12 and one_left.rejected == 1
+    assert sorted(w.instance.id for w in many_work) == sorted(w.instance.id for w in one_work)
+    for name in ("instances.jsonl", "rejected.jsonl"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "many" / name).read_bytes()
+    assert many_left == one_left

@@ -5,8 +5,10 @@ file, checks each row as the check pass did, and keeps the rows of its own scena
 are dealt out in the order they first come, so every helper deals them alike). What a row leaves in
 the run directory besides its records is written by the helper that keeps it, into files of its share:
 
-* ``instances.jsonl.share-K``: each kept row's instance, after a small JSON head (its line in the
-  file, its group's place in that order, its id, and the group's key on the group's first row);
+* ``instances.jsonl.share-K``: each kept row's instance, after a small JSON head (its row's place in
+  the file, counting bad rows: the input order, which a row's line is not where a JSON array holds
+  several rows on one line; its group's place in the order the groups come; its id; and the group's key
+  on the group's first row);
 * ``rejected.jsonl.share``: the bad rows, written by share 0 alone (every share sees them all).
 
 When every share is answered, :meth:`CaseShares.collect` puts them in place: ``instances.jsonl`` in
@@ -45,7 +47,7 @@ class Collected:
     groups: list[str] = field(default_factory=list)
     """Every group's key, by its place (the order the groups first come in the file)."""
     group_of: dict[str, int] = field(default_factory=dict)
-    """The place of the group of every row the run scores, by the row's id."""
+    """The place of the group of every row the run scores, by the row's id, in the file's order."""
     rejected: int = 0
 
 
@@ -126,7 +128,7 @@ class CaseShares:
                                                         scenario=scenarios[item.group], condition=item.condition,
                                                         label=item.label)
             text = instance.model_dump_json()
-            head = [item.line, place, item.id, item.group if first else None]
+            head = [item.row, place, item.id, item.group if first else None]
             kept.write(json.dumps(head, ensure_ascii=False) + "\t" + text + "\n")
             was = status.get(item.id)
             if was is not None and (was != "failed" or not self.retry_failed):
@@ -148,7 +150,7 @@ class CaseShares:
         with contextlib.ExitStack() as files:
             streams = [self._entries(files.enter_context(open(path, encoding="utf-8"))) for path in parts]
             with directory.instances_log() as log:
-                for (_line, place, row_id, key), text in heapq.merge(*streams, key=lambda entry: entry[0][0]):
+                for (_row, place, row_id, key), text in heapq.merge(*streams, key=lambda entry: entry[0][0]):
                     out.group_of[row_id] = place
                     places = max(places, place + 1)
                     if key is not None:
