@@ -121,6 +121,22 @@ def test_a_labelled_table_with_other_column_names_is_answered_in_input_order_and
     assert summary["rows"] == 12 and summary["rejected"] == 0 and summary["metrics"]["accuracy"] == run["accuracy"]
 
 
+def test_a_json_array_on_one_line_is_answered_back_in_the_order_of_its_rows(tmp_path):
+    """Every row of a JSON array written on one line starts on line 1: the order the predictions are put
+    back in is the rows' own, not their line's. The first rows have the longest conditions and the server
+    takes longer over longer prompts, so they are answered last."""
+    rows = [{"id": f"r{i}", "scenario": "Mia plans how to get to work.", "outcome1": "Mia cycles.",
+             "outcome2": "Mia takes the bus.", "condition": f"condition {i}" + " and more" * (25 * (11 - i))}
+            for i in range(12)]
+    cases = tmp_path / "cases.json"
+    cases.write_text(json.dumps(rows), encoding="utf-8")
+    with FakeOpenAIServer(responder=lambda body: json.dumps({"probability": 0.6}), per_prompt_token=0.002) as server:
+        result = predict(server, tmp_path, cases, tmp_path / "run", "--method", "vanilla", "--concurrency", "12")
+        assert result.exit_code == 0, result.output
+    assert [r["id"] for r in read_jsonl(tmp_path / "run" / "predictions.jsonl")] == [f"r{i}" for i in range(12)]
+    assert [r["id"] for r in read_jsonl(tmp_path / "run" / "instances.jsonl")] == [f"r{i}" for i in range(12)]
+
+
 def test_the_same_cases_without_labels_as_json_lines_give_the_same_probabilities_and_no_scores(tmp_path):
     labelled = tmp_path / "cases.csv"
     write_csv(labelled)

@@ -86,8 +86,9 @@ class PredictRunner:
         self._groups: list[str] = []
         """Each group's key, in the order the groups first come."""
         self._group_of: dict[str, int] = {}
-        """The group of every row the run scores, by its id (the group's place in ``_groups``): to say
-        which scenario each request served (the critical paths). The one thing held per row."""
+        """The group of every row the run scores, by its id (the group's place in ``_groups``), in the file's
+        order: to say which scenario each request served (the critical paths), and to put the predictions
+        back in that order. The one thing held per row."""
 
     @property
     def report(self) -> Reporter:
@@ -130,7 +131,7 @@ class PredictRunner:
         session, d = self.session, self.session.directory
         async with session.opened():
             await self._answer_rows()
-            d.order_predictions(by="line")
+            d.order_predictions({row_id: place for place, row_id in enumerate(self._group_of)})  # the file's order
             truth = "p_true" in self.summary.columns_used
             self.table_path = write_table(d, self.table, calibrated=self.calibrator is not None, truth=truth)
             # Leniently: the run's answers are all in; a damaged line of the call log costs its figures only,

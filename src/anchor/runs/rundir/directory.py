@@ -17,7 +17,7 @@ import hashlib
 import json
 import re
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -302,33 +302,30 @@ class RunDirectory:
         except (OSError, RunDirError):
             return 0
 
-    def order_predictions(self, by: str) -> int:
-        """Rewrite ``predictions.jsonl`` with one line per (run, id), its last, sorted by the record's
-        whole-number field ``by`` (``anchor predict``: ``line``, its line in the cases file; null or absent
-        counts as 0); returns the number of lines. Only four numbers a line are held (its place in the
-        order, a digest of its (run, id), its offset and length), never the records. The file is read
-        strictly. A line that starts as anchor writes a prediction (``run``, ``id``, then plain fields up to
-        ``by``) is placed from that start alone, which is most of this pass's time saved on a long run;
-        the rest of such a line is checked where it is read next, when the run is scored."""
+    def order_predictions(self, rank_of: Mapping[str, int]) -> int:
+        """Rewrite ``predictions.jsonl`` with one line per (run, id), its last, sorted by ``rank_of[id]``
+        (``anchor predict``: the row's place in the cases file); an id that ``rank_of`` lacks comes after
+        every one it has. Lines of the same place keep the order they were written in. Returns the number of
+        lines. Only four numbers a line are held (its place in the order, a digest of its (run, id), its
+        offset and length), never the records. The file is read strictly. A line that starts as anchor
+        writes a prediction (``{"run":N,"id":"..."``) is placed from that start alone, which is most of this
+        pass's time saved on a long run; the rest of such a line is checked where it is read next, when the
+        run is scored."""
         import numpy as np  # for the sort of a large run's index
 
         ranks, digests, starts, lengths = array("q"), array("q"), array("q"), array("q")
-        head = _prediction_head(by)
+        last = len(rank_of)
 
         def entry(text: str) -> tuple[int, int]:
-            match = head.match(text)
+            match = _PREDICTION_HEAD.match(text)
             if match is not None:
-                run, iid, value = int(match[1]), match[2], match[3]
-                rank = 0 if value == "null" else int(value)
+                run, iid = int(match[1]), match[2]
             else:
                 record = json_object(text)
                 run, iid = record.get("run", 0), record.get("id")
                 if not isinstance(iid, str) or isinstance(run, bool) or not isinstance(run, int):
                     raise LineProblem("not a prediction record (no id, or a run that is not a number)")
-                value = record.get(by)
-                if isinstance(value, bool) or not isinstance(value, int | None):
-                    raise LineProblem(f"not a prediction record (its {by} is not a whole number)")
-                rank = value or 0
+            rank = rank_of.get(iid, last)
             digest = hashlib.blake2b(f"{run}\0{iid}".encode(), digest_size=8).digest()
             return rank, int.from_bytes(digest, "little", signed=True)
 
@@ -490,11 +487,6 @@ def validation_problem_list(exc: ValidationError, limit: int = 3) -> list[str]:
     return items
 
 
-@functools.lru_cache(maxsize=4)
-def _prediction_head(by: str) -> re.Pattern[str]:
-    """The start of a prediction's line as anchor writes it: ``{"run":N,"id":"...",`` then fields with plain
-    values (numbers, strings without escapes, null, true, false) up to ``by``'s whole number or null; an id
-    with an escape, or a nested value before ``by``, does not match (and the line is parsed in full)."""
-    plain = r'(?:-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|"[^"\\]*"|null|true|false)'
-    return re.compile(r'\{"run":(\d+),"id":"([^"\\]*)"(?:,"[^"\\]*":' + plain + r')*?,"' + re.escape(by)
-                      + r'":(\d+|null)[,}]')
+#: The start of a prediction's line as anchor writes it, ``{"run":N,"id":"..."``, with an id without escapes
+#: (one with them does not match, and its line is parsed in full).
+_PREDICTION_HEAD = re.compile(r'\{"run":(\d+),"id":"([^"\\]*)"[,}]')
