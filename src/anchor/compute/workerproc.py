@@ -38,6 +38,31 @@ from anchor.errors import AnchorError
 
 _HEADER = struct.Struct("!Q")
 
+#: The variables that size the thread pools of the numeric libraries a helper loads: OpenMP (FAISS, and
+#: OpenBLAS when built on it), the BLAS libraries, numba (UMAP) and numexpr; the same list joblib's process
+#: pool sets in its workers.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
+                    "VECLIB_MAXIMUM_THREADS", "NUMBA_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system says, else every core)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def thread_budget(processes: int, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment that gives each of ``processes`` helpers started side by side its share of the cores
+    for its libraries' thread pools (at least one thread). Left to themselves, each helper's OpenMP, BLAS
+    and numba start a thread a core, so N helpers run N threads a core, which mostly wait for each other.
+    A variable already set (``environ``, this process's environment by default) is the user's choice, and
+    is left as it is."""
+    environ = dict(os.environ) if environ is None else environ
+    share = str(max(1, usable_cores() // max(1, processes)))
+    return {name: share for name in THREAD_VARIABLES if not environ.get(name)}
+
 
 class WorkerDied(AnchorError):
     """The helper process ended before answering."""
@@ -77,9 +102,11 @@ class HelperProcess:
     order :meth:`send` was called."""
 
     def __init__(self, name: str, module: str, *, on_message: Callable[[Any], None],
-                 on_exit: Callable[[int], None] | None = None) -> None:
+                 on_exit: Callable[[int], None] | None = None, env: dict[str, str] | None = None) -> None:
         self.name = name
         self.module = module
+        self.env = dict(env or {})
+        """Variables set in the process's environment besides this process's own (which it inherits)."""
         self._on_message = on_message
         self._on_exit = on_exit
         self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
@@ -89,7 +116,7 @@ class HelperProcess:
     def start(self) -> None:
         # The child must import this very copy of anchor, whatever the environment says.
         package_root = str(Path(__file__).resolve().parents[2])  # the folder that holds anchor/
-        env = dict(os.environ)
+        env = {**os.environ, **self.env}
         env["PYTHONPATH"] = os.pathsep.join([package_root, *filter(None, [env.get("PYTHONPATH")])])
         self.proc = subprocess.Popen([sys.executable, "-m", self.module], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, env=env)

@@ -8,6 +8,10 @@ out in one turn of the event loop (or, for a source each helper reads itself, it
 :meth:`ProcessPool.answer_source`), and back, the status of the answers that finished within a few
 milliseconds, with the helper's running tally for the progress line. Nothing travels per request.
 
+Each helper starts with its share of the cores for its libraries' thread pools (OpenMP, BLAS, numba:
+:func:`~anchor.compute.workerproc.thread_budget`), unless the user set them: left alone, N helpers would
+each start a thread a core.
+
 A helper ignores Ctrl-C (it reaches the whole process group): the runner stops its helpers itself,
 by closing their input, on which a helper cancels what it was answering and ends. A runner killed
 outright closes that input too, so its helpers stop asking at once.
@@ -23,7 +27,7 @@ from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 from anchor.artefacts import ArtefactStore
-from anchor.compute.workerproc import HelperProcess
+from anchor.compute.workerproc import HelperProcess, thread_budget
 from anchor.runs.errors import EvalError
 from anchor.runs.pool import Tally, concurrency_share, run_stores
 from anchor.runs.worker import Answered, Work, WorkerSetup, WorkSource
@@ -59,10 +63,11 @@ class ProcessPool:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        threads = thread_budget(self.workers)  # each helper (and its own compute processes) its share of the cores
         for index in range(self.workers):
             helper = HelperProcess(f"worker-{index}", HELPER_MODULE,
                                    on_message=functools.partial(self._received, index),
-                                   on_exit=functools.partial(self._exited, index))
+                                   on_exit=functools.partial(self._exited, index), env=threads)
             self._helpers.append(helper)
             self._waiting.append({})
             self._outgoing.append([])
