@@ -200,3 +200,24 @@ def test_every_format_predict_reads_is_shared_out_as_one_reader_reads_it(tmp_pat
     for name in ("instances.jsonl", "rejected.jsonl"):
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "many" / name).read_bytes()
     assert many_left == one_left
+
+
+def test_shares_told_the_checks_duplicates_leave_what_they_leave_when_they_remember_every_id(tmp_path):
+    path = cases_file(tmp_path, order=[4, 0, 5, 8, 1, 6, 9, 2, 10, 3, 7, 11])
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines.insert(4, lines[2].replace("condition", "another condition"))  # the id of line 3 again, on line 5
+    path.write_text("".join(lines), encoding="utf-8")
+    from anchor.cases import check_cases
+
+    check = check_cases(path, columns=MAPPING)
+    assert list(check.duplicate_rows.values()) == [3]
+    left = {}
+    for name, duplicates in (("remember", None), ("told", check.duplicate_rows)):
+        source = shares_of(path, tmp_path / name, duplicates=duplicates)
+        for k in range(2):
+            read(source, k, 2)
+        left[name] = source.collect(RunDirectory(tmp_path / name), expected=12)
+        assert left[name].rejected == 1
+    assert left["told"] == left["remember"]
+    for name in ("instances.jsonl", "rejected.jsonl"):
+        assert (tmp_path / "told" / name).read_bytes() == (tmp_path / "remember" / name).read_bytes()

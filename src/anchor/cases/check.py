@@ -45,6 +45,9 @@ class CaseCheck(BaseModel):
     ignored_not_named: int = Field(default=0, ge=0, description="Further ignored keys, counted only.")
     rejected: list[RejectedRow] = Field(description="The first bad rows, in file order.")
     notes: list[str] = Field(default_factory=list)
+    duplicate_rows: dict[int, int] = Field(default_factory=dict, exclude=True, description=(
+        "Every row rejected for an id an earlier row has (row -> that row's line): what a later pass over "
+        "the same file needs instead of remembering every id. Not written out."))
 
     def lines(self) -> list[str]:
         """The summary for a terminal, one fact a line."""
@@ -105,7 +108,7 @@ def check_cases(
         condition_chars=condition_chars, scenario_chars=scenario_chars,
         columns_found=list(stream.header or []), columns_used=dict(stream.used_columns),
         columns_ignored=stream.ignored_columns, ignored_not_named=stream.ignored_overflow,
-        rejected=rejected, notes=notes,
+        rejected=rejected, notes=notes, duplicate_rows=stream.duplicates,
     )
 
 

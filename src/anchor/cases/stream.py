@@ -55,8 +55,14 @@ class CaseStream:
         strict: bool = False,
         limits: CaseLimits | None = None,
         name: str | None = None,
+        duplicates: Mapping[int, int] | None = None,
     ) -> None:
         self._source = source
+        self.duplicates: dict[int, int] = {}
+        """After a pass: the rows rejected for an id seen before (row -> its id's first line). Given as
+        ``duplicates`` to a later pass over the same file, it spares that pass remembering every id."""
+        self._known_duplicates = duplicates
+        self._checker: RowChecker | None = None
         self.name = name or (str(source) if isinstance(source, str | Path) else getattr(source, "name", "<stream>"))
         if not isinstance(self.name, str):
             self.name = "<stream>"
@@ -131,7 +137,9 @@ class CaseStream:
             self._note_ignored(column)
         if isinstance(reader, ParquetReader):
             reader.columns = list(dict.fromkeys(resolved.used.values()))
-        return RowChecker(resolved, self.limits)
+        self._checker = RowChecker(resolved, self.limits, self._known_duplicates)
+        self.duplicates = self._checker.duplicates
+        return self._checker
 
     def _note_ignored(self, column: str) -> None:
         if column in self._ignored:
@@ -176,7 +184,9 @@ def read_cases(
     strict: bool = False,
     limits: CaseLimits | None = None,
     name: str | None = None,
+    duplicates: Mapping[int, int] | None = None,
 ) -> CaseStream:
     """The rows of a cases file as a one-pass iterator of :class:`CaseRow` and :class:`RejectedRow`
     (see :class:`CaseStream`); nothing is read until it is iterated."""
-    return CaseStream(source, format=format, columns=columns, strict=strict, limits=limits, name=name)
+    return CaseStream(source, format=format, columns=columns, strict=strict, limits=limits, name=name,
+                      duplicates=duplicates)

@@ -11,6 +11,7 @@ optional value (absent, null, NaN, empty text) means "none": no scenario text, a
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -71,12 +72,18 @@ SCENARIOS_REMEMBERED = 4096
 
 
 class RowChecker:
-    """Checks rows in input order; remembers each id's first line to reject duplicates."""
+    """Checks rows in input order; remembers each id's first line to reject duplicates, unless told which
+    rows are duplicates (``duplicates``: row -> the line of its id's first row, as a whole pass over the
+    same file found them), which spares a second pass the memory of every id."""
 
-    def __init__(self, columns: ResolvedColumns, limits: CaseLimits) -> None:
+    def __init__(self, columns: ResolvedColumns, limits: CaseLimits, duplicates: Mapping[int, int] | None = None
+                 ) -> None:
         self.columns = columns.used
         self.limits = limits
         self._first_line: dict[str, int] = {}
+        self._known_duplicates = duplicates
+        self.duplicates: dict[int, int] = {}
+        """The rows rejected for an id seen before, and the line of its first row (as ``duplicates``)."""
         # The scenario texts of the groups seen lately, cleaned, and their keys: a group's rows repeat them,
         # and cleaning and hashing them again for every row was most of the cost of reading a large file.
         self._clean: dict[tuple[str, str], str] = {}
@@ -88,7 +95,7 @@ class RowChecker:
         row_id: str | None = None
         try:
             row_id = self._id(record.values, row)
-            self._register(row_id, record.line)
+            self._register(row_id, record.line, row)
             texts = {name: self._text_field(record.values, name) for name in TEXT_COLUMNS}
             if same_text(texts["outcome1"], texts["outcome2"]):
                 raise _Bad("outcome2", "outcome1 and outcome2 are the same text")
@@ -121,12 +128,17 @@ class RowChecker:
             raise _Bad("id", f"id has {len(row_id):,} characters, over the limit of {self.limits.max_id_chars:,}")
         return row_id
 
-    def _register(self, row_id: str, line: int) -> None:
+    def _register(self, row_id: str, line: int, row: int) -> None:
         # Every row's id counts, a bad row's too: an id names one row of the input, answered or not.
-        first = self._first_line.get(row_id)
+        if self._known_duplicates is not None:
+            first = self._known_duplicates.get(row)
+        else:
+            first = self._first_line.get(row_id)
+            if first is None:
+                self._first_line[row_id] = line
         if first is not None:
+            self.duplicates[row] = first
             raise _Bad("id", f"duplicate id {row_id!r} (first on line {first})")
-        self._first_line[row_id] = line
 
     def _text_field(self, values: dict[str, Any], name: str) -> str:
         column = self.columns.get(name)

@@ -4,7 +4,7 @@ run's configuration (a ``RunConfig`` of kind ``cases``, recorded in ``config.jso
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,8 +48,9 @@ class CasesInput:
         return {"format": self.format, "columns": dict(sorted(self.columns.items())),
                 "limits": self.limits.model_dump()}
 
-    def open(self, *, strict: bool = False) -> CaseStream:
-        return read_cases(self.path, format=self.format, columns=self.columns, limits=self.limits, strict=strict)
+    def open(self, *, strict: bool = False, duplicates: Mapping[int, int] | None = None) -> CaseStream:
+        return read_cases(self.path, format=self.format, columns=self.columns, limits=self.limits, strict=strict,
+                          duplicates=duplicates)
 
 
 def file_digest(path: Path) -> str:

@@ -154,7 +154,8 @@ class PredictRunner:
         session.progress.expect(self.total, done=sum(1 for s in status.values() if s != "failed" or not again))
         shares = CaseShares(self.cases, self.out_dir, self.config.dataset, strict=self.strict,
                             limit=self.config.limit, retry_failed=self.retry_failed, sha256=self.config.data_sha256,
-                            statuses=status)  # read once here: a share read in this process uses them
+                            statuses=status,  # read once here: a share read in this process uses them
+                            duplicates=self.summary.duplicate_rows)  # so that no share holds every id
         shares.clear()
         async with session.started(self.worker_setup(), groups=self.summary.groups):
             async for _ in session.answer_source(shares):

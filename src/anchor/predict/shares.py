@@ -65,6 +65,9 @@ class CaseShares:
     retry_failed: bool = True
     sha256: str | None = None
     """The file's digest when the run started: a share refuses to read a file that has changed since."""
+    duplicates: dict[int, int] | None = None
+    """The rows the check pass rejected for a repeated id (row -> the id's first line): a share then need
+    not remember every id of the file to find them again (None: it does)."""
     statuses: dict[str, str] | None = field(default=None, compare=False, repr=False)
     """Each row's answer status that the runner read already at this start, for a share read in the
     runner's own process. Never sent to a helper (a large run's would be most of the message): a helper
@@ -99,7 +102,7 @@ class CaseShares:
         with contextlib.ExitStack() as files:
             kept = files.enter_context(open(self._path(index), "w", encoding="utf-8"))
             rejected = files.enter_context(open(self._rejected_path, "w", encoding="utf-8")) if index == 0 else None
-            stream = files.enter_context(self.cases.open(strict=self.strict))
+            stream = files.enter_context(self.cases.open(strict=self.strict, duplicates=self.duplicates))
             yield self._work(stream, index, shares, status, kept, rejected)
 
     def _work(self, stream: Iterable[CaseRow | RejectedRow], index: int, shares: int, status: dict[str, str],
