@@ -104,14 +104,22 @@ class Servers:
                 "first_arrival": min(firsts) if firsts else None, "last_finish": max(lasts) if lasts else None}
 
 
+def _cpu_seconds(pid: int) -> tuple[float, float, float, float]:
+    """``utime, stime, cutime, cstime`` of a process from ``/proc/PID/stat``, in seconds."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    utime, stime, cutime, cstime = (int(fields[i]) / tick for i in (11, 12, 13, 14))
+    return utime, stime, cutime, cstime
+
+
 def _own_cpu(pid: int) -> float | None:
     """``utime + stime`` of a running process, in seconds; None once it cannot be read."""
     try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
+        utime, stime, _, _ = _cpu_seconds(pid)
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return utime + stime
 
 
 class CpuTrace:
@@ -148,10 +156,7 @@ class CpuTrace:
 def ended_cpu(proc: subprocess.Popen[bytes]) -> tuple[float, float]:
     """(own, children's) CPU seconds of ``proc``, read once it has ended and before it is reaped."""
     os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
-    with open(f"/proc/{proc.pid}/stat", encoding="ascii") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    utime, stime, cutime, cstime = (int(fields[i]) / tick for i in (11, 12, 13, 14))
+    utime, stime, cutime, cstime = _cpu_seconds(proc.pid)
     return utime + stime, cutime + cstime
 
 

@@ -58,9 +58,6 @@ class CaseStream:
         duplicates: Mapping[int, int] | None = None,
     ) -> None:
         self._source = source
-        self.duplicates: dict[int, int] = {}
-        """After a pass: the rows rejected for an id seen before (row -> its id's first line). Given as
-        ``duplicates`` to a later pass over the same file, it spares that pass remembering every id."""
         self._known_duplicates = duplicates
         self._checker: RowChecker | None = None
         self.name = name or (str(source) if isinstance(source, str | Path) else getattr(source, "name", "<stream>"))
@@ -85,6 +82,12 @@ class CaseStream:
         """Canonical name -> the file's column read for it: in the header, or (JSON) in a row read so far."""
         return {name: column for name, column in self.mapped_columns.items()
                 if self._complete or column in self._present}
+
+    @property
+    def duplicates(self) -> dict[int, int]:
+        """The rows rejected so far for an id seen before (row -> its id's first line). Given as
+        ``duplicates`` to a later pass over the same file, it spares that pass remembering every id."""
+        return self._checker.duplicates if self._checker is not None else {}
 
     @property
     def ignored_columns(self) -> list[str]:
@@ -138,7 +141,6 @@ class CaseStream:
         if isinstance(reader, ParquetReader):
             reader.columns = list(dict.fromkeys(resolved.used.values()))
         self._checker = RowChecker(resolved, self.limits, self._known_duplicates)
-        self.duplicates = self._checker.duplicates
         return self._checker
 
     def _note_ignored(self, column: str) -> None:
