@@ -18,6 +18,10 @@ the results) and once with ``N``. CPU time is user + system of the process and i
 * **per request**: (CPU at N − CPU at 1) / (requests at N − requests at 1);
 * **total ratio**: anchor's CPU at N over the SDK script's at N (issue 29's check: ≤ 1.35).
 
+Both send through the same HTTP client of the SDK: ``ANCHOR_LLM_HTTP_CLIENT`` (aiohttp, the default, or
+httpx) is read by anchor and by the script alike (an anchor older than that setting always used httpx:
+set ``ANCHOR_LLM_HTTP_CLIENT=httpx`` when it is the ``--src`` of a before/after).
+
 ``--src DIR`` runs anchor from another checkout's ``src`` (before/after: ``git archive COMMIT | tar -x
 -C /tmp/before``, then ``--src /tmp/before/src``). Each figure is the median of ``--repeats`` runs.
 
@@ -42,14 +46,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: The bare client: the official SDK, one AsyncOpenAI, a semaphore, the recorded bodies replayed.
+#: The bare client: the official SDK, one AsyncOpenAI, a semaphore, the recorded bodies replayed. It sends
+#: through the HTTP client anchor uses (``ANCHOR_LLM_HTTP_CLIENT``, aiohttp by default), like for like.
 SDK_SCRIPT = """
-import asyncio, json, sys
+import asyncio, json, os, sys
+import openai
 from openai import AsyncOpenAI
 
 async def main(base_url, bodies_path, concurrency, raw):
     bodies = [json.loads(line) for line in open(bodies_path, encoding="utf-8") if line.strip()]
-    client = AsyncOpenAI(base_url=base_url, api_key="none", max_retries=0)
+    aiohttp = os.environ.get("ANCHOR_LLM_HTTP_CLIENT", "aiohttp") == "aiohttp"
+    client = AsyncOpenAI(base_url=base_url, api_key="none", max_retries=0,
+                         http_client=openai.DefaultAioHttpClient() if aiohttp else None)
     gate = asyncio.Semaphore(concurrency)
 
     async def one(body):

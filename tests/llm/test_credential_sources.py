@@ -69,3 +69,17 @@ def test_cache_info_does_not_create_the_cache_folder(tmp_path):
     assert result.exit_code == 0, result.output
     assert "0 cached answers" in result.stdout and "does not exist yet" in result.stdout
     assert not (tmp_path / "new").exists()
+
+
+def test_credentials_leave_the_url_the_sdk_is_given_and_travel_as_basic_auth():
+    from anchor.llm.endpoint import sdk_endpoint
+
+    end = sdk_endpoint("http://al%40ice:p%3Ass@127.0.0.1:9/v1/?key=k", None, url_flag="--base-url",
+                       key_flag="--api-key")
+    assert end.base_url == "http://127.0.0.1:9/v1" and end.query == {"key": "k"}
+    assert end.headers == {"Authorization": "Basic " + base64.b64encode(b"al@ice:p:ss").decode()}
+    assert "p%3Ass" not in repr(end) and "Basic" not in repr(end)
+    lone = sdk_endpoint("https://tok-123@example.org/v1", None, url_flag="--base-url", key_flag="--api-key")
+    assert lone.base_url == "https://example.org/v1"
+    assert lone.headers == {"Authorization": "Basic " + base64.b64encode(b"tok-123:").decode()}
+    assert sdk_endpoint("http://h/v1", "k", url_flag="--base-url", key_flag="--api-key").headers == {}

@@ -81,7 +81,9 @@ def test_password_in_base_url_leaves_no_trace(tmp_path):
             assert result.exit_code == 0, (args, result.stderr, result.exception)
             outputs += [result.stdout, result.stderr]
         basic = base64.b64encode(f"user:{PASSWORD}".encode()).decode()
-        assert server.headers and all(h.get("Authorization") == f"Basic {basic}" for h in server.headers)
+        # Header names are case-insensitive (the aiohttp client sends them in lower case).
+        sent = [{k.lower(): v for k, v in h.items()}.get("authorization") for h in server.headers]
+        assert sent and all(a == f"Basic {basic}" for a in sent)
     assert "ok  backend: openai-compatible:http://***@127.0.0.1:" in outputs[4]
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert any(p.parent.name == "spaces" for p in written) and any(p.suffix == ".html" for p in written)

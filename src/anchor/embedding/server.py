@@ -162,7 +162,8 @@ class ServerEmbedder:
                 # Local servers ignore the key, but the SDK insists on having one.
                 end = self._endpoint
                 self._client = openai.OpenAI(base_url=end.base_url, api_key=end.api_key or "not-needed",
-                                             default_query=end.query or None, timeout=self._timeout, max_retries=0)
+                                             default_query=end.query or None, default_headers=end.headers or None,
+                                             timeout=self._timeout, max_retries=0)
             return self._client
 
     def _embed(self, texts: list[str]) -> np.ndarray:

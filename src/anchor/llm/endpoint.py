@@ -5,9 +5,12 @@ The SDK appends each route to the base URL's text, so ``http://h/v1?key=k`` woul
 ``http://h/v1/?key=kchat/completions``; the query is therefore taken off the URL and sent as the
 SDK's ``default_query`` instead. Credentials in the URL (``user:password@``) become HTTP Basic
 auth, which replaces the ``Authorization: Bearer`` header that carries an API key: with both, the
-key would silently never reach the server. :func:`settle_credentials` applies the rule that a flag
-wins over its variable (credentials on the command line beat the other ones from the environment);
-both from the command line, or both from the environment, are refused, naming the two.
+key would silently never reach the server. They are taken off the URL too and sent as that header
+(``Endpoint.headers``): the SDK's aiohttp client refuses a URL with credentials beside an
+``Authorization`` header, and its httpx client turned them into the same header.
+:func:`settle_credentials` applies the rule that a flag wins over its variable (credentials on the
+command line beat the other ones from the environment); both from the command line, or both from the
+environment, are refused, naming the two.
 
 Also what a server's answer says about waiting: :func:`retry_after_seconds` (for the LLM and the
 embeddings server alike).
@@ -15,11 +18,12 @@ embeddings server alike).
 
 from __future__ import annotations
 
+import base64
 import email.utils
 import time
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from anchor.errors import ConfigurationError
 from anchor.secrets import display_url
@@ -28,10 +32,12 @@ from anchor.secrets import display_url
 @dataclass(frozen=True)
 class Endpoint:
     base_url: str
-    """The base URL as given, less its query and fragment (credentials kept: the connection's Basic auth)."""
+    """The base URL as given, less its credentials, query and fragment."""
     query: dict[str, str] = field(default_factory=dict)
     """Parameters of the base URL's query, sent with every request."""
     api_key: str | None = None
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    """Headers sent with every request: the Basic auth of the URL's credentials, if it had any (a secret)."""
 
 
 def has_credentials(url: str) -> bool:
@@ -81,8 +87,15 @@ def sdk_endpoint(url: str, api_key: str | None, *, url_flag: str, key_flag: str)
         raise ConfigurationError(
             f"{url_flag} {display_url(url)} carries credentials (user:password@) and {key_flag} is set too; a "
             f"request has one Authorization header, so one of them would never be sent: give only one")
-    base = urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")).rstrip("/")
-    return Endpoint(base, dict(parse_qsl(parts.query, keep_blank_values=True)), api_key)
+    userinfo, at, host = parts.netloc.rpartition("@")
+    headers: dict[str, str] = {}
+    if at:
+        # As HTTP clients read a URL's user information: percent-decoded, a lone user name with an empty password.
+        user, _, password = userinfo.partition(":")
+        pair = f"{unquote(user)}:{unquote(password)}".encode()
+        headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")  # registered by register_url
+    base = urlunsplit((parts.scheme, host, parts.path, "", "")).rstrip("/")
+    return Endpoint(base, dict(parse_qsl(parts.query, keep_blank_values=True)), api_key, headers)
 
 
 def retry_after_seconds(headers: Any) -> float | None:

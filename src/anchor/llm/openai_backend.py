@@ -9,11 +9,18 @@ accepted, only one request at a time tries it and the others wait for its verdic
 that refuses ``json_schema`` refuses one request, not one per request in flight; the same holds
 for the first request for several answers. The verdicts are remembered per server and model in
 the cache directory (``anchor.llm.memory``), so the next process starts where this one ended.
+
+Requests go through the SDK's aiohttp client by default (``http_client="aiohttp"``, the SDK's
+``openai[aiohttp]`` extra), or through its default httpx one (``"httpx"``). The reason is CPU: the
+httpx connection pool checks the socket of every idle connection each time a request starts or
+ends, so with a few hundred requests in flight that check took a quarter to two fifths of the event
+loop's time (docs/speed.md). The two clients send the same requests and get the same answers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import logging
 from typing import Any
@@ -34,6 +41,11 @@ from anchor.llm.memory import ServerMemory
 from anchor.secrets import display_url, register, register_url, scrub
 
 log = logging.getLogger("anchor.llm")
+
+#: The SDK's HTTP clients a backend can send through (see the module's docstring).
+HTTP_CLIENTS = ("aiohttp", "httpx")
+#: Said when the aiohttp client cannot be made.
+AIOHTTP_HINT = "pip install 'openai[aiohttp]', or set ANCHOR_LLM_HTTP_CLIENT=httpx"
 
 #: Ways of asking for structured output, best first. Servers differ: OpenAI, vLLM and Ollama take
 #: "json_schema"; llama-cpp-python's server only takes "json_object" with a "schema" field; a
@@ -58,7 +70,14 @@ class OpenAICompatibleBackend:
         strict_schema: bool = False,
         context_tokens: int = DEFAULT_SERVER_CONTEXT_TOKENS,
         memory: ServerMemory | None = None,
+        http_client: str = "aiohttp",
     ) -> None:
+        if http_client not in HTTP_CLIENTS:
+            raise ConfigurationError(f"http_client must be one of {', '.join(HTTP_CLIENTS)}, got {http_client!r}")
+        if http_client == "aiohttp" and importlib.util.find_spec("aiohttp") is None:
+            raise ConfigurationError(
+                f"the openai SDK's aiohttp client needs aiohttp, which is not installed: {AIOHTTP_HINT}")
+        self.http_client = http_client
         if not base_url.startswith(("http://", "https://")):
             raise ConfigurationError(f"base URL must start with http:// or https://, got {base_url!r}")
         # The URL as given goes to the SDK only (its query as parameters: see ``anchor.llm.endpoint``);
@@ -111,9 +130,23 @@ class OpenAICompatibleBackend:
             # Local servers ignore the key, but the SDK insists on having one.
             end = self._endpoint
             client = openai.AsyncOpenAI(base_url=end.base_url, api_key=end.api_key or "not-needed",
-                                        default_query=end.query or None, timeout=self._timeout, max_retries=0)
+                                        default_query=end.query or None, default_headers=end.headers or None,
+                                        timeout=self._timeout, max_retries=0, http_client=self._http())
             self._clients[loop_id] = client
         return client
+
+    def _http(self) -> Any:
+        """A new HTTP client for the SDK (its aiohttp one), or None for the SDK's default (httpx)."""
+        if self.http_client == "httpx":
+            return None
+        factory = getattr(openai, "DefaultAioHttpClient", None)
+        if factory is None:
+            raise ConfigurationError(f"openai {openai.__version__} has no aiohttp client: {AIOHTTP_HINT}")
+        try:
+            return factory()
+        except RuntimeError as exc:  # the SDK's own words when aiohttp is not installed
+            raise ConfigurationError(
+                f"the openai SDK's aiohttp client is not available ({exc}): {AIOHTTP_HINT}") from None
 
     @property
     def model(self) -> str:
@@ -290,9 +323,11 @@ class OpenAICompatibleBackend:
                     err.format_fallbacks = fallbacks  # type: ignore[attr-defined]
                     raise
             except openai.APITimeoutError as exc:
+                if not _timed_out(exc):  # the aiohttp client calls a refused or dropped connection a time-out
+                    raise TransientBackendError(f"connection error: {_root(exc)}", kind="connection") from exc
                 raise TransientBackendError(f"request timed out: {exc}", kind="timeout") from exc
             except openai.APIConnectionError as exc:
-                raise TransientBackendError(f"connection error: {exc}", kind="connection") from exc
+                raise TransientBackendError(f"connection error: {_root(exc)}", kind="connection") from exc
             except openai.APIResponseValidationError as exc:
                 raise TransientBackendError(f"server sent a malformed response: {exc}", kind="bad_response") from exc
             except (ValueError, TypeError, KeyError) as exc:
@@ -396,6 +431,29 @@ class OpenAICompatibleBackend:
         client = self._clients.pop(id(asyncio.get_running_loop()), None)
         if client is not None:
             await client.close()
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from, outermost first."""
+    out: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not seen for seen in out):
+        out.append(current)
+        current = current.__cause__ or current.__context__
+    return out
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Whether a time-out the SDK reports is one: something in its chain is a ``TimeoutError`` (httpx's and
+    aiohttp's time-outs are raised from one or are one). The SDK's aiohttp client maps a refused or dropped
+    connection to a time-out as well; such a chain holds no ``TimeoutError``."""
+    return any(isinstance(e, TimeoutError) for e in _chain(exc))
+
+
+def _root(exc: BaseException) -> str:
+    """The innermost cause of ``exc``, as its type and message (what actually went wrong on the wire)."""
+    inner = _chain(exc)[-1]
+    return f"{type(inner).__name__}: {inner}" if str(inner) else type(inner).__name__
 
 
 def _with_schema_hint(messages: list[Message], schema: dict[str, Any]) -> list[Message]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError
 
@@ -29,6 +30,7 @@ ENV_CACHE_DIR = "ANCHOR_CACHE_DIR"
 ENV_RETRIES = "ANCHOR_LLM_RETRIES"
 ENV_SAMPLES_PER_REQUEST = "ANCHOR_LLM_SAMPLES_PER_REQUEST"
 ENV_CONTEXT_TOKENS = "ANCHOR_LLM_CONTEXT_TOKENS"
+ENV_HTTP_CLIENT = "ANCHOR_LLM_HTTP_CLIENT"
 ENV_EMBED_BASE_URL = "ANCHOR_EMBED_BASE_URL"
 ENV_EMBED_MODEL = "ANCHOR_EMBED_MODEL"
 ENV_EMBED_API_KEY = "ANCHOR_EMBED_API_KEY"
@@ -50,6 +52,7 @@ ENV_FIELDS: dict[str, str] = {
     ENV_CACHE_DIR: "cache_dir",
     ENV_SAMPLES_PER_REQUEST: "samples_per_request",
     ENV_CONTEXT_TOKENS: "context_tokens",
+    ENV_HTTP_CLIENT: "http_client",
     ENV_EMBED_BASE_URL: "embed_base_url",
     ENV_EMBED_MODEL: "embed_model",
     ENV_EMBED_API_KEY: "embed_api_key",
@@ -71,6 +74,9 @@ class LLMSettings(BaseModel):
         "Most self-consistency samples of one prompt asked for in one request (the API's n), on servers "
         "that honour it; 1 sends one request per sample."))
     transport_retries: int = Field(default=6, ge=0)
+    http_client: Literal["aiohttp", "httpx"] = Field(default="aiohttp", description=(
+        "The openai SDK's HTTP client for a server: aiohttp (less CPU a request when many are in flight) or "
+        "httpx (the SDK's default). Answers do not depend on it."))
     parse_retries: int = Field(default=20, ge=0)
     use_cache: bool = True
     cache_dir: Path | None = None
@@ -180,6 +186,7 @@ def make_backend(settings: LLMSettings) -> Backend:
             max_parallel=settings.max_concurrency,
             context_tokens=settings.effective_context_tokens,
             memory=ServerMemory(settings.resolved_cache_dir() / SERVERS_FILE) if settings.use_cache else None,
+            http_client=settings.http_client,
         )
     return LocalLlamaBackend(settings.local_model_path, n_ctx=settings.effective_context_tokens)
 
@@ -216,6 +223,8 @@ def _env_value(cls: type[LLMSettings], env: str, field: str, raw: str) -> object
             reason = f"must be at least {ctx['ge']}"
         elif "gt" in ctx:
             reason = f"must be greater than {ctx['gt']}"
+        elif kind == "literal_error":
+            reason = f"must be {ctx.get('expected', 'one of the accepted values')}"
         else:
             reason = str(err.get("msg", "is invalid")).lower()
         shown = "(hidden)" if field == "api_key" else repr(raw)

@@ -1,0 +1,122 @@
+"""The SDK's two HTTP clients (aiohttp, the default, and httpx): the same answers, and failures named for
+what they are: a refused or dropped connection is a connection error, a slow answer a time-out."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+
+import openai
+import pytest
+
+from anchor.errors import ConfigurationError, TransientBackendError
+from anchor.llm.openai_backend import OpenAICompatibleBackend
+from anchor.llm.settings import LLMSettings, make_backend
+from tests.fakeserver import FakeOpenAIServer
+
+MESSAGES = [{"role": "user", "content": "Is it raining?"}]
+
+
+def ask(backend: OpenAICompatibleBackend) -> str:
+    """One plain request (no schema, no retry), its answer's text."""
+
+    async def one() -> str:
+        try:
+            response, _ = await backend._send_structured(MESSAGES, None, "x", 0.0, 16, 0, None, 1)
+            return response.choices[0].message.content
+        finally:
+            await backend.aclose()
+
+    return asyncio.run(one())
+
+
+def failure(backend: OpenAICompatibleBackend) -> TransientBackendError:
+    with pytest.raises(TransientBackendError) as caught:
+        ask(backend)
+    return caught.value
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens there once the socket is closed
+
+
+def test_aiohttp_is_the_default():
+    assert LLMSettings().http_client == "aiohttp"
+    assert make_backend(LLMSettings(base_url="http://127.0.0.1:9/v1")).http_client == "aiohttp"
+    assert make_backend(LLMSettings(base_url="http://127.0.0.1:9/v1", http_client="httpx")).http_client == "httpx"
+
+
+@pytest.mark.parametrize("http_client", ["aiohttp", "httpx"])
+def test_both_clients_get_the_same_answer(http_client):
+    with FakeOpenAIServer(deterministic=True) as server:
+        other = "httpx" if http_client == "aiohttp" else "aiohttp"
+        first = ask(OpenAICompatibleBackend(server.base_url, "fake-model", http_client=http_client))
+        second = ask(OpenAICompatibleBackend(server.base_url, "fake-model", http_client=other))
+        assert first == second and first
+        assert server.completions == 2
+
+
+@pytest.mark.parametrize("http_client", ["aiohttp", "httpx"])
+def test_a_dropped_connection_is_a_connection_error(http_client):
+    with FakeOpenAIServer(faults=["drop"]) as server:
+        error = failure(OpenAICompatibleBackend(server.base_url, "fake-model", http_client=http_client))
+    assert error.kind == "connection" and error.args[0].startswith("connection error: ")
+    assert "timed out" not in str(error)
+
+
+@pytest.mark.parametrize("http_client", ["aiohttp", "httpx"])
+def test_a_refused_connection_is_a_connection_error(http_client):
+    error = failure(OpenAICompatibleBackend(f"http://127.0.0.1:{closed_port()}/v1", "m", http_client=http_client))
+    assert error.kind == "connection" and "timed out" not in str(error)
+    assert "refused" in str(error).lower() or "connect" in str(error).lower()
+
+
+@pytest.mark.parametrize("http_client", ["aiohttp", "httpx"])
+def test_a_slow_answer_is_a_time_out(http_client):
+    release = threading.Event()
+
+    def respond(body: dict) -> str:
+        release.wait(timeout=60)  # until the client has given up on it
+        return "yes"
+
+    with FakeOpenAIServer(responder=respond) as server:
+        try:
+            error = failure(OpenAICompatibleBackend(server.base_url, "fake-model", timeout=0.5,
+                                                    http_client=http_client))
+        finally:
+            release.set()
+    assert error.kind == "timeout" and "timed out" in str(error)
+
+
+def test_an_unknown_http_client_is_refused_in_one_line(monkeypatch):
+    with pytest.raises(ConfigurationError, match="http_client must be one of aiohttp, httpx"):
+        OpenAICompatibleBackend("http://127.0.0.1:9/v1", "m", http_client="requests")
+    monkeypatch.setenv("ANCHOR_LLM_HTTP_CLIENT", "curl")
+    with pytest.raises(ConfigurationError) as caught:
+        LLMSettings.from_env()
+    assert str(caught.value) == "environment variable ANCHOR_LLM_HTTP_CLIENT='curl' must be 'aiohttp' or 'httpx'"
+    monkeypatch.setenv("ANCHOR_LLM_HTTP_CLIENT", "httpx")
+    assert LLMSettings.from_env().http_client == "httpx"
+
+
+def test_without_aiohttp_the_error_says_what_to_install(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "aiohttp" else real(name, *a))
+    with pytest.raises(ConfigurationError, match=r"pip install 'openai\[aiohttp\]', or set ANCHOR_LLM_HTTP_CLIENT=httpx"):
+        OpenAICompatibleBackend("http://127.0.0.1:9/v1", "m")
+    assert OpenAICompatibleBackend("http://127.0.0.1:9/v1", "m", http_client="httpx").http_client == "httpx"
+
+
+def test_a_broken_aiohttp_install_is_named_when_the_client_is_made(monkeypatch):
+    class Missing:
+        def __init__(self, **kwargs: object) -> None:
+            raise RuntimeError("To use the aiohttp client you must have installed the package with the `aiohttp` extra")
+
+    monkeypatch.setattr(openai, "DefaultAioHttpClient", Missing)
+    with pytest.raises(ConfigurationError, match="aiohttp client is not available"):
+        ask(OpenAICompatibleBackend("http://127.0.0.1:9/v1", "m"))
