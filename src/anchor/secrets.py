@@ -38,6 +38,13 @@ def register(secret: str | None) -> None:
             _secrets.add(secret)
 
 
+def basic_auth(userinfo: str) -> str:
+    """The Basic auth token HTTP clients send for a URL's ``user:password`` (percent-decoded; a lone user
+    name with an empty password): base64 of ``user:password``."""
+    user, _, password = userinfo.partition(":")
+    return base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode("ascii")
+
+
 def register_url(url: str | None) -> None:
     """Register the secrets a URL carries: its password (or a lone user name, usually a token) and
     the values of secret-named query parameters, both as written and percent-decoded."""
@@ -52,8 +59,8 @@ def register_url(url: str | None) -> None:
         userinfo = parts.netloc.rpartition("@")[0]
         user, colon, password = userinfo.partition(":")
         found.append(password if colon else user)
-        # The HTTP client sends these as Basic auth, which a server may quote back in an error.
-        register(base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode("ascii"))
+        # Sent as Basic auth (anchor.llm.endpoint), which a server may quote back in an error.
+        register(basic_auth(userinfo))
     for param in parts.query.split("&"):
         name, _, value = param.partition("=")
         if value and _SECRET_PARAM.search(unquote_plus(name)):

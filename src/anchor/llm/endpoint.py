@@ -18,15 +18,18 @@ embeddings server alike).
 
 from __future__ import annotations
 
-import base64
 import email.utils
 import time
 from dataclasses import dataclass, field
-from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+from typing import Any, Literal, get_args
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from anchor.errors import ConfigurationError
-from anchor.secrets import display_url
+from anchor.secrets import basic_auth, display_url
+
+#: The SDK's HTTP clients a request can go through: its aiohttp one (anchor's default) or its httpx one.
+HttpClient = Literal["aiohttp", "httpx"]
+HTTP_CLIENTS: tuple[str, ...] = get_args(HttpClient)
 
 
 @dataclass(frozen=True)
@@ -88,12 +91,7 @@ def sdk_endpoint(url: str, api_key: str | None, *, url_flag: str, key_flag: str)
             f"{url_flag} {display_url(url)} carries credentials (user:password@) and {key_flag} is set too; a "
             f"request has one Authorization header, so one of them would never be sent: give only one")
     userinfo, at, host = parts.netloc.rpartition("@")
-    headers: dict[str, str] = {}
-    if at:
-        # As HTTP clients read a URL's user information: percent-decoded, a lone user name with an empty password.
-        user, _, password = userinfo.partition(":")
-        pair = f"{unquote(user)}:{unquote(password)}".encode()
-        headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")  # registered by register_url
+    headers = {"Authorization": "Basic " + basic_auth(userinfo)} if at else {}  # a secret register_url knows
     base = urlunsplit((parts.scheme, host, parts.path, "", "")).rstrip("/")
     return Endpoint(base, dict(parse_qsl(parts.query, keep_blank_values=True)), api_key, headers)
 

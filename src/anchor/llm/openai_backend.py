@@ -23,6 +23,7 @@ import asyncio
 import importlib.util
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import openai
@@ -36,14 +37,12 @@ from anchor.errors import (
 )
 from anchor.llm.base import Message, MultiCompletion, RawCompletion, TokenLogprob, note_refused, note_sending
 from anchor.llm.context import DEFAULT_SERVER_CONTEXT_TOKENS
-from anchor.llm.endpoint import retry_after_seconds, sdk_endpoint
+from anchor.llm.endpoint import HTTP_CLIENTS, retry_after_seconds, sdk_endpoint
 from anchor.llm.memory import ServerMemory
 from anchor.secrets import display_url, register, register_url, scrub
 
 log = logging.getLogger("anchor.llm")
 
-#: The SDK's HTTP clients a backend can send through (see the module's docstring).
-HTTP_CLIENTS = ("aiohttp", "httpx")
 #: Said when the aiohttp client cannot be made.
 AIOHTTP_HINT = "pip install 'openai[aiohttp]', or set ANCHOR_LLM_HTTP_CLIENT=httpx"
 
@@ -74,10 +73,8 @@ class OpenAICompatibleBackend:
     ) -> None:
         if http_client not in HTTP_CLIENTS:
             raise ConfigurationError(f"http_client must be one of {', '.join(HTTP_CLIENTS)}, got {http_client!r}")
-        if http_client == "aiohttp" and importlib.util.find_spec("aiohttp") is None:
-            raise ConfigurationError(
-                f"the openai SDK's aiohttp client needs aiohttp, which is not installed: {AIOHTTP_HINT}")
         self.http_client = http_client
+        self._aiohttp = _aiohttp_client() if http_client == "aiohttp" else None
         if not base_url.startswith(("http://", "https://")):
             raise ConfigurationError(f"base URL must start with http:// or https://, got {base_url!r}")
         # The URL as given goes to the SDK only (its query as parameters: see ``anchor.llm.endpoint``);
@@ -137,13 +134,10 @@ class OpenAICompatibleBackend:
 
     def _http(self) -> Any:
         """A new HTTP client for the SDK (its aiohttp one), or None for the SDK's default (httpx)."""
-        if self.http_client == "httpx":
+        if self._aiohttp is None:
             return None
-        factory = getattr(openai, "DefaultAioHttpClient", None)
-        if factory is None:
-            raise ConfigurationError(f"openai {openai.__version__} has no aiohttp client: {AIOHTTP_HINT}")
         try:
-            return factory()
+            return self._aiohttp()
         except RuntimeError as exc:  # the SDK's own words when aiohttp is not installed
             raise ConfigurationError(
                 f"the openai SDK's aiohttp client is not available ({exc}): {AIOHTTP_HINT}") from None
@@ -431,6 +425,18 @@ class OpenAICompatibleBackend:
         client = self._clients.pop(id(asyncio.get_running_loop()), None)
         if client is not None:
             await client.close()
+
+
+def _aiohttp_client() -> Callable[[], Any]:
+    """The SDK's aiohttp client class, checked when the backend is made: an SDK without it, or no aiohttp
+    installed, is refused in one line saying what to install."""
+    factory = getattr(openai, "DefaultAioHttpClient", None)
+    if factory is None:
+        raise ConfigurationError(f"openai {openai.__version__} has no aiohttp client: {AIOHTTP_HINT}")
+    if importlib.util.find_spec("aiohttp") is None:
+        raise ConfigurationError(
+            f"the openai SDK's aiohttp client needs aiohttp, which is not installed: {AIOHTTP_HINT}")
+    return factory
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError
 
@@ -15,7 +14,7 @@ from anchor.llm.base import Backend
 from anchor.llm.cache import RESPONSES_FILE, VECTORS_FILE, ResponseCache, default_cache_dir
 from anchor.llm.client import LLMClient
 from anchor.llm.context import DEFAULT_SERVER_CONTEXT_TOKENS
-from anchor.llm.endpoint import CredentialSource, settle_credentials
+from anchor.llm.endpoint import CredentialSource, HttpClient, settle_credentials
 from anchor.llm.ledger import CostLedger
 from anchor.llm.local_backend import LocalLlamaBackend
 from anchor.llm.memory import SERVERS_FILE, ServerMemory
@@ -74,7 +73,7 @@ class LLMSettings(BaseModel):
         "Most self-consistency samples of one prompt asked for in one request (the API's n), on servers "
         "that honour it; 1 sends one request per sample."))
     transport_retries: int = Field(default=6, ge=0)
-    http_client: Literal["aiohttp", "httpx"] = Field(default="aiohttp", description=(
+    http_client: HttpClient = Field(default="aiohttp", description=(
         "The openai SDK's HTTP client for a server: aiohttp (less CPU a request when many are in flight) or "
         "httpx (the SDK's default). Answers do not depend on it."))
     parse_retries: int = Field(default=20, ge=0)
