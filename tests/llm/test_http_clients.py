@@ -73,6 +73,23 @@ def test_a_refused_connection_is_a_connection_error(http_client):
 
 
 @pytest.mark.parametrize("http_client", ["aiohttp", "httpx"])
+def test_a_server_that_cannot_be_reached_is_not_said_to_have_timed_out(http_client):
+    # `anchor llm ping` and a run with no --model ask the server for its models first.
+    backend = OpenAICompatibleBackend(f"http://127.0.0.1:{closed_port()}/v1", None, http_client=http_client)
+
+    async def resolve() -> str:
+        try:
+            return await backend.resolve_model()
+        finally:
+            await backend.aclose()
+
+    reached = r"cannot reach http://127\.0\.0\.1:\d+/v1: connection error: "
+    with pytest.raises(ConfigurationError, match=reached) as caught:
+        asyncio.run(resolve())
+    assert "timed out" not in str(caught.value)
+
+
+@pytest.mark.parametrize("http_client", ["aiohttp", "httpx"])
 def test_a_slow_answer_is_a_time_out(http_client):
     release = threading.Event()
 

@@ -160,8 +160,8 @@ class OpenAICompatibleBackend:
             return self._model
         try:
             page = await self._client.models.list()
-        except openai.APIConnectionError as exc:
-            raise ConfigurationError(f"cannot reach {self.url}: {scrub(str(exc))}") from exc
+        except openai.APIConnectionError as exc:  # time-outs included
+            raise ConfigurationError(f"cannot reach {self.url}: {scrub(str(_wire_error(exc)))}") from exc
         except openai.APIStatusError as exc:
             raise ConfigurationError(
                 f"{self.url} did not list its models (HTTP {exc.status_code}); pass --model"
@@ -316,12 +316,8 @@ class OpenAICompatibleBackend:
                 except BackendError as err:
                     err.format_fallbacks = fallbacks  # type: ignore[attr-defined]
                     raise
-            except openai.APITimeoutError as exc:
-                if not _timed_out(exc):  # the aiohttp client calls a refused or dropped connection a time-out
-                    raise TransientBackendError(f"connection error: {_root(exc)}", kind="connection") from exc
-                raise TransientBackendError(f"request timed out: {exc}", kind="timeout") from exc
-            except openai.APIConnectionError as exc:
-                raise TransientBackendError(f"connection error: {_root(exc)}", kind="connection") from exc
+            except openai.APIConnectionError as exc:  # time-outs included
+                raise _wire_error(exc) from exc
             except openai.APIResponseValidationError as exc:
                 raise TransientBackendError(f"server sent a malformed response: {exc}", kind="bad_response") from exc
             except (ValueError, TypeError, KeyError) as exc:
@@ -447,6 +443,14 @@ def _chain(exc: BaseException) -> list[BaseException]:
         out.append(current)
         current = current.__cause__ or current.__context__
     return out
+
+
+def _wire_error(exc: openai.APIConnectionError) -> TransientBackendError:
+    """No answer came back: a time-out, or a connection error with its innermost cause. The aiohttp client
+    calls a refused or dropped connection a time-out too (``_timed_out`` tells them apart)."""
+    if isinstance(exc, openai.APITimeoutError) and _timed_out(exc):
+        return TransientBackendError(f"request timed out: {exc}", kind="timeout")
+    return TransientBackendError(f"connection error: {_root(exc)}", kind="connection")
 
 
 def _timed_out(exc: BaseException) -> bool:
