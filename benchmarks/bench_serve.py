@@ -9,7 +9,7 @@
    condition. For each answer: the latency the client saw, and the LLM time on the answer's critical path
    (its longest chain of requests that waited for one another, ``cost.critical_path.seconds``). What the
    service adds is the difference: median and p99, against the targets of 20 ms and 100 ms. The same load
-   runs twice; the service's resident memory is read after each run.
+   runs twice; the service's resident memory (its process, and its helpers') is read after each run.
 3. **The same answers as** ``anchor infer``: every condition of the first run is answered again by
    ``anchor infer --space`` on the stored space (``--no-cache``, the same deterministic server), and
    P(O1), the mapped factors and their φ must be equal.
@@ -73,6 +73,31 @@ def percentile(values: list[float], q: float) -> float:
 def rss_mb(pid: int) -> float:
     text = Path(f"/proc/{pid}/status").read_text()
     return round(int(re.search(r"VmRSS:\s+(\d+)", text).group(1)) / 1024, 1)
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes ``pid`` started, and theirs (the service's embedding and clustering helpers)."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children = [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+        for child in children:
+            out += [child, *descendants(child)]
+    return out
+
+
+def tree_rss_mb(pid: int) -> dict[str, float]:
+    """Resident memory of the service's process and of its helpers (what it holds in all)."""
+    helpers = 0.0
+    for child in descendants(pid):
+        try:
+            helpers += rss_mb(child)
+        except (OSError, AttributeError):
+            pass  # ended meanwhile
+    main = rss_mb(pid)
+    return {"rss_mb": main, "helpers_rss_mb": round(helpers, 1), "all_rss_mb": round(main + helpers, 1)}
 
 
 class Service:
@@ -266,13 +291,13 @@ def main() -> None:
             results = asyncio.run(load(service.url, clients, args.per_client, f"sweep{clients}-"))
             report["sweep"][clients] = summary(results, time.perf_counter() - started)
             print(f"{clients} client(s): {json.dumps(report['sweep'][clients])}", flush=True)
-        report["rss_mb_start"] = rss_mb(service.proc.pid)
+        report.update({f"{k}_start": v for k, v in tree_rss_mb(service.proc.pid).items()})
         runs = []
         for n in range(1, args.runs + 1):
             started = time.perf_counter()
             results = asyncio.run(load(service.url, args.clients, args.per_client, "load"))
             figures = summary(results, time.perf_counter() - started)
-            figures["rss_mb"] = rss_mb(service.proc.pid)
+            figures.update(tree_rss_mb(service.proc.pid))
             runs.append(figures)
             print(f"run {n}: {json.dumps(figures)}", flush=True)
             if n == 1:
