@@ -18,6 +18,7 @@ from anchor.evaluation.datasets.negation import negate_with_llm
 from anchor.llm.client import LLMClient
 from anchor.methods import baselines
 from anchor.pipeline import Anchor
+from anchor.prompts import REFLECT_FACTORS, choice_list_schema
 from anchor.truth.simulate import Miscalibration, SimErrors, SimulatedBackend, SimulatedLLM
 from anchor.truth.simulate.llm import HANDLERS
 from anchor.truth.simulate.reads import EVERY_PARAMETER, READS, STAGE_READS, parameters_read, same_answers
@@ -86,6 +87,13 @@ def recorded(embedder: Any) -> list[dict[str, Any]]:
         claim = DecisionInstance(id="x", dataset="d", scenario=scenario_of(NB), condition="The sky is green.",
                                  label=1)
         await negate_with_llm(client, [claim])
+        # A reflection that surely shows factors the condition does not make present, sent as the mapper
+        # sends one: whether the runs above map a wrong factor at all hangs on UMAP's and HDBSCAN's floating
+        # point on the machine (on one it did, on another none of its ten reflections showed one).
+        condition = NB.conditions[0]
+        absent = tuple(f.text for f in NB.factors if f.id not in condition.present)
+        await client.ask(REFLECT_FACTORS, schema=choice_list_schema("Reflection", "keep", absent),
+                         condition=condition.text, factors="\n".join(f"- {t}" for t in absent))
 
     asyncio.run(everything())
     return backend.seen
