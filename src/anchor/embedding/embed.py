@@ -228,11 +228,19 @@ class VectorMemory:
         self._lock = threading.Lock()  # an embedder may be shared by threads
 
     def get(self, text: str) -> np.ndarray | None:
+        return self.held([text]).get(text)
+
+    def held(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """The vectors held for ``texts`` (each marked as just used), by text. The caller keeps the dict for
+        the rest of its call: a call with more texts than the memory keeps still gets all of them."""
+        out: dict[str, np.ndarray] = {}
         with self._lock:
-            vec = self._vectors.get(text)
-            if vec is not None:
-                self._vectors.move_to_end(text)
-            return vec
+            for text in texts:
+                vec = self._vectors.get(text)
+                if vec is not None:
+                    self._vectors.move_to_end(text)
+                    out[text] = vec
+        return out
 
     def put(self, text: str, vec: np.ndarray) -> None:
         with self._lock:
@@ -285,13 +293,9 @@ class MiniLMEmbedder:
             return np.zeros((0, MINILM_DIMENSION), dtype=np.float32)
         if not on_embedding_thread():
             return _on_thread(self.encode, texts)
-        # This call's vectors are held here: a call with more texts than the memory keeps still gets all.
-        found: dict[str, np.ndarray] = {}
-        for text in dict.fromkeys(texts):
-            vec = self.memory.get(text)
-            if vec is not None:
-                found[text] = vec
-        missing = [t for t in dict.fromkeys(texts) if t not in found]
+        distinct = list(dict.fromkeys(texts))
+        found = self.memory.held(distinct)
+        missing = [t for t in distinct if t not in found]
         if missing and self._store is not None:
             keys = {self._key(t): t for t in missing}
             for key, blob in self._store.get_many(list(keys)).items():

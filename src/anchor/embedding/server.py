@@ -130,13 +130,9 @@ class ServerEmbedder:
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
-        # This call's vectors are held here: a call with more texts than the memory keeps still gets all.
-        found: dict[str, np.ndarray] = {}
-        for text in dict.fromkeys(texts):
-            vec = self.memory.get(text)
-            if vec is not None:
-                found[text] = vec
-        missing = [t for t in dict.fromkeys(texts) if t not in found]
+        distinct = list(dict.fromkeys(texts))
+        found = self.memory.held(distinct)
+        missing = [t for t in distinct if t not in found]
         if missing and self._store is not None:
             keys = {self._key(t): t for t in missing}
             for key, blob in self._store.get_many(list(keys)).items():
