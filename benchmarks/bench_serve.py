@@ -42,6 +42,9 @@ from typing import Any
 import httpx2 as httpx
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # for tests.procs
+from tests.procs import descendants  # noqa: E402
+
 ENTRY = "import sys; from anchor.cli import main; sys.argv[0] = 'anchor'; main()"
 SCENARIOS = [
     {"scenario": "Priya is deciding how to get to work on Monday morning; her office is 6 km away.",
@@ -73,19 +76,6 @@ def percentile(values: list[float], q: float) -> float:
 def rss_mb(pid: int) -> float:
     text = Path(f"/proc/{pid}/status").read_text()
     return round(int(re.search(r"VmRSS:\s+(\d+)", text).group(1)) / 1024, 1)
-
-
-def descendants(pid: int) -> list[int]:
-    """The processes ``pid`` started, and theirs (the service's embedding and clustering helpers)."""
-    out: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            children = [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            continue
-        for child in children:
-            out += [child, *descendants(child)]
-    return out
 
 
 def tree_rss_mb(pid: int) -> dict[str, float]:

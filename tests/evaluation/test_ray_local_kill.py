@@ -28,32 +28,12 @@ from anchor.types import Scenario, scenario_key
 from tests.evaluation.test_workers import read_jsonl
 from tests.fakeserver import FakeOpenAIServer
 from tests.predict.test_predict import COLUMNS, SCENARIOS, learn_the_format, vanilla, write_csv
+from tests.procs import descendants
 
 pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 REPO = Path(__file__).resolve().parents[2]
 #: Only so that a broken run cannot hang the suite; no assertion depends on it.
 DEADLINE_SECONDS = 300
-
-
-def _children() -> dict[int, list[int]]:
-    out: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", encoding="utf-8") as fh:
-                    out.setdefault(int(fh.read().rsplit(")", 1)[1].split()[1]), []).append(int(name))
-            except OSError:
-                pass
-    return out
-
-
-def descendants(pid: int) -> list[int]:
-    kids, out, todo = _children(), [], [pid]
-    while todo:
-        for child in kids.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
 
 
 def running(pid: int) -> bool:
