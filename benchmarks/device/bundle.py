@@ -137,7 +137,9 @@ fi
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=REPO / ".devbench")
+    parser.add_argument("--out", type=Path, default=REPO / ".devbench",
+                        help="the folder to fill, emptied first (default: .devbench at the repository's root, "
+                             "where run.sh expects to be)")
     parser.add_argument("--python-version", default="3.12", help="the device's Python (default 3.12)")
     args = parser.parse_args()
     if not re.fullmatch(r"3\.\d+", args.python_version):
