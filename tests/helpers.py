@@ -97,7 +97,7 @@ class ScriptedLLM:
       the last one it returns an unusable item (a round that adds nothing).
     * ``verdict(candidate, similar)``, ``label(factor)``, ``theme(members)``,
       ``select(condition, candidates)``, ``reflect(condition, selected)``, ``phi(factor)``,
-      ``partition(texts)``, ``latent_params(line)``: the answers for the other calls.
+      ``partition(texts)``, ``latent_params(line)``, ``base_rate()``: the answers for the other calls.
     """
 
     rounds: list[list[str]] = field(default_factory=list)
@@ -109,6 +109,7 @@ class ScriptedLLM:
     phi: Callable[[str], float] = lambda text: 0.7
     partition: Callable[[list[str]], list[dict[str, Any]]] = lambda texts: [{"name": "All", "factors": list(texts)}]
     latent_params: Callable[[str], tuple[float, float]] = lambda line: (0.8, 0.3)
+    base_rate: Callable[[], float] = lambda: 0.5
     calls: Counter = field(default_factory=Counter)
 
     def __call__(self, req: ScriptedRequest) -> Any:
@@ -141,6 +142,8 @@ class ScriptedLLM:
                 p1, p2 = self.latent_params(line)
                 out[key] = {"p_outcome1": p1, "p_outcome2": p2}
             return out
+        if k == "BaseRateAnswer":
+            return {"p_outcome1": self.base_rate()}
         raise AssertionError(f"unexpected request schema {req.schema_name!r}")
 
 

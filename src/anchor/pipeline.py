@@ -35,10 +35,11 @@ from anchor.config import AnchorConfig
 from anchor.embedding.embed import Embedder, embedder_identity
 from anchor.embedding.server import make_embedder
 from anchor.files import write_text_atomic
+from anchor.inference.config import USER_RULE, InferenceConfig
 from anchor.inference.engine import InferenceEngine
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
-from anchor.llm.ledger import summarize
+from anchor.llm.ledger import merge_costs, summarize
 from anchor.llm.settings import LLMSettings, make_client
 from anchor.llm.sync import iterate_sync, run_sync
 from anchor.mapping.mapper import ConditionMapper
@@ -87,7 +88,8 @@ class Anchor:
         # helper process, while this process sets up the LLM client and reads the space.
         offload.warm_up(self.embedder)
         self.client = client if client is not None else make_client(self.settings)
-        self.config = config or AnchorConfig()
+        # Without a configuration it answers as `anchor predict` does (the rule of anchor.inference.config.USER_RULE).
+        self.config = config or AnchorConfig(inference=InferenceConfig(rule=USER_RULE))
         self.reducer = reducer
         self.clusterer = clusterer
         # Stage-2 candidate search (the one named by config.mapping.retriever unless an object is
@@ -107,7 +109,17 @@ class Anchor:
     async def abuild(self, scenario: Scenario, report: Reporter = silent) -> FactorSpace:
         builder = FactorSpaceBuilder(self.client, self.embedder, self.config.build,
                                      reducer=self.reducer, clusterer=self.clusterer)
-        return await builder.build(scenario, report)
+        space = await builder.build(scenario, report)
+        inference = self.config.inference
+        if inference.rule == "consistent" and inference.base_rate is None:
+            # Stored with the space (and its request with the space's cost), so that answering its
+            # conditions later needs no request for it.
+            engine = InferenceEngine(self.client, space, inference, estimator=self.estimator)
+            with self.client.ledger.scope() as records:
+                base_rate = await engine.base_rate()
+            space = space.model_copy(update={"base_rate": base_rate,
+                                             "cost": merge_costs([*space.cost, *summarize(records)])})
+        return space
 
     def build(self, scenario: Scenario, report: Reporter = silent) -> FactorSpace:
         return self._run(self.abuild(scenario, report))

@@ -257,6 +257,23 @@ class SpaceEmbeddings(_Model):
     themes: EmbeddingMatrix | None = None
 
 
+#: How stage 3 reads the elicited numbers: ``paper`` as the ANCHOR paper (even odds; phi doubles as the
+#: latent link), ``consistent`` as what each prompt asks, with the scenario's base rate counted once
+#: (:mod:`anchor.inference.consistent`).
+InferenceRule = Literal["paper", "consistent"]
+INFERENCE_RULES: tuple[InferenceRule, ...] = ("paper", "consistent")
+
+
+class BaseRate(_Model):
+    """The scenario's base rate P(O1 | S), before any condition, as the consistent estimator counts it."""
+
+    p_outcome1: float = Field(gt=0, lt=1, description="The value used: kept inside [eps, 1 - eps].")
+    p_raw: float = Field(ge=0, le=1, description="As stated (elicited, or given by the user).")
+    source: Literal["elicited", "given"] = Field(description=(
+        "'elicited': asked of the probability estimator once per scenario; 'given': set by the user."))
+    model: str | None = Field(default=None, description="The model that stated it (None when given).")
+
+
 class FactorSpace(_Model):
     """The stored stage-1 artefact: built once per scenario, reused for every condition."""
 
@@ -276,6 +293,9 @@ class FactorSpace(_Model):
     llm: LLMIdentity
     embedding_model: str
     embeddings: SpaceEmbeddings | None = None
+    base_rate: BaseRate | None = Field(default=None, description=(
+        "The scenario's base rate, elicited when the space was built for the consistent estimator (None: "
+        "elicited at inference time when needed)."))
     rounds_beyond_stop: list[AbductionRound] = Field(default_factory=list, description=(
         "Rounds that had started (several rounds in flight) when the stop was decided: run to the end, "
         "cached and paid for (their requests are in the abduction cost), but not merged."))
@@ -452,6 +472,9 @@ class InferenceResult(_Model):
     latent_repairs: list[str] = Field(default_factory=list)
     aggregation: AggregationMethod = AggregationMethod.LOP
     weights: dict[str, float] = Field(default_factory=dict)
+    rule: InferenceRule = Field(default="paper", description="How the elicited numbers were read (see "
+                                                               "InferenceRule).")
+    base_rate: BaseRate | None = Field(default=None, description="The base rate counted (consistent rule only).")
     mapping: MappingTrace | None = None
     cost: list[StageCost] = Field(default_factory=list)
     critical_path: CriticalPath | None = Field(default=None, description=(

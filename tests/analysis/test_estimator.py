@@ -220,7 +220,8 @@ def test_two_servers_main_maps_estimator_elicits(tmp_path, embedder, make_space)
 
         est_kinds = {_json_name(b) for b in est_server.requests}
         main_kinds = {_json_name(b) for b in main_server.requests}
-    assert est_kinds == {"FactorProbabilities2", "LatentParams1"}
+    # The estimator states every probability: phi, the latent parameters and the scenario's base rate.
+    assert est_kinds == {"FactorProbabilities2", "LatentParams1", "BaseRateAnswer"}
     assert "FactorProbabilities2" in main_kinds and "Selection" in main_kinds
     for a, b in zip(main_only, swapped, strict=True):
         assert a.mapping is not None and b.mapping is not None

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from anchor.config import AnchorConfig
 from anchor.evaluation.datasets import scenario_key
 from anchor.inference.bayes import cbn_posterior, naive_bayes_posterior
 from anchor.llm.client import LLMClient
@@ -131,7 +132,8 @@ def build_case(embedder) -> tuple[FactorSpace, list[InferenceResult], LLMClient]
     space = audit_space(embedder)
     script = make_script()
     client = LLMClient(ScriptedBackend(script), cache=None, ledger=CostLedger())
-    results = Anchor(client=client, embedder=embedder).infer(space, [HOT, COLD, EVIL])
+    # The paper's rule: the expected posteriors below are its arithmetic.
+    results = Anchor(client=client, embedder=embedder, config=AnchorConfig()).infer(space, [HOT, COLD, EVIL])
     return space, results, client
 
 

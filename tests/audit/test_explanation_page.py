@@ -150,3 +150,20 @@ def test_nb_only_variant_draws_factors_straight_off_the_outcome(embedder):
     assert "Ablations active: no-cbn" in html_text
 
 
+
+
+def test_the_page_says_how_the_numbers_were_read():
+    from anchor.audit.pages import posteriors
+    from anchor.types import BaseRate, InferenceResult
+
+    base = BaseRate(p_outcome1=0.2, p_raw=0.2, source="elicited", model="model-a")
+    consistent = InferenceResult(condition="c", p_outcome1=0.3, p_outcome2=0.7, unknown=False, nb=0.25, cbn=0.3,
+                                 weights={"nb": 0.0, "cbn": 1.0}, rule="consistent", base_rate=base)
+    line = one(posteriors(consistent), "data-model", "rule")
+    assert "consistent rule" in line and "P(O1 | scenario) = 0.200" in line and "model-a" in line
+    given = consistent.model_copy(update={"base_rate": BaseRate(p_outcome1=0.01, p_raw=0.0, source="given")})
+    line = one(posteriors(given), "data-model", "rule")
+    assert "= 0.010 (stated 0.000), given by the user" in line
+    paper = consistent.model_copy(update={"rule": "paper", "base_rate": None})
+    line = one(posteriors(paper), "data-model", "rule")
+    assert "paper's rule" in line and "base rate" not in line

@@ -34,7 +34,7 @@ def test_python_api_writes_the_pages(case, embedder, tmp_path):
     assert space_page(space, path) == path.read_text(encoding="utf-8") == space_html(space)
     client = LLMClient(ScriptedBackend(make_script()), cache=None, ledger=CostLedger())
     target = tmp_path / "explain.html"
-    html_text = Anchor(client=client, embedder=embedder).explain(space, HOT, path=target)
+    html_text = Anchor(client=client, embedder=embedder, config=AnchorConfig()).explain(space, HOT, path=target)
     assert target.read_text(encoding="utf-8") == html_text
     nb, cbn, pooled = expected_posteriors([WT, KB])
     assert one(html_text, "data-model", "pooled").startswith(f"Pooled (linear opinion pool) P(O1) = {pooled:.3f}")

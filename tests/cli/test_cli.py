@@ -130,7 +130,7 @@ def test_infer_json_against_a_server(runner, tmp_path, space_file):
                          partition=lambda texts: [{"name": "Heat and cost", "factors": list(texts)}],
                          latent_params=lambda line: LATENT_PARAMS)
     with FakeOpenAIServer(responder=server_responder(script)) as server:
-        result = run_infer(runner, server, tmp_path, space_file)
+        result = run_infer(runner, server, tmp_path, space_file, "--inference", "paper")
         completions = server.completions
     assert result.exit_code == 0, (result.stderr, result.exception)
     objs = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
@@ -190,6 +190,9 @@ def test_build_against_a_server_writes_a_loadable_space(runner, server, tmp_path
     assert len(summary["factors"]) == len(space.factors)
     assert all(f.votes.total == 3 for f in space.factors)
     assert sum(c.llm_calls for c in space.cost) == server.completions
+    # Built for the rule infer answers with by default: the scenario's base rate is asked once and kept.
+    assert space.base_rate is not None and space.base_rate.source == "elicited" and space.base_rate.model == "fake-model"
+    assert "inference.base_rate" in {c.stage for c in space.cost}
 
     # The space it wrote serves `anchor infer`.
     inferred = runner.invoke(app, ["infer", "--space", str(out), "-c", CONDITIONS[0], "--json",

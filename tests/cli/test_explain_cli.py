@@ -83,7 +83,8 @@ def explained(space_file, tmp_path_factory):
     work = tmp_path_factory.mktemp("explain")
     pages = work / "pages"
     with FakeOpenAIServer(model="served-model", responder=server_responder(make_script())) as server:
-        args = ["explain", "--space", str(space_file), "-c", HOT, "-c", COLD, *server_args(server, work / "cache")]
+        args = ["explain", "--space", str(space_file), "-c", HOT, "-c", COLD, "--inference", "paper",
+                *server_args(server, work / "cache")]
         human = runner.invoke(app, [*args, "--out", str(pages / "e.html")])
         requests = server.stats()["requests"]
         as_json = runner.invoke(app, [*args, "--out", str(pages / "again.html"), "--json"])

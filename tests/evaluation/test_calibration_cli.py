@@ -21,7 +21,7 @@ from anchor.calibration.contract import LOGISTIC_C
 from anchor.cli import app
 from anchor.evaluation.datasets.instances import balance_outcome_order, scenario_key
 from anchor.evaluation.datasets.loading import load_dataset
-from anchor.inference.bayes import cbn_posterior, naive_bayes_posterior
+from anchor.inference.consistent import consistent_cbn_posterior
 from anchor.runs.records import RunConfig, TraceRecord
 from anchor.space.io import save_space
 from tests.fakeserver import FakeOpenAIServer
@@ -279,7 +279,8 @@ def test_infer_prints_and_records_both_probabilities(tmp_path, make_space):
     script = ScriptedLLM(select=lambda c, candidates: list(phi), phi=phi.__getitem__,
                          partition=lambda texts: [{"name": "Heat", "factors": list(texts)}],
                          latent_params=lambda line: (0.7, 0.4))
-    raw = 0.5 * naive_bayes_posterior(list(phi.values())) + 0.5 * cbn_posterior(list(phi.values()), [0, 0], [(0.7, 0.4)])
+    # infer answers with the consistent rule by default: the network alone, the base rate (0.5 here) counted once
+    raw = consistent_cbn_posterior(list(phi.values()), [0, 0], [(0.7, 0.4)], 0.5)
     fitted = FittedOn(runs=["r"], datasets=["today"], method="anchor", model="model-a", n=40, n_outcome1=20,
                       date="2025-01-01T00:00:00+00:00")
     cal_path = tmp_path / "cal.json"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from anchor.config import AnchorConfig
 from anchor.inference.bayes import cbn_posterior, naive_bayes_posterior
 from anchor.inference.engine import InferenceEngine
 from anchor.mapping.mapper import ConditionMapper, MappingConfig, space_vectors
@@ -329,7 +330,8 @@ async def test_anchor_takes_the_retriever_as_a_constructor_choice(scripted_clien
     space = kitchen[0]
     script = ScriptedLLM(select=lambda condition, shown: [t for t in shown if t == "gas price"],
                          phi=lambda text: 0.3, latent_params=lambda line: (0.4, 0.7))
-    anchor = Anchor(client=scripted_client(script), embedder=embedder, retriever=make_retriever(name))
+    anchor = Anchor(client=scripted_client(script), embedder=embedder, retriever=make_retriever(name),
+                    config=AnchorConfig())  # the paper's rule, whose arithmetic is checked below
     result = await anchor.ainfer_one(space, GAS)
     assert result.mapping is not None and result.mapping.retriever == name
     assert [f.text for f in result.factors] == ["gas price"]

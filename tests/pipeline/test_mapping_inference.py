@@ -416,7 +416,7 @@ async def test_per_condition_cost_under_concurrency(scripted_client, embedder, s
     # A virtual second a request: which branch of a condition's requests is the longer is then a
     # matter of counts, not of how the machine happened to schedule them.
     client = scripted_client(ScriptedLLM(select=select), delay=0.002, virtual_seconds=1.0)
-    anchor = Anchor(client=client, embedder=embedder)
+    anchor = Anchor(client=client, embedder=embedder, config=AnchorConfig())  # the paper's rule: no base rate
     results = await anchor.ainfer(space, [everything, nothing, one])
 
     assert [r.condition for r in results] == [everything, nothing, one]

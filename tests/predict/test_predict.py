@@ -357,6 +357,7 @@ def stages_asked(run: Path) -> list[str]:
 @pytest.mark.slow
 def test_one_space_a_group_kept_in_a_store_that_later_runs_and_the_python_api_reuse(tmp_path):
     from anchor import Anchor, AnchorConfig, BuildParams, LLMSettings
+    from anchor.inference.config import USER_RULE, InferenceConfig
 
     cases = tmp_path / "cases.csv"
     write_csv(cases)
@@ -376,11 +377,15 @@ def test_one_space_a_group_kept_in_a_store_that_later_runs_and_the_python_api_re
         assert stages_asked(tmp_path / "second") and not any(s.startswith(CONSTRUCTION)
                                                              for s in stages_asked(tmp_path / "second"))
         metrics = MetricsReport.model_validate_json((tmp_path / "second" / "metrics.json").read_text())
-        assert metrics.cost_reused["total"].llm_calls == sum(
-            1 for s in stages_asked(tmp_path / "first") if s.startswith(CONSTRUCTION))
+        # What the first run spent on the spaces: their construction and each scenario's base rate, kept with them.
+        built = [r for r in read_jsonl(tmp_path / "first" / "calls.jsonl") if r["outcome"] == "ok"
+                 and r["scope"].startswith("space:")]
+        assert {r["stage"] for r in built if not r["stage"].startswith(CONSTRUCTION)} == {"inference.base_rate"}
+        assert metrics.cost_reused["total"].llm_calls == len(built)
         # The Python API names spaces the same way, so it finds them too.
         engine = Anchor(settings=LLMSettings(base_url=server.base_url, cache_dir=tmp_path / "api-cache"),
-                        config=AnchorConfig(build=BuildParams(n_target=16, batch_size=4, max_rounds=4, seed=0)))
+                        config=AnchorConfig(build=BuildParams(n_target=16, batch_size=4, max_rounds=4, seed=0),
+                                            inference=InferenceConfig(rule=USER_RULE)))
         answers = list(engine.predict(cases, spaces=store, columns={"id": "Key", "scenario": "Situation",
                                                                     "outcome1": "A", "outcome2": "B",
                                                                     "condition": "Evidence", "label": "Truth"}))

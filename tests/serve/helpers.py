@@ -22,6 +22,7 @@ from typing import Any
 import httpx2 as httpx
 
 from anchor.config import AnchorConfig
+from anchor.inference.config import USER_RULE, InferenceConfig
 from anchor.evaluation.run_config import default_build_params
 from anchor.llm.settings import LLMSettings
 from anchor.serve.server import ServiceRunner
@@ -52,7 +53,8 @@ def llm_settings(server: FakeOpenAIServer, cache: Path, **extra: Any) -> LLMSett
 
 
 def quick_config(seed: int = 0) -> AnchorConfig:
-    return AnchorConfig(build=default_build_params("cases", seed, "quick"))
+    """What `anchor serve --sizes quick` answers with (the rule of the commands that answer a user's cases)."""
+    return AnchorConfig(build=default_build_params("cases", seed, "quick"), inference=InferenceConfig(rule=USER_RULE))
 
 
 class RunningService:

@@ -102,7 +102,7 @@ def test_interaction_worlds_have_factors_that_matter_together(worlds):
     for w in by_structure(worlds, "interaction"):
         outcome = w.variable(OUTCOME)
         assert outcome.parents == [f.id for f in w.factors] and all(not w.variable(f.id).parents for f in w.factors)
-        assert exact.prior_outcome1(w) == pytest.approx(0.5, abs=1e-5)
+        assert exact.prior_outcome1(w) == pytest.approx(0.5, abs=1e-14)  # a tie at 0.5 is a tie
         # Somewhere two factors together move the truth far from what independent evidence would give.
         gaps = []
         for i, a in enumerate(w.factors):
@@ -170,3 +170,32 @@ def test_one_structure_only():
     file = generate_worlds("interaction", 3, seed=0, n_conditions=4)
     assert [w.structure for w in file.worlds] == ["interaction"] * 3
     assert file.generator["structure"] == "interaction"
+
+
+@pytest.mark.parametrize("prior", [0.15, 0.3, 0.85])
+def test_every_structure_has_the_prior_asked_for(prior):
+    file = generate_worlds("all", 2, seed=4, n_conditions=12, prior=prior)
+    assert file.generator["prior"] == prior
+    for w in file.worlds:
+        assert w.id.startswith(f"{w.structure}-p{round(prior * 1000):03d}-")
+        assert exact.prior_outcome1(w) == pytest.approx(prior, abs=1e-14), w.id
+        assert all(c.p_true == pytest.approx(prior, abs=1e-14) for c in w.conditions if c.kind == "nothing")
+        for f in w.factors:
+            assert PHI_BOUNDS[0] <= exact.factor_phi(w, f.id) <= PHI_BOUNDS[1], (w.id, f.id)
+    # factors keep their likelihood ratio: the naive-Bayes worlds lean both ways against the prior
+    ratios = [exact.likelihoods(w, {f.id: 1}) for w in file.worlds if w.structure == "naive-bayes" for f in w.factors]
+    assert any(a > b for a, b in ratios) and any(a < b for a, b in ratios)
+
+
+def test_groups_of_several_priors_share_one_file_with_distinct_scenarios_and_conditions():
+    from anchor.truth.generate import generate_groups
+    from anchor.truth.settings import GenerationSettings
+
+    groups = [(s, p) for p in (0.5, 0.2) for s in ("naive-bayes", "latent")]
+    file = generate_groups(groups, GenerationSettings(n_worlds=6, seed=1, n_conditions=16))
+    assert [round(exact.prior_outcome1(w), 12) for w in file.worlds] == [p for _, p in groups for _ in range(6)]
+    texts = [c.text for w in file.worlds for c in w.conditions]
+    assert len(texts) == len(set(texts))  # a condition names its world, even among worlds of one domain
+    # even odds keep the worlds they had before a prior could be set
+    plain = generate_worlds("naive-bayes", 6, seed=1, n_conditions=16)
+    assert [w.variables for w in file.worlds[:6]] == [w.variables for w in plain.worlds]

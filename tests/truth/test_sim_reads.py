@@ -15,6 +15,7 @@ from anchor.bird.method import BirdMethod
 from anchor.config import AnchorConfig
 from anchor.evaluation.datasets.instances import DecisionInstance
 from anchor.evaluation.datasets.negation import negate_with_llm
+from anchor.inference.config import InferenceConfig
 from anchor.llm.client import LLMClient
 from anchor.methods import baselines
 from anchor.pipeline import Anchor
@@ -30,6 +31,7 @@ NB, LAT = nb_world(), latent_world()
 FAR: dict[str, Any] = {
     "factor_recall": 0.5, "hallucination_rate": 0.6, "vote_flip_rate": 0.5, "map_recall": 0.3, "map_false_rate": 0.5,
     "reflect_catch": 0.0, "factor_curve": Miscalibration(slope=2.0, bias=0.7, noise=1.2, step=0.1),
+    "base_rate_curve": Miscalibration(slope=1.6, bias=-0.9, noise=1.0, step=0.1),
     "direct_curve": Miscalibration(slope=0.2, bias=-0.8, noise=1.5, step=0.1), "phi_reading": "latent-link",
     "grouping_error": 0.6,
 }
@@ -70,9 +72,12 @@ def recorded(embedder: Any) -> list[dict[str, Any]]:
         config = AnchorConfig()
         config.build.max_rounds = 3
         anchor = Anchor(client, embedder=embedder, config=config)
+        consistent = Anchor(client, embedder=embedder, config=config.model_copy(
+            update={"inference": InferenceConfig(rule="consistent")}))
         for world in (NB, LAT):
             space = await anchor.abuild(scenario_of(world))
             await anchor.ainfer(space, [c.text for c in world.conditions])
+            await consistent.ainfer(space, [c.text for c in world.conditions])  # asks the base rate
         bird = BirdMethod(client, relaxed=False)
         relaxed = BirdMethod(client, relaxed=True)
         model = await bird.prepare(scenario_of(NB))
@@ -124,7 +129,7 @@ def test_every_request_gets_the_same_answer_when_only_parameters_it_does_not_rea
         if any(read_changed.answer(**r) != base.answer(**r) for r in requests):
             changed.add(name)
     assert {"GENERATE_SENTENCES", "EXTRACT_FACTORS", "VOTE_LABELS", "SELECT_FACTORS", "REFLECT_FACTORS", "ELICIT_PHI",
-            "DISCOVER_LATENTS", "ELICIT_LATENT_PARAMS", "VANILLA", "COT", "LOGITS", "COMPARE", "ORACLE_FACTOR_PROB",
+            "DISCOVER_LATENTS", "ELICIT_LATENT_PARAMS", "ELICIT_BASE_RATE", "VANILLA", "COT", "LOGITS", "COMPARE", "ORACLE_FACTOR_PROB",
             "BIRD_LABELS", "BIRD_CPT_DATA", "BIRD_MAPPING"} <= changed
 
 

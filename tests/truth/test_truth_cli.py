@@ -144,3 +144,16 @@ def test_a_run_without_a_true_probability_is_refused_by_score_and_left_out_of_th
     assert report.exit_code == 0 and "Against the truth" not in report.stdout
     missing = runner.invoke(app, ["truth", "score", str(tmp_path / "nowhere")])
     assert missing.exit_code == 2 and "no such run directory" in missing.stderr
+
+
+def test_make_takes_a_prior_and_refuses_one_out_of_range_naming_the_flag(tmp_path):
+    result = make(tmp_path, "--prior", "0.2")
+    assert result.exit_code == 0, result.output
+    file = load_worlds(tmp_path / "w.json")
+    assert file.generator["prior"] == 0.2
+    rows = list(csv.DictReader((tmp_path / "w.csv").open(encoding="utf-8")))
+    nothing = [float(r["p_true"]) for r in rows for w in file.worlds for c in w.conditions
+               if c.id == r["id"] and c.kind == "nothing"]
+    assert nothing and all(abs(p - 0.2) < 1e-12 for p in nothing)
+    refused = make(tmp_path / "x", "--prior", "0.99")
+    assert refused.exit_code == 2 and "--prior" in refused.output and "0.99" in refused.output

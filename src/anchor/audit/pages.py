@@ -195,7 +195,24 @@ def posteriors(result: InferenceResult) -> str:
                   f"{prob_bar(None)}</div>")
     else:
         pooled = _posterior_card("pooled", f"Pooled ({esc(method)})", result.p_outcome1, f"= {weights}")
-    return f'<div class="posteriors">{nb}{cbn}{pooled}</div>'
+    return f'<div class="posteriors">{nb}{cbn}{pooled}</div>{reading(result)}'
+
+
+def reading(result: InferenceResult) -> str:
+    """One line on how the elicited numbers were read (the inference rule) and, for the consistent rule,
+    the base rate it counted."""
+    if result.rule == "paper":
+        how = ("the paper's rule: even odds, each φ read as a symmetric likelihood pair and again as the link "
+               "from its factor to its latent")
+    else:
+        how = "the consistent rule: each φ read as P(O1 | factor), the latent links solved from it"
+        base = result.base_rate
+        if base is not None:
+            where = (f"elicited once for the scenario from {esc(base.model or 'the model')}"
+                     if base.source == "elicited" else "given by the user")
+            raw = f" (stated {base.p_raw:.3f})" if base.p_raw != base.p_outcome1 else ""
+            how += f"; base rate P(O1 | scenario) = {base.p_outcome1:.3f}{raw}, {where}, counted once"
+    return f'<p class="small" data-model="rule">Inference: {how}.</p>'
 
 
 def _names(trace: MappingTrace, result: InferenceResult, space: FactorSpace | None) -> dict[str, str]:

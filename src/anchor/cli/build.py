@@ -39,6 +39,7 @@ from anchor.cli.options import (
 from anchor.cli.render import cost_table, result_view, space_view
 from anchor.demo import NOODLE_CONDITIONS, NOODLES
 from anchor.files import DestinationError, check_destination
+from anchor.inference.config import USER_RULE, InferenceConfig
 from anchor.llm.ledger import merge_costs
 from anchor.llm.sync import run_sync
 from anchor.space.config import BuildParams
@@ -89,7 +90,8 @@ def build(
         check_destination(out_path, "--out")
         settings = llm_settings(conn, cache, seed)
         params = sizes.params(seed=settings.seed)
-        engine = Anchor(settings=settings, config=AnchorConfig(build=params))
+        # The space stores the scenario's base rate for the rule infer and predict answer with by default.
+        engine = Anchor(settings=settings, config=AnchorConfig(build=params, inference=InferenceConfig(rule=USER_RULE)))
         with RichReporter() as report, llm_activity(engine.client.ledger, report):
             space = run_sync(engine.abuild(scenario, report), engine.client)
         save_or_rescue(space, out_path, "--out")
@@ -159,7 +161,7 @@ def build_and_infer(
 
     settings = llm_settings(conn, cache, seed)
     config = AnchorConfig(build=sizes.params(seed=settings.seed), mapping=mapping.config(),
-                          inference=inference.config())
+                          inference=inference.config(USER_RULE))
     engine = Anchor(settings=settings, config=config, calibrator=calibrator)
 
     async def work() -> tuple[FactorSpace, list[InferenceResult]]:
@@ -236,6 +238,8 @@ def result_json(result: InferenceResult) -> dict[str, Any]:
         "latent_repairs": data["latent_repairs"],
         "aggregation": data["aggregation"],
         "weights": data["weights"],
+        "rule": data["rule"],
+        "base_rate": data["base_rate"],
         "variant": data["variant"],
         "mapping": data["mapping"],
         "cost": data["cost"],

@@ -47,7 +47,7 @@ from anchor.mapping.config import RETRIEVER_NAMES, MappingConfig
 from anchor.space.config import BuildParams
 from anchor.text import same_text
 from anchor.truth.settings import STRUCTURE_CHOICES, GenerationSettings
-from anchor.types import AggregationMethod, Scenario
+from anchor.types import INFERENCE_RULES, AggregationMethod, InferenceRule, Scenario
 
 LLM_PANEL = "LLM backend"
 BUILD_PANEL = "Factor space (stage 1)"
@@ -399,6 +399,14 @@ class InferenceOptions:
                                            help="Most latent concepts the LLM may form per condition.")] = None
     elicit_temperature: Annotated[float | None, opt("--elicit-temperature", panel=INFER_PANEL, help=(
         "Sampling temperature of the phi and latent-parameter elicitation."), bound=(InferenceConfig, "temperature"))] = None
+    inference: Annotated[str | None, opt("--inference", panel=INFER_PANEL, choices=INFERENCE_RULES, help=(
+        "How the elicited numbers are read: 'paper', as the ANCHOR paper (even odds, phi doubling as the latent "
+        "link); 'consistent', each as its prompt asks, with the scenario's base rate elicited once and counted "
+        "once (exact in every world of the models' shape, whatever the base rate; docs/inference.md). Default: "
+        "consistent for predict, serve, infer, explain and build; paper for eval and the analyses."))] = None
+    base_rate: Annotated[float | None, opt("--base-rate", panel=INFER_PANEL, bound=(InferenceConfig, "base_rate"),
+                                           help="The scenario's base rate P(outcome 1), when you know it (the "
+                                                "consistent rule; default: elicited once per scenario).")] = None
     no_cbn: Annotated[bool, opt("--no-cbn", panel=INFER_PANEL, show_default=False,
                                 help="'w/o cbn' ablation: Naive Bayes only.")] = False
     no_nb: Annotated[bool, opt("--no-nb", panel=INFER_PANEL, show_default=False,
@@ -410,10 +418,15 @@ class InferenceOptions:
 
     FIELDS: typing.ClassVar[dict[str, str]] = {
         "w_nb": "w_nb", "w_cbn": "w_cbn", "tau": "tau", "eps": "eps", "smoothing": "smoothing",
-        "max_latents": "max_latents", "elicit_temperature": "temperature",
+        "max_latents": "max_latents", "elicit_temperature": "temperature", "base_rate": "base_rate",
     }
 
-    def config(self) -> InferenceConfig:
+    def config(self, default_rule: InferenceRule = "paper") -> InferenceConfig:
+        """The stage-3 settings; ``default_rule`` is the command's own when --inference is not given."""
+        rule = self.inference or default_rule
+        if self.base_rate is not None and rule != "consistent":
+            raise typer.BadParameter("only the consistent rule counts a base rate: add --inference consistent",
+                                     param_hint="--base-rate")
         if self.no_nb and self.no_cbn:
             raise typer.BadParameter("cannot be combined with --no-cbn: at least one of Naive Bayes and the "
                                      "latent CBN must be used", param_hint="--no-nb")
@@ -421,6 +434,7 @@ class InferenceOptions:
             raise typer.BadParameter("--w-nb and --w-cbn cannot both be 0 (the pool needs some weight)",
                                      param_hint="--w-nb/--w-cbn")
         values = overrides(self, self.FIELDS)
+        values["rule"] = rule
         values.update({"use_cbn": not self.no_cbn, "use_nb": not self.no_nb, "llm_parameters": not self.no_pe_llm,
                        "aggregation": AggregationMethod.BMA if self.bma else AggregationMethod.LOP})
         return InferenceConfig.model_validate(values)
@@ -450,10 +464,13 @@ class WorldOptions:
                                         "distractor, nothing.")] = GenerationSettings.model_fields["n_conditions"].default
     seed: Annotated[int, opt("--seed", panel=WORLD_PANEL, bound=(GenerationSettings, "seed"), help=(
         "Seed of every draw: the same seed and anchor version give the same file."))] = 0
+    prior: Annotated[float, opt("--prior", panel=WORLD_PANEL, bound=(GenerationSettings, "prior"), help=(
+        "P(outcome 1) before anything is known, in every world: the truth of a condition that states nothing."
+        ))] = GenerationSettings.model_fields["prior"].default
 
     def settings(self) -> GenerationSettings:
         return GenerationSettings(structure=self.structure, n_worlds=self.worlds,  # type: ignore[arg-type]
-                                  n_conditions=self.conditions, seed=self.seed)
+                                  n_conditions=self.conditions, seed=self.seed, prior=self.prior)
 
 
 #: Model field -> the flag that sets it, for validation messages that escape the range checks

@@ -42,6 +42,7 @@ from anchor.cli.options import (
 )
 from anchor.config import ABLATIONS, AnchorConfig
 from anchor.files import check_directory
+from anchor.inference.config import USER_RULE
 from anchor.methods import METHODS
 from anchor.runs.records import MetricsReport
 from anchor.runs.rundir import RunDirectory
@@ -157,7 +158,7 @@ def predict_command(
         calibrator = read_calibrator(calibrator_path) if calibrator_path is not None else None
         spec = METHODS[method]
         ablations = list(dict.fromkeys([*(ablation or []), *inference.ablations(build, mapping)]))
-        mapping_config, inference_config = mapping.config(), inference.config()
+        mapping_config, inference_config = mapping.config(), inference.config(USER_RULE)
         settings = llm_settings(conn, cache, seed)
         anchor_config = None
         if spec.uses_anchor_config:

@@ -24,6 +24,7 @@ from anchor.cli.options import (
     opt,
 )
 from anchor.config import ABLATIONS, AnchorConfig
+from anchor.inference.config import USER_RULE
 from anchor.secrets import redact_argv
 
 SERVE_PANEL = "Service"
@@ -118,7 +119,7 @@ def serve_command(
         params = build.params(default_build_params("cases", llm.seed, chosen), seed=llm.seed)
         ablations = list(dict.fromkeys([*(ablation or []), *inference.ablations(build, mapping)]))
         anchor_config = AnchorConfig(build=params, mapping=mapping.config(),
-                                     inference=inference.config()).with_ablations(ablations)
+                                     inference=inference.config(USER_RULE)).with_ablations(ablations)
         service = Service(settings, llm, anchor_config, ablations, command=shlex.join(redact_argv(invocation())))
         sock = bind(host, port)
 

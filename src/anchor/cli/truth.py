@@ -54,7 +54,7 @@ def make_command(
     from anchor.truth.generate import generate_worlds
     from anchor.truth.world import save_worlds
 
-    with friendly_errors({"n_worlds": "--worlds", "n_conditions": "--conditions", "seed": "--seed"}):
+    with friendly_errors({"n_worlds": "--worlds", "n_conditions": "--conditions", "seed": "--seed", "prior": "--prior"}):
         if out_path.suffix.lower() != ".json":
             raise fail(f"--out {out_path}: give a .json file name")
         check_destination(out_path, "--out")
@@ -65,7 +65,7 @@ def make_command(
             if cases.resolve() == out_path.resolve():
                 raise fail(f"--cases {cases}: the same file as --out")
         s = worlds.settings()
-        file = generate_worlds(s.structure, s.n_worlds, s.seed, n_conditions=s.n_conditions)
+        file = generate_worlds(s.structure, s.n_worlds, s.seed, n_conditions=s.n_conditions, prior=s.prior)
         save_worlds(file, out_path)
         n_conditions = sum(len(w.conditions) for w in file.worlds)
         for w in file.worlds:

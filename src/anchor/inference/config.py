@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, model_validator
 
-from anchor.types import AggregationMethod
+from anchor.types import AggregationMethod, InferenceRule
+
+#: The rule of the commands that answer a user's own cases (predict, serve, infer, explain, build) and of
+#: ``anchor.Anchor`` when given no configuration: the one ``anchor truth bench`` finds closer to the truth
+#: at its default errors in every structure and prior (docs/inference.md). The paper's evaluation
+#: commands (eval, reproduce, the analyses) keep InferenceConfig's own default, the paper's rule.
+USER_RULE: InferenceRule = "consistent"
+#: The pool's weights (Naive Bayes, network) under the consistent rule when none are given.
+CONSISTENT_WEIGHTS = (0.0, 1.0)
 
 
 class InferenceConfig(BaseModel):
@@ -24,6 +32,21 @@ class InferenceConfig(BaseModel):
                                                                      "elicitation (the paper's 0.5).")
     max_latents: int = Field(default=5, ge=1)
     tau: float = Field(default=0.0, ge=0, le=1, description="Unknown when max(P(O1), P(O2)) < tau.")
+    rule: InferenceRule = Field(default="paper", description=(
+        "'paper': the paper's arithmetic (even odds; phi doubles as the latent link); 'consistent': phi read as "
+        "P(O1 | f), the scenario's base rate counted once and the latent links solved from phi "
+        "(anchor.inference.consistent)."))
+    base_rate: float | None = Field(default=None, gt=0, lt=1, description=(
+        "The consistent rule's base rate P(O1 | scenario), when known (None: elicited once per scenario)."))
+
+    @model_validator(mode="after")
+    def _rule_weights(self) -> InferenceConfig:
+        # Under the consistent rule the network contains Naive Bayes (a latent that is the outcome itself is
+        # Naive Bayes exactly) and is exact in every world of either shape; Naive Bayes is not, where factors
+        # share a latent. So unless the pool's weights are given, the network answers alone.
+        if self.rule == "consistent" and not {"w_nb", "w_cbn"} & self.model_fields_set:
+            self.w_nb, self.w_cbn = CONSISTENT_WEIGHTS
+        return self
 
     @model_validator(mode="after")
     def _models(self) -> InferenceConfig:

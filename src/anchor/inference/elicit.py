@@ -1,5 +1,6 @@
-"""Stage 3's LLM side: factor strengths phi_f = P(O1 | f), the latent grouping, and each latent's
-P(L=1 | O1), P(L=1 | O2). Also the frequency-based alternative used by the 'w/o pe-llm' ablation.
+"""Stage 3's LLM side: factor strengths phi_f = P(O1 | f), the latent grouping, each latent's
+P(L=1 | O1), P(L=1 | O2), and the scenario's base rate for the consistent estimator. Also the
+frequency-based alternative used by the 'w/o pe-llm' ablation.
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ async def elicit_phis(client: LLMClient, scenario: Scenario, factors: list[Facto
     )
     data = answer.model_dump()
     return [float(data[k]) for k in prompts.item_keys(len(factors))]
+
+
+async def elicit_base_rate(client: LLMClient, scenario: Scenario, *, temperature: float = 0.5) -> float:
+    """Raw elicited P(O1 | the scenario alone): the base rate the consistent estimator counts once."""
+    answer = await client.ask(prompts.ELICIT_BASE_RATE, temperature=temperature,
+                              scenario=scenario.text or "(none)", outcome1=scenario.outcome1,
+                              outcome2=scenario.outcome2)
+    return float(answer.p_outcome1)  # type: ignore[attr-defined]
 
 
 @dataclass

@@ -2,7 +2,10 @@
 
 Naive Bayes and the latent-augmented causal Bayesian network are both computed exactly (the
 network by the closed form of its evidence likelihood), then pooled linearly (LOP) or by the
-paper's approximate Bayesian model averaging (BMA).
+paper's approximate Bayesian model averaging (BMA). The config's ``rule`` says how the elicited
+numbers are read: as the paper does (:mod:`anchor.inference.bayes`), or consistently, with the
+scenario's base rate counted once and the latent links solved from phi
+(:mod:`anchor.inference.consistent`).
 """
 
 from __future__ import annotations
@@ -21,17 +24,26 @@ from anchor.inference.bayes import (
     naive_bayes_posterior,
 )
 from anchor.inference.config import InferenceConfig
+from anchor.inference.consistent import consistent_cbn_posterior, consistent_naive_bayes
 from anchor.inference.elicit import (
     LatentGrouping,
     build_latents,
     discover_latents,
+    elicit_base_rate,
     elicit_latent_params,
     elicit_phis,
     frequency_latent_params,
 )
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
-from anchor.types import AggregationMethod, FactorEvidence, FactorSpace, InferenceResult, MappingTrace
+from anchor.types import (
+    AggregationMethod,
+    BaseRate,
+    FactorEvidence,
+    FactorSpace,
+    InferenceResult,
+    MappingTrace,
+)
 
 
 class InferenceEngine:
@@ -46,10 +58,27 @@ class InferenceEngine:
         self.config = config or InferenceConfig()
         self._factors = space.by_id()
 
+    async def base_rate(self) -> BaseRate:
+        """The scenario's base rate for the consistent rule: the config's when given, else the one stored
+        with the space by this estimator's model, else elicited (one request a scenario: the response
+        cache answers the repeats)."""
+        c = self.config
+        if c.base_rate is not None:
+            return BaseRate(p_outcome1=clip_probability(c.base_rate, c.eps), p_raw=c.base_rate, source="given")
+        stored = self.space.base_rate
+        if stored is not None and stored.source == "elicited":
+            await self.estimator.ensure_ready()  # the server's model, when none is configured
+            if stored.model == self.estimator.backend.model:
+                return stored.model_copy(update={"p_outcome1": clip_probability(stored.p_raw, c.eps)})
+        raw = await elicit_base_rate(self.estimator, self.space.scenario, temperature=c.temperature)
+        return BaseRate(p_outcome1=clip_probability(raw, c.eps), p_raw=raw, source="elicited",
+                        model=self.estimator.backend.model)
+
     async def infer(self, trace: MappingTrace, result: InferenceResult) -> InferenceResult:
         """Fill ``result`` (already holding the condition and its mapping) with the posterior."""
         c = self.config
         mapped = [self._factors[fid] for fid in trace.mapped]
+        result.rule = c.rule
         if not mapped:
             result.unknown, result.unknown_reason = True, "no factor of the space was mapped to the condition"
             return result
@@ -69,9 +98,13 @@ class InferenceEngine:
                                                             temperature=c.temperature)
             return grouping, frequency_latent_params(grouping, mapped, smoothing=c.smoothing)
 
-        # The factor strengths and the latent layer are asked for independently of each other;
-        # asking at the same time makes the chain of dependent requests per condition shorter.
-        raw_phis, layer = await _both(factor_strengths(), latent_layer())
+        async def base_rate() -> BaseRate | None:
+            return await self.base_rate() if c.rule == "consistent" else None
+
+        # The factor strengths, the latent layer and the base rate are asked for independently of
+        # each other; asking at the same time makes the chain of dependent requests per condition shorter.
+        (raw_phis, layer), prior = await _both(_both(factor_strengths(), latent_layer()), base_rate())
+        result.base_rate = prior
         phis = [clip_probability(p, c.eps) for p in raw_phis]
         result.factors = [
             FactorEvidence(factor_id=f.id, text=f.text, theme=self.space.theme_of(f.id), label=f.label, phi=phi,
@@ -82,13 +115,16 @@ class InferenceEngine:
         t0 = time.perf_counter()
         posteriors: dict[str, float] = {}
         if c.use_nb:
-            result.nb = posteriors["nb"] = naive_bayes_posterior(phis)
+            result.nb = posteriors["nb"] = (naive_bayes_posterior(phis) if prior is None
+                                            else consistent_naive_bayes(phis, prior.p_outcome1))
         nb_seconds = time.perf_counter() - t0
 
         cbn_seconds = 0.0
         if layer is not None:
             grouping, raw_params = layer
-            latents = build_latents(grouping, mapped, raw_params, c.eps)
+            # The consistent rule takes latent parameters at their word: (1, 0) is a latent that is the
+            # outcome itself, which clipping would turn into a weaker one.
+            latents = build_latents(grouping, mapped, raw_params, c.eps if prior is None else 0.0)
             result.latents = latents
             result.latent_repairs = grouping.repairs
             t0 = time.perf_counter()
@@ -96,8 +132,9 @@ class InferenceEngine:
             for li, group in enumerate(grouping.groups):
                 for i in group:
                     assignment[i] = li
-            result.cbn = posteriors["cbn"] = cbn_posterior(
-                phis, assignment, [(lat.p_given_o1, lat.p_given_o2) for lat in latents])
+            params = [(lat.p_given_o1, lat.p_given_o2) for lat in latents]
+            result.cbn = posteriors["cbn"] = (cbn_posterior(phis, assignment, params) if prior is None else
+                                              consistent_cbn_posterior(phis, assignment, params, prior.p_outcome1))
             cbn_seconds = time.perf_counter() - t0
 
         t0 = time.perf_counter()

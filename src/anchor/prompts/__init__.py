@@ -66,7 +66,13 @@ from anchor.prompts.bird import (
     bird_value_keys,
 )
 from anchor.prompts.factcheck import NEGATE_CLAIM, Negation
-from anchor.prompts.inference import DISCOVER_LATENTS, ELICIT_LATENT_PARAMS, ELICIT_PHI
+from anchor.prompts.inference import (
+    DISCOVER_LATENTS,
+    ELICIT_BASE_RATE,
+    ELICIT_LATENT_PARAMS,
+    ELICIT_PHI,
+    BaseRateAnswer,
+)
 from anchor.prompts.mapping import REFLECT_FACTORS, SELECT_FACTORS
 from anchor.prompts.schemas import (
     AnswerModel,
@@ -97,7 +103,7 @@ __all__ = [
     # stage 2: mapping
     "REFLECT_FACTORS", "SELECT_FACTORS",
     # stage 3: elicitation
-    "DISCOVER_LATENTS", "ELICIT_LATENT_PARAMS", "ELICIT_PHI",
+    "BaseRateAnswer", "DISCOVER_LATENTS", "ELICIT_BASE_RATE", "ELICIT_LATENT_PARAMS", "ELICIT_PHI",
     # baselines and fact checking
     "COMPARE", "COT", "COT_DIRECT", "LOGITS_MESSAGES_SYSTEM", "LOGITS_USER", "NEGATE_CLAIM", "ORACLE_FACTORS",
     "ORACLE_FACTOR_PROB", "VANILLA", "VANILLA_DIRECT", "CompareChoice", "DirectChoice", "Negation",

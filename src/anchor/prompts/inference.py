@@ -1,9 +1,16 @@
 """Prompts of stage 3, elicitation: phi per mapped factor, latent concepts grouping the factors,
-and the two parameters of each latent."""
+the two parameters of each latent, and (for the consistent estimator) the scenario's base rate."""
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from anchor.llm.prompt import Example, PromptSpec
+from anchor.prompts.schemas import AnswerModel
+
+
+class BaseRateAnswer(AnswerModel):
+    p_outcome1: float = Field(ge=0.0, le=1.0, description="P(outcome 1 | the scenario alone)")
 
 ELICIT_PHI = PromptSpec(
     stage="inference.phi",
@@ -77,5 +84,26 @@ ELICIT_LATENT_PARAMS = PromptSpec(
         ),
     ),
     max_tokens=400,
+    temperature=0.5,
+)
+
+
+ELICIT_BASE_RATE = PromptSpec(
+    stage="inference.base_rate",
+    system=(
+        "You estimate base rates. Before any particular detail is known, how often does outcome 1 rather than "
+        "outcome 2 turn out to be true in situations like the one described? Give that probability (0 to 1): "
+        "0.5 when both are equally common, lower when outcome 2 is the usual result, higher when outcome 1 is."
+    ),
+    user="Scenario: {scenario}\nOutcome 1: {outcome1}\nOutcome 2: {outcome2}\nGive the probability of outcome 1.",
+    schema=BaseRateAnswer,
+    examples=(
+        Example(
+            user="Scenario: A customer returns to a bakery that opened last month.\nOutcome 1: The customer "
+                 "buys a cake.\nOutcome 2: The customer does not buy a cake.\nGive the probability of outcome 1.",
+            answer='{"p_outcome1": 0.2}',
+        ),
+    ),
+    max_tokens=40,
     temperature=0.5,
 )

@@ -64,12 +64,15 @@ class ConditionSettings(BaseModel):
         return counts
 
 
-def make_conditions(world: World, rng: random.Random, settings: ConditionSettings) -> list[WorldCondition]:
-    """The world's conditions (any it already has are ignored), drawn from ``rng``; labels from the world's seed."""
+def make_conditions(world: World, rng: random.Random, settings: ConditionSettings,
+                    taken: set[str] | None = None) -> list[WorldCondition]:
+    """The world's conditions (any it already has are ignored), drawn from ``rng``; labels from the world's seed.
+    ``taken``: texts other worlds of the file already use (added to as this world takes more), so that a
+    condition names its world even in a prompt that carries no scenario (the simulated LLM relies on it)."""
     kinds = [k for k, n in settings.counts().items() for _ in range(n)]
     rng.shuffle(kinds)
     labels = random.Random(derive_seed(world.seed, "labels"))
-    seen: set[str] = set()
+    seen: set[str] = taken if taken is not None else set()
     out: list[WorldCondition] = []
     for j, kind in enumerate(kinds, start=1):
         for _ in range(_MAX_TRIES):

@@ -7,25 +7,28 @@ the same file, byte for byte.
 
 The three structures (binary variables; ``O`` = 1 when outcome 1 holds):
 
-* ``naive-bayes``: ``O`` (prior 0.5) -> every factor. A factor leans to one outcome with
-  P(O1 | f present) = a / (a + b) in [0.62, 0.92] (or its mirror), or is near neutral (in
-  [0.45, 0.55]); a = P(f | O1), b = P(f | O2).
-* ``latent``: ``O`` (prior 0.5) -> one latent per theme -> that theme's factors. A latent leans to
+* ``naive-bayes``: ``O`` -> every factor. A factor leans to one outcome with a / (a + b) in
+  [0.62, 0.92] (or its mirror), or is near neutral (in [0.45, 0.55]); a = P(f | O1), b = P(f | O2).
+  That is its P(O1 | f present) at even odds; at another prior the factor keeps its likelihood ratio
+  a / b (and is drawn again where P(O1 | f) would leave the bounds below).
+* ``latent``: ``O`` -> one latent per theme -> that theme's factors. A latent leans to
   O1 or O2: one of P(L | O1), P(L | O2) is in [0.75, 0.95], the other in [0.05, 0.25]. Each factor's
   link to its latent is symmetric, P(f | L) = c and P(f | not L) = 1 - c with c in [0.6, 0.95].
 * ``interaction``: the factors are independent roots (priors in [0.1, 0.35]: a factor is usually
   absent) and every one is a parent of ``O``: P(O1 | f) = sigmoid(w0 + sum w_j f_j + sum w_jk f_j f_k),
   with main effects, a few near-neutral factors, and two to four strong pair terms: *reversals* (two
   factors that each lean mildly one way and together strongly the other) and *synergies* (two
-  near-neutral factors that matter only together). w0 is set so that P(O1) = 0.5.
+  near-neutral factors that matter only together). w0 is set so that P(O1) is the prior.
 
-Every structure keeps each factor's P(O1 | f present) inside [0.05, 0.95] (ANCHOR clips elicited
-probabilities at 0.01 and 0.99: the truth never reaches the clip).
+The outcome's prior P(O1) is the settings' ``prior`` (0.5 unless asked). Every structure keeps each
+factor's P(O1 | f present) inside [0.02, 0.98] (ANCHOR clips elicited probabilities at 0.01 and
+0.99: the truth never reaches the clip).
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -45,27 +48,49 @@ from anchor.truth.world import Variable, World, WorldFactor, WorldFile, WorldLat
 from anchor.version import __version__
 
 #: Every factor's P(O1 | f present) stays inside these bounds.
-PHI_BOUNDS = (0.05, 0.95)
+PHI_BOUNDS = (0.02, 0.98)
 _MAX_TRIES = 200
 
 
 def generate_worlds(structure: StructureChoice, n_worlds: int, seed: int, *, n_conditions: int = 24,
-                    min_factors: int = MIN_FACTORS, max_factors: int = MAX_FACTORS) -> WorldFile:
+                    min_factors: int = MIN_FACTORS, max_factors: int = MAX_FACTORS, prior: float = 0.5) -> WorldFile:
     """``n_worlds`` worlds of ``structure`` (of each structure for ``"all"``), each with ``n_conditions``
     conditions, drawn from ``seed``. ValueError when the settings are out of range or the bank has too
     few distinct scenarios for the worlds asked for."""
     settings = GenerationSettings(structure=structure, n_worlds=n_worlds, seed=seed, n_conditions=n_conditions,
-                                  min_factors=min_factors, max_factors=max_factors)
-    plan = [(s, i) for s in settings.structures for i in range(1, settings.n_worlds + 1)]
-    places = _scenarios(len(plan), random.Random(derive_seed(seed, "scenarios")))
-    worlds = [generate_world(s, derive_seed(seed, s, i), world_id=f"{s}-{i}", domain=dom, name=name,
-                             settings=settings)
-              for (s, i), (dom, name) in zip(plan, places, strict=True)]
+                                  min_factors=min_factors, max_factors=max_factors, prior=prior)
+    return generate_groups([(s, prior) for s in settings.structures], settings)
+
+
+def group_world_id(structure: str, prior: float, i: int) -> str:
+    """The id of world ``i`` of a structure at a prior: ``latent-2``, or ``latent-p150-2`` at P(O1) = 0.15."""
+    return f"{structure}-{i}" if prior == 0.5 else f"{structure}-p{round(prior * 1000):03d}-{i}"
+
+
+def generate_groups(groups: Sequence[tuple[Structure, float]], settings: GenerationSettings) -> WorldFile:
+    """``settings.n_worlds`` worlds of each (structure, prior) in ``groups``, in one file: every world has a
+    scenario and conditions of its own (a prompt that names no scenario still names its world), drawn from
+    ``settings.seed`` (the settings' own structure and prior are not read)."""
+    plan = [(s, prior, i) for s, prior in groups for i in range(1, settings.n_worlds + 1)]
+    places = _scenarios(len(plan), random.Random(derive_seed(settings.seed, "scenarios")))
+    taken: set[str] = set()  # condition texts are unique across the file, not only within a world
+    worlds = [generate_world(s, _world_seed(settings.seed, s, prior, i), world_id=group_world_id(s, prior, i),
+                             domain=dom, name=name, settings=settings.model_copy(update={"prior": prior}),
+                             taken=taken)
+              for (s, prior, i), (dom, name) in zip(plan, places, strict=True)]
+    described = settings.model_dump()
+    if len(groups) > 1 and len({p for _, p in groups}) > 1:
+        described.update(structure=sorted({s for s, _ in groups}), prior=sorted({p for _, p in groups}))
     generator: dict[str, object] = {
         "generator": "anchor.truth.generate", "anchor_version": __version__, "vocabulary": bank_digest(),
-        **settings.model_dump(), "condition_kinds": dict(ConditionSettings().shares),
+        **described, "condition_kinds": dict(ConditionSettings().shares),
     }
     return WorldFile(generator=generator, worlds=worlds)
+
+
+def _world_seed(seed: int, structure: str, prior: float, i: int) -> int:
+    # Even odds keep the seeds worlds had before priors could be set (the same file for the same settings).
+    return derive_seed(seed, structure, i) if prior == 0.5 else derive_seed(seed, structure, prior, i)
 
 
 def _scenarios(n: int, rng: random.Random) -> list[tuple[Domain, str]]:
@@ -84,7 +109,7 @@ def _scenarios(n: int, rng: random.Random) -> list[tuple[Domain, str]]:
 
 
 def generate_world(structure: Structure, seed: int, *, world_id: str, domain: Domain, name: str,
-                   settings: GenerationSettings) -> World:
+                   settings: GenerationSettings, taken: set[str] | None = None) -> World:
     """One world of ``structure`` in ``domain`` (its scenario filled with ``name``), drawn from ``seed``."""
     rng = random.Random(seed)
     themes, picked = _pick_factors(domain, rng, settings)
@@ -92,7 +117,7 @@ def generate_world(structure: Structure, seed: int, *, world_id: str, domain: Do
                            mentions=[rng.choice(PLAIN_TEMPLATES).format(text=words.text), *words.paraphrases])
                for j, (th, words) in enumerate(picked, start=1)]
     for _ in range(_MAX_TRIES):
-        variables, latents = _NETWORKS[structure](rng, themes, factors)
+        variables, latents = _NETWORKS[structure](rng, themes, factors, settings.prior)
         world = World(id=world_id, structure=structure, seed=seed, scenario=domain.scenario_for(name),
                       outcome1=domain.outcome1, outcome2=domain.outcome2, variables=variables, factors=factors,
                       latents=latents)
@@ -101,7 +126,7 @@ def generate_world(structure: Structure, seed: int, *, world_id: str, domain: Do
     else:  # pragma: no cover - the draws below stay inside the bounds by construction
         raise RuntimeError(f"world {world_id}: no network within the phi bounds after {_MAX_TRIES} draws")
     conditions = make_conditions(world, random.Random(derive_seed(seed, "conditions")),
-                                 ConditionSettings(n_conditions=settings.n_conditions))
+                                 ConditionSettings(n_conditions=settings.n_conditions), taken)
     return World.model_validate({**world.model_dump(), "conditions": [c.model_dump() for c in conditions]})
 
 
@@ -138,22 +163,30 @@ def _round(p: float) -> float:
     return round(p, 3)
 
 
-def _naive_bayes(rng: random.Random, themes: list[Theme], factors: list[WorldFactor]
+def _inside(p: float) -> bool:
+    return PHI_BOUNDS[0] <= p <= PHI_BOUNDS[1]
+
+
+def _naive_bayes(rng: random.Random, themes: list[Theme], factors: list[WorldFactor], prior: float
                  ) -> tuple[list[Variable], list[WorldLatent]]:
-    variables = [Variable(name="O", cpt=[0.5])]
+    variables = [Variable(name="O", cpt=[prior])]
     for f in factors:
-        phi = _leaning_phi(rng)
-        # The likelier of a = P(f | O1) and b = P(f | O2) is drawn; the other follows from phi = a / (a + b).
-        high = rng.uniform(0.3, 0.85)
-        low = high * min(phi, 1 - phi) / max(phi, 1 - phi)
-        a, b = (high, low) if phi >= 0.5 else (low, high)
-        variables.append(Variable(name=f.id, parents=["O"], cpt=[_round(b), _round(a)]))  # state 0 = O2
+        while True:
+            lean = _leaning_phi(rng)
+            # The likelier of a = P(f | O1) and b = P(f | O2) is drawn; the other follows from lean = a / (a + b).
+            high = rng.uniform(0.3, 0.85)
+            low = high * min(lean, 1 - lean) / max(lean, 1 - lean)
+            a, b = (high, low) if lean >= 0.5 else (low, high)
+            a, b = _round(a), _round(b)
+            if _inside(prior * a / (prior * a + (1 - prior) * b)):
+                break
+        variables.append(Variable(name=f.id, parents=["O"], cpt=[b, a]))  # state 0 = O2
     return variables, []
 
 
-def _latent(rng: random.Random, themes: list[Theme], factors: list[WorldFactor]
+def _latent(rng: random.Random, themes: list[Theme], factors: list[WorldFactor], prior: float
             ) -> tuple[list[Variable], list[WorldLatent]]:
-    variables = [Variable(name="O", cpt=[0.5])]
+    variables = [Variable(name="O", cpt=[prior])]
     latents = []
     leans = [i % 2 == 0 for i in range(len(themes))]  # some latents lean to O1, some to O2
     rng.shuffle(leans)
@@ -169,7 +202,7 @@ def _latent(rng: random.Random, themes: list[Theme], factors: list[WorldFactor]
     return variables, latents
 
 
-def _interaction(rng: random.Random, themes: list[Theme], factors: list[WorldFactor]
+def _interaction(rng: random.Random, themes: list[Theme], factors: list[WorldFactor], prior: float
                  ) -> tuple[list[Variable], list[WorldLatent]]:
     n = len(factors)
     priors = [_round(rng.uniform(0.1, 0.35)) for _ in factors]
@@ -195,19 +228,26 @@ def _interaction(rng: random.Random, themes: list[Theme], factors: list[WorldFac
         score += w * bits[:, j] * bits[:, m]
     p = np.asarray(priors)
     weight = np.prod(np.where(bits == 1, p, 1 - p), axis=1)
-    w0 = _centre(score, weight)
-    cpt = np.clip(1.0 / (1.0 + np.exp(-(w0 + score))), 1e-6, 1 - 1e-6)
-    variables = [Variable(name=f.id, cpt=[prior]) for f, prior in zip(factors, priors, strict=True)]
-    variables.append(Variable(name="O", parents=[f.id for f in factors], cpt=[round(float(x), 6) for x in cpt]))
+    w0 = _centre(score, weight, prior)
+    # Not rounded: the table then gives P(O1) = prior to the last bits, so that a condition stating
+    # nothing has exactly the prior as its truth (a tie at 0.5 is a tie, not 0.5 - 1e-7).
+    cpt = _outcome_table(w0, score)
+    variables = [Variable(name=f.id, cpt=[p_f]) for f, p_f in zip(factors, priors, strict=True)]
+    variables.append(Variable(name="O", parents=[f.id for f in factors], cpt=[float(x) for x in cpt]))
     return variables, []
 
 
-def _centre(score: np.ndarray, weight: np.ndarray) -> float:
-    """The intercept w0 with sum(weight * sigmoid(w0 + score)) = 0.5, by bisection (it is monotone)."""
+def _outcome_table(w0: float, score: np.ndarray) -> np.ndarray:
+    """P(O1 | each parent state): the logistic of w0 + score, kept inside [1e-6, 1 - 1e-6]."""
+    return np.clip(1.0 / (1.0 + np.exp(-(w0 + score))), 1e-6, 1 - 1e-6)
+
+
+def _centre(score: np.ndarray, weight: np.ndarray, prior: float) -> float:
+    """The intercept w0 with sum(weight * sigmoid(w0 + score)) = prior, by bisection (it is monotone)."""
     lo, hi = -20.0, 20.0
     for _ in range(100):
         mid = (lo + hi) / 2
-        if float(np.sum(weight / (1.0 + np.exp(-(mid + score))))) < 0.5:
+        if float(np.sum(weight * _outcome_table(mid, score))) < prior:
             lo = mid
         else:
             hi = mid

@@ -17,6 +17,10 @@ STRUCTURES: tuple[Structure, ...] = ("naive-bayes", "latent", "interaction")
 StructureChoice = Structure | Literal["all"]
 STRUCTURE_CHOICES: tuple[str, ...] = (*STRUCTURES, "all")
 
+#: The most skewed prior a generated world may have: beyond it some factors' P(O1 | f) would have to
+#: leave the bounds every world keeps (anchor.truth.generate.PHI_BOUNDS).
+MIN_PRIOR = 0.05
+
 #: Factor counts and theme counts a world may have (1 + 4 + 14 = 19 variables at most).
 MIN_FACTORS, MAX_FACTORS = 8, 14
 MIN_THEMES, MAX_THEMES = 2, 4
@@ -35,6 +39,9 @@ class GenerationSettings(BaseModel):
                                                                      "each of the four kinds).")
     min_factors: int = Field(default=MIN_FACTORS, ge=MIN_FACTORS, le=MAX_FACTORS)
     max_factors: int = Field(default=MAX_FACTORS, ge=MIN_FACTORS, le=MAX_FACTORS)
+    prior: float = Field(default=0.5, ge=MIN_PRIOR, le=1 - MIN_PRIOR, description=(
+        "P(O1) before anything is known, in every world (naive-bayes and latent: the outcome's own table; "
+        "interaction: the intercept is set to give it)."))
 
     @model_validator(mode="after")
     def _ordered(self) -> GenerationSettings:

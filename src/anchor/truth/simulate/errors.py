@@ -114,6 +114,9 @@ class SimErrors(BaseModel):
         "Reflection removes each wrongly selected factor at this rate; truly present ones are always kept."))
     factor_curve: Miscalibration = Field(default_factory=Miscalibration, description=(
         "The miscalibration of factor-level probabilities: elicited phi and latent parameters."))
+    base_rate_curve: Miscalibration = Field(default_factory=Miscalibration, description=(
+        "The miscalibration of the scenario's base rate P(O1), asked once per scenario by the consistent "
+        "estimator (one draw of its noise per scenario: a systematic error of every answer there)."))
     direct_curve: Miscalibration = Field(
         default_factory=lambda: Miscalibration(slope=0.6, bias=0.0, noise=0.5, step=0.05), description=(
             "The miscalibration of holistic estimates: vanilla, CoT, logits, compare and the factor-based oracle."))
@@ -129,8 +132,8 @@ class SimErrors(BaseModel):
         """No error at all: every answer is the truth (the oracle)."""
         exact = Miscalibration(slope=1.0, bias=0.0, noise=0.0, step=0.0)
         return cls(factor_recall=1.0, hallucination_rate=0.0, vote_flip_rate=0.0, map_recall=1.0,
-                   map_false_rate=0.0, reflect_catch=1.0, factor_curve=exact, direct_curve=exact,
-                   phi_reading="posterior", grouping_error=0.0)
+                   map_false_rate=0.0, reflect_catch=1.0, factor_curve=exact, base_rate_curve=exact,
+                   direct_curve=exact, phi_reading="posterior", grouping_error=0.0)
 
 
 def _digest(parts: list[Any]) -> int:

@@ -139,6 +139,10 @@ class WorldKnowledge:
         """The true P(O1 | these factors present)."""
         return exact.p_outcome1(self.world, sorted(set(present)))
 
+    def base_rate(self) -> float:
+        """The true P(O1) with nothing observed."""
+        return exact.prior_outcome1(self.world)
+
     def p_given(self, evidence: dict[str, int]) -> float:
         """The true P(O1 | factors set present (1) or absent (0))."""
         return exact.joint(self.world).conditional({OUTCOME: 1}, evidence)

@@ -37,6 +37,7 @@ READS: dict[str, frozenset[str]] = {
     "ELICIT_PHI": KNOWS | {"factor_curve", "phi_reading"},
     "DISCOVER_LATENTS": KNOWS | {"grouping_error"},
     "ELICIT_LATENT_PARAMS": KNOWS | {"factor_curve"},
+    "ELICIT_BASE_RATE": frozenset({"base_rate_curve"}),
     "VANILLA": _DIRECT,
     "VANILLA_DIRECT": _DIRECT,
     "COT": _DIRECT,

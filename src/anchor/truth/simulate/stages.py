@@ -18,7 +18,8 @@ Each answer is the truth about the world, bent by the errors of :class:`SimError
   with the real ones of its theme), each put in a wrong group at ``grouping_error``;
 * ``ELICIT_LATENT_PARAMS``: for a group of one latent, (P(L=s | O1), P(L=s | O2)) with s its
   O1-leaning state; a group mixing latents, or in a world without latents, (1, 0) (the concept is
-  the outcome itself); both through ``factor_curve``.
+  the outcome itself); both through ``factor_curve``;
+* ``ELICIT_BASE_RATE``: the world's P(O1) through ``base_rate_curve``.
 """
 
 from __future__ import annotations
@@ -266,6 +267,12 @@ def elicit_latent_params(sim: Simulator, req: Request) -> Reply:
     return Reply(out)
 
 
+def elicit_base_rate(sim: Simulator, req: Request) -> Reply:
+    f = req.fields
+    world = sim.world(req, scenario=f["scenario"], outcomes=(f["outcome1"], f["outcome2"]), ordered=True)
+    return Reply({"p_outcome1": sim.errors.base_rate_curve.apply(world.base_rate(), sim.rng(req, world, "base_rate"))})
+
+
 HANDLERS: dict[str, Handler] = {
     "GENERATE_SENTENCES": generate_sentences,
     "EXTRACT_FACTORS": extract_factors,
@@ -277,4 +284,5 @@ HANDLERS: dict[str, Handler] = {
     "ELICIT_PHI": elicit_phi,
     "DISCOVER_LATENTS": discover_latents,
     "ELICIT_LATENT_PARAMS": elicit_latent_params,
+    "ELICIT_BASE_RATE": elicit_base_rate,
 }
