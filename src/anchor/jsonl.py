@@ -9,14 +9,16 @@ reads the same way in both:
   a UTF-16 or UTF-32 byte-order mark, or whose first line holds NUL bytes, is refused as a whole
   (``error``), with the way to convert it, rather than read as garbage.
 * A blank line is skipped. A line that is not UTF-8, not JSON, starts with a byte-order mark (files
-  joined with ``cat``, each saved with one), or holds an object with a key given twice (which value is
-  meant cannot be told) is a bad line with its reason; the others are read. What a value must be (an
-  object with some keys) is the caller's to check.
+  joined with ``cat``, each saved with one), holds an object with a key given twice (which value is
+  meant cannot be told), or nests arrays and objects deeper than :data:`MAX_JSON_DEPTH` levels is a
+  bad line with its reason; the others are read. What a value must be (an object with some keys) is
+  the caller's to check.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +28,14 @@ UTF8_BOM = b"\xef\xbb\xbf"
 OTHER_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
               (b"\xfe\xff", "UTF-16"))
 LATER_BOM = "starts with a byte-order mark (U+FEFF); save the file as UTF-8 without BOM"
+#: Deepest nesting of arrays and objects a row may have, its own object counting as one. A row is a
+#: flat object, and the columns anchor does not read seldom nest more than a few levels; Python's
+#: decoder recurses once a level, so a row of a thousand brackets (2 KB) would exhaust its stack.
+MAX_JSON_DEPTH = 16
+#: The reason given for a row nested deeper.
+TOO_DEEP = f"nested deeper than {MAX_JSON_DEPTH} levels of arrays and objects (a row is a flat object)"
+# A whole string (its brackets are text), or one bracket.
+_NESTING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
 
 
 def check_encoding(start: bytes, source: str, error: Callable[[str], Exception]) -> None:
@@ -69,6 +79,24 @@ class _KeyedObject(dict[str, Any]):
         return keyed
 
 
+def nested_too_deep(text: str, start: int = 0, end: int | None = None) -> bool:
+    """Whether the JSON text ``text[start:end]`` nests arrays and objects deeper than :data:`MAX_JSON_DEPTH`
+    (brackets inside strings do not count). Iterative: safe on any depth."""
+    end = len(text) if end is None else end
+    if text.count("{", start, end) + text.count("[", start, end) <= MAX_JSON_DEPTH:
+        return False  # the usual row: too few brackets to be that deep, and nothing more to scan
+    depth = 0
+    for match in _NESTING.finditer(text, start, end):
+        bracket = match.group()[0]
+        if bracket in "[{":
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                return True
+        elif bracket in "]}":
+            depth -= 1
+    return False
+
+
 def json_problem(text: str, exc: json.JSONDecodeError) -> str:
     """Why ``text`` is not JSON: only a line that opens an object or array and stops before closing it
     looks cut off; any other bad line (a word, a bare value) is just not JSON."""
@@ -108,6 +136,9 @@ def read_json_lines(lines: Iterable[bytes], source: str, error: Callable[[str], 
             continue
         if text.startswith("\ufeff"):
             yield JsonLine(number, problem=LATER_BOM)
+            continue
+        if nested_too_deep(text):
+            yield JsonLine(number, problem=TOO_DEEP)
             continue
         try:
             value = decode_json(text)

@@ -10,6 +10,7 @@ record, or one chunk of the file, at a time:
 * JSON lines: one object per line, blank lines skipped, read by anchor's one lenient JSON-lines reader
   (:mod:`anchor.jsonl`), as the fact-checking sets are.
 * JSON array: decoded element by element from 64 KiB chunks; the header is the first object's keys.
+  In both JSON formats a row nested deeper than :data:`anchor.jsonl.MAX_JSON_DEPTH` is a bad row.
 * Parquet: record batches of the columns read (needs pyarrow, the ``parquet`` extra).
 
 Text files are UTF-8 (a UTF-8 byte-order mark is skipped). A file that starts with a UTF-16 or UTF-32
@@ -286,17 +287,22 @@ class JsonArrayReader(RecordReader):
             start = self._pos
             try:
                 value, end = self._decode(self._buf, start)
-            except json.JSONDecodeError as exc:
+            except (json.JSONDecodeError, RecursionError) as exc:
+                # The decoder recurses once a level: an element a thousand levels deep exhausts the stack.
                 end = _element_end(self._buf, start)
                 if end is not None:
                     self._advance(end)
-                    return RawRecord(line, None, f"not valid JSON ({exc.msg})")
+                    why = f"not valid JSON ({exc.msg})" if isinstance(exc, json.JSONDecodeError) else jsonl.TOO_DEEP
+                    return RawRecord(line, None, why)
             else:
                 if end < len(self._buf) or self._eof:  # a number at the very end may go on in the next chunk
                     bad = NOT_UTF8.search(self._buf, start, end)
+                    deep = jsonl.nested_too_deep(self._buf, start, end)
                     self._advance(end)
                     if bad is not None:
                         return RawRecord(line, None, "not valid UTF-8 (bytes that are not text)")
+                    if deep:
+                        return RawRecord(line, None, jsonl.TOO_DEEP)
                     return _object_record(line, value)
             if len(self._buf) - start > MAX_ELEMENT_CHARS:
                 raise self._fail(f"an element longer than {MAX_ELEMENT_CHARS:,} characters (a broken file?)")
