@@ -330,6 +330,14 @@ def test_a_field_over_the_csv_readers_own_limit_is_one_bad_row():
     assert "field larger than field limit (131072)" in items[0].reason
 
 
+def test_a_header_that_is_not_a_csv_row_is_said_not_to_be_one():
+    data = b'outcome1,outcome2,"' + b"x" * 140_000 + b'"\nYes,No,c\n'
+    with pytest.raises(CasesError) as exc:
+        read(data, "a.csv")
+    assert str(exc.value) == ("a.csv: line 1: the header is not a valid CSV row (field larger than field limit "
+                              "(131072))")
+
+
 BAD_JSONL = [  # line, field, reason
     ('{"id": 7, "outcome1": "Yes", "outcome2": "No", "condition": "a whole-number id is text"}', None, None),
     ('{"outcome1": "Yes", "outcome2": "No"}', "condition", "missing condition (no 'condition' in this row)"),

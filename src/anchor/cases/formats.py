@@ -119,7 +119,7 @@ class DelimitedReader(RecordReader):
             except StopIteration:
                 raise CasesError(f"{self._source}: the file is empty (no header line)") from None
             if problem is not None:
-                raise CasesError(f"{self._source}: line {start}: the header is {problem.removeprefix('not ')}")
+                raise CasesError(f"{self._source}: line {start}: the header is {problem}")
             if fields and not _blank(fields):
                 return [f.strip() for f in fields]
 
