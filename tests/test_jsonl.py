@@ -5,6 +5,7 @@ mark at the start of a later line (files joined with ``cat``) a bad row."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def test_both_readers_refuse_a_utf16_file_in_one_line_and_flag_a_key_given_twice
 
 def test_the_reader_gives_each_line_its_value_or_its_reason():
     lines = [BOM + b'{"a": 1}', b"", b'{"a": ', b"\xff", b"[1, 2]"]
-    read = list(read_json_lines(lines, "f.jsonl", ValueError))
+    read = list(read_json_lines(io.BytesIO(b"\n".join(lines)), "f.jsonl", ValueError, max_line_bytes=100))
     assert [(r.line, r.value, r.problem and r.problem.split(" (")[0]) for r in read] == [
         (1, {"a": 1}, None), (3, None, "not valid JSON: the line ends too early"), (4, None, "not valid UTF-8"),
         (5, [1, 2], None)]

@@ -10,18 +10,20 @@ reads the same way in both:
   (``error``), with the way to convert it, rather than read as garbage.
 * A blank line is skipped. A line that is not UTF-8, not JSON, starts with a byte-order mark (files
   joined with ``cat``, each saved with one), holds an object with a key given twice (which value is
-  meant cannot be told), or nests arrays and objects deeper than :data:`MAX_JSON_DEPTH` levels is a
-  bad line with its reason; the others are read. What a value must be (an object with some keys) is
-  the caller's to check.
+  meant cannot be told), nests arrays and objects deeper than :data:`MAX_JSON_DEPTH` levels, or is
+  longer than the caller's limit in bytes is a bad line with its reason; the others are read. What a
+  value must be (an object with some keys) is the caller's to check.
+* A line over the limit is never held whole: it is read on in chunks and dropped, so memory holds
+  at most one line of the limit's length whatever the file holds.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 UTF8_BOM = b"\xef\xbb\xbf"
 #: Byte-order marks of the encodings anchor does not read (UTF-32 first: its LE mark starts with UTF-16's).
@@ -34,6 +36,8 @@ LATER_BOM = "starts with a byte-order mark (U+FEFF); save the file as UTF-8 with
 MAX_JSON_DEPTH = 16
 #: The reason given for a row nested deeper.
 TOO_DEEP = f"nested deeper than {MAX_JSON_DEPTH} levels of arrays and objects (a row is a flat object)"
+#: The bytes a line over the limit is read on in, to find its end without holding it.
+SKIP_CHUNK_BYTES = 1 << 16
 # A whole string (its brackets are text), or one bracket.
 _NESTING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
 
@@ -97,6 +101,39 @@ def nested_too_deep(text: str, start: int = 0, end: int | None = None) -> bool:
     return False
 
 
+def too_long(size: int, limit: int) -> str:
+    """The reason given for a row of ``size`` bytes, over the row limit of ``limit`` bytes."""
+    return f"longer than the row limit of {limit:,} bytes ({size:,} bytes)"
+
+
+@dataclass(frozen=True, slots=True)
+class LongLine:
+    """A line over the limit, read past and dropped: its size (bytes, line end included) and its first
+    bytes (for the encoding check of a file's first line) are kept."""
+
+    size: int
+    head: bytes
+
+
+def bounded_lines(stream: IO[bytes], limit: int) -> Iterator[bytes | LongLine]:
+    """Each line of ``stream`` with its line end, or a :class:`LongLine` for one of more than ``limit``
+    bytes: that line is read on in chunks to its end and dropped, never held whole."""
+    while True:
+        raw = stream.readline(limit + 1)
+        if not raw:
+            return
+        if len(raw) <= limit:
+            yield raw
+            continue
+        size, head = len(raw), raw[:SKIP_CHUNK_BYTES]
+        while not raw.endswith(b"\n"):
+            raw = stream.readline(SKIP_CHUNK_BYTES)
+            if not raw:
+                break
+            size += len(raw)
+        yield LongLine(size, head)
+
+
 def json_problem(text: str, exc: json.JSONDecodeError) -> str:
     """Why ``text`` is not JSON: only a line that opens an object or array and stops before closing it
     looks cut off; any other bad line (a word, a bare value) is just not JSON."""
@@ -120,10 +157,17 @@ def decode_json(text: str) -> Any:
     return json.loads(text, object_pairs_hook=_KeyedObject.of)
 
 
-def read_json_lines(lines: Iterable[bytes], source: str, error: Callable[[str], Exception]) -> Iterator[JsonLine]:
-    """Each non-blank line of a JSON-lines file (``lines``: its lines as bytes, such as an open binary
-    file), read as the module docstring says; ``error`` is raised for a file in another encoding."""
-    for number, raw in enumerate(lines, start=1):
+def read_json_lines(stream: IO[bytes], source: str, error: Callable[[str], Exception], *,
+                    max_line_bytes: int) -> Iterator[JsonLine]:
+    """Each non-blank line of a JSON-lines file (``stream``: the open binary file), read as the module
+    docstring says; a line over ``max_line_bytes`` bytes (its line end included) is a bad line; ``error``
+    is raised for a file in another encoding."""
+    for number, raw in enumerate(bounded_lines(stream, max_line_bytes), start=1):
+        if isinstance(raw, LongLine):
+            if number == 1:
+                check_encoding(raw.head, source, error)
+            yield JsonLine(number, problem=too_long(raw.size, max_line_bytes))
+            continue
         if number == 1:
             check_encoding(raw, source, error)
             raw = raw.removeprefix(UTF8_BOM)

@@ -1,15 +1,17 @@
-"""Cases files made to break the reader (issue 46): rows nested a thousand levels deep. Each is a bad
-row named by its line, and the rows around it are still read."""
+"""Cases files made to break the reader (issue 46): rows nested a thousand levels deep, and rows far
+over the row limit, which are read past without being held. Each is a bad row named by its line, and
+the rows around it are still read."""
 
 from __future__ import annotations
 
 import io
 import json
+import tracemalloc
 
 import pytest
 from typer.testing import CliRunner
 
-from anchor.cases import CaseRow, RejectedRow, check_cases, read_cases
+from anchor.cases import MAX_ROW_BYTES, CaseLimits, CaseRow, CasesError, RejectedRow, check_cases, read_cases
 from anchor.cli import app
 from anchor.jsonl import MAX_JSON_DEPTH
 
@@ -66,3 +68,138 @@ def test_predict_check_of_a_deeply_nested_file_names_the_row_without_a_traceback
     assert "Traceback" not in result.output
     assert "line 2: nested deeper than" in result.output
     assert check_cases(cases).bad == 1
+
+
+# --------------------------------------------------------------------------- rows over the row limit
+
+LIMIT = CaseLimits(max_row_bytes=1000)
+
+
+def too_long(size: int, limit: int = 1000) -> str:
+    return f"longer than the row limit of {limit:,} bytes ({size:,} bytes)"
+
+
+def csv_row(condition: str, delimiter: str = ",") -> str:
+    return delimiter.join(["Yes", "No", condition]) + "\n"
+
+
+def read(data: bytes, name: str, limits: CaseLimits | None = LIMIT) -> list:
+    return list(read_cases(io.BytesIO(data), name=name, limits=limits))
+
+
+def test_a_json_line_over_the_row_limit_is_a_bad_row_and_the_next_one_is_read():
+    long_line = row_with(json.dumps("w" * 2_000_000)) + "\n"
+    text = json.dumps(ROW) + "\n" + long_line + json.dumps(ROW) + "\n"
+    items = read(text.encode(), "big.jsonl", limits=None)  # the default limit, 1 MiB
+    assert kinds(items) == [("CaseRow", 1), ("RejectedRow", 2), ("CaseRow", 3)]
+    assert items[1].reason == too_long(len(long_line), MAX_ROW_BYTES)
+    assert MAX_ROW_BYTES == 1_048_576
+
+
+@pytest.mark.parametrize("delimiter, name", [(",", "big.csv"), ("\t", "big.tsv")])
+def test_a_csv_line_over_the_row_limit_is_a_bad_row_and_the_next_one_is_read(delimiter, name):
+    header = delimiter.join(["outcome1", "outcome2", "condition"]) + "\n"
+    long_line = csv_row("w" * 2_000_000, delimiter)
+    data = (header + csv_row("fine", delimiter) + long_line + csv_row("after", delimiter)).encode()
+    items = read(data, name, limits=None)
+    assert kinds(items) == [("CaseRow", 2), ("RejectedRow", 3), ("CaseRow", 4)]
+    assert items[1].reason == too_long(len(long_line), MAX_ROW_BYTES)
+
+
+def test_a_quoted_csv_field_spanning_lines_past_the_limit_is_one_bad_row_and_the_lines_are_counted():
+    spanning = 'Yes,No,"' + "a line of a long quoted field\n" * 50 + 'its end"\n'
+    data = ("outcome1,outcome2,condition\n" + csv_row("fine") + spanning + csv_row("after")).encode()
+    items = read(data, "a.csv")
+    assert kinds(items) == [("CaseRow", 2), ("RejectedRow", 3), ("CaseRow", 54)]
+    assert items[1].reason == too_long(len(spanning))
+    assert items[2].condition == "after"
+
+
+def test_quotes_that_open_no_field_do_not_carry_a_long_csv_row_into_the_next_ones():
+    # Quotes inside an unquoted field are text (csv reads them so), and a doubled quote inside a quoted
+    # field is one quote: neither opens a field that runs on past the line end.
+    long_lines = ['Yes,No,a 12" pizza ' + "w" * 2000 + "\n", 'Yes,No,"say ""hi"" ' + "w" * 2000 + '"\n']
+    data = ("outcome1,outcome2,condition\n" + long_lines[0] + csv_row("next") + long_lines[1]
+            + csv_row("last")).encode()
+    items = read(data, "a.csv")
+    assert kinds(items) == [("RejectedRow", 2), ("CaseRow", 3), ("RejectedRow", 4), ("CaseRow", 5)]
+    assert [i.reason for i in items[::2]] == [too_long(len(line)) for line in long_lines]
+
+
+def test_a_quote_left_open_past_the_limit_is_one_bad_row_to_the_end_of_the_file():
+    rest = 'Yes,No,"open\n' + csv_row("swallowed by the open quote") * 100
+    data = ("outcome1,outcome2,condition\n" + csv_row("fine") + rest).encode()
+    items = read(data, "a.csv")
+    assert kinds(items) == [("CaseRow", 2), ("RejectedRow", 3)]
+    assert items[1].reason == too_long(len(rest)) + "; a quoted field is not closed before the end of the file"
+
+
+def test_a_csv_header_over_the_row_limit_stops_the_file_in_one_line():
+    header = ",".join(f"column {n}" for n in range(200)) + "\n"
+    with pytest.raises(CasesError) as exc:
+        read(header.encode() + csv_row("c").encode(), "wide.csv")
+    assert str(exc.value) == f"wide.csv: line 1: the header is {too_long(len(header))}"
+
+
+@pytest.mark.parametrize("padding", [0, 1])
+def test_a_json_array_element_over_the_row_limit_is_a_bad_row_and_the_next_one_is_read(padding):
+    # Escaped quotes and brackets in its strings, over many 64 KiB chunks (the padding moves where the
+    # chunks cut the escapes), and objects inside it: none of them ends the element early.
+    big = {**ROW, "meta": {"notes": ["[" * padding + '\\"}],' * 40_000, {"a": "]"}]}}
+    element = json.dumps(big)
+    text = "[\n" + json.dumps(ROW) + ",\n" + element + ",\n\n" + json.dumps(ROW) + "\n]\n"
+    items = read(text.encode(), "big.json")
+    assert kinds(items) == [("CaseRow", 2), ("RejectedRow", 3), ("CaseRow", 5)]
+    assert items[1].reason == too_long(len(element.encode()))
+
+
+def test_the_row_limit_counts_bytes_not_characters():
+    condition = "\u00e9" * 600  # 600 characters, 1,200 bytes
+    for name, data in [("a.jsonl", (row_with("1")[:-1] + f', "condition": "{condition}"}}\n').replace(
+                           '"condition": "It rains.", ', "")),
+                       ("a.json", "[" + json.dumps({**ROW, "condition": condition}, ensure_ascii=False) + "]"),
+                       ("a.csv", "outcome1,outcome2,condition\n" + csv_row(condition))]:
+        items = read(data.encode(), name)
+        assert [type(i) for i in items] == [RejectedRow], name
+        assert items[0].reason.startswith("longer than the row limit of 1,000 bytes"), name
+
+
+@pytest.mark.parametrize("name", ["a.jsonl", "a.json", "a.csv", "a.tsv"])
+def test_a_row_of_exactly_the_limit_is_read_and_one_byte_more_is_not(name):
+    if name.endswith("jsonl"):
+        row = json.dumps(ROW) + "\n"  # its line end counts
+        data = row.encode()
+    elif name.endswith(".json"):
+        row = json.dumps(ROW)  # the element itself
+        data = f"[{row}]".encode()
+    else:  # a row longer than the header, which the limit holds to as well
+        delimiter = "," if name.endswith("csv") else "\t"
+        row = csv_row("It rains all morning over the whole city.", delimiter)
+        data = (delimiter.join(["outcome1", "outcome2", "condition"]) + "\n" + row).encode()
+    size = len(row.encode())
+    assert [type(i) for i in read(data, name, CaseLimits(max_row_bytes=size))] == [CaseRow]
+    [bad] = read(data, name, CaseLimits(max_row_bytes=size - 1))
+    assert bad.reason == too_long(size, size - 1)
+
+
+@pytest.mark.parametrize("name", ["big.jsonl", "big.json", "big.csv"])
+def test_reading_a_row_far_over_the_limit_holds_about_one_rows_worth_of_memory(tmp_path, name):
+    """A 32 MiB row: the reader holds at most a few times the 1 MiB limit, never the row."""
+    condition = "w" * (32 << 20)
+    if name.endswith("jsonl"):
+        text = json.dumps(ROW) + "\n" + json.dumps({**ROW, "condition": condition}) + "\n"
+    elif name.endswith(".json"):
+        text = "[" + json.dumps(ROW) + ",\n" + json.dumps({**ROW, "condition": condition}) + "]"
+    else:
+        text = "outcome1,outcome2,condition\n" + csv_row("fine") + csv_row(condition)
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    del text, condition
+    tracemalloc.start()
+    try:
+        items = list(read_cases(path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [type(i) for i in items] == [CaseRow, RejectedRow]
+    assert peak < 4 * MAX_ROW_BYTES, f"{peak:,} bytes at peak"

@@ -8,6 +8,7 @@ user's guide.
 
 * :mod:`.model`: :class:`CaseRow`, :class:`RejectedRow`, the limits and the errors;
 * :mod:`.formats`: CSV, TSV, JSON lines, JSON array and Parquet, each read as a stream of records;
+* :mod:`.csvlines`: the lines of a CSV or TSV file, bounded by the row limit;
 * :mod:`.columns`: the column mapping and the header check;
 * :mod:`.validate`: a record becomes a :class:`CaseRow` or a :class:`RejectedRow`;
 * :mod:`.stream`: :func:`read_cases`, one pass over a file in input order;
@@ -34,6 +35,7 @@ from anchor.cases.model import (
     CASE_FORMATS,
     MAX_CONDITION_CHARS,
     MAX_ID_CHARS,
+    MAX_ROW_BYTES,
     MAX_SCENARIO_CHARS,
     OPTIONAL_COLUMNS,
     REQUIRED_COLUMNS,
@@ -54,6 +56,7 @@ __all__ = [
     "MAX_CONDITION_CHARS",
     "MAX_ID_CHARS",
     "MAX_LISTED_REJECTS",
+    "MAX_ROW_BYTES",
     "MAX_SCENARIO_CHARS",
     "OPTIONAL_COLUMNS",
     "PARQUET_EXTRA_HINT",

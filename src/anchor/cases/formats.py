@@ -31,7 +31,8 @@ from pathlib import PurePath
 from typing import IO, Any
 
 from anchor import jsonl
-from anchor.cases.model import CASE_FORMATS, FORMAT_FLAG, CaseFormat, CasesError
+from anchor.cases.csvlines import RowLines, RowTooLong
+from anchor.cases.model import CASE_FORMATS, FORMAT_FLAG, MAX_ROW_BYTES, CaseFormat, CasesError
 from anchor.text import kind_of
 
 _SUFFIXES: dict[str, CaseFormat] = {
@@ -42,8 +43,6 @@ _BOM = "\ufeff"
 #: Raw bytes that were not UTF-8, as the ``surrogateescape`` error handler keeps them.
 NOT_UTF8 = re.compile("[\udc80-\udcff]")
 PARQUET_EXTRA_HINT = "reading Parquet needs pyarrow: pip install 'anchor-infer[parquet]'"
-#: A JSON array element longer than this (characters) stops the file: it is a broken file, not a row.
-MAX_ELEMENT_CHARS = 1 << 22
 _CHUNK_BYTES = 1 << 16
 _PARQUET_BATCH_ROWS = 2048
 
@@ -93,9 +92,9 @@ class RecordReader:
 
 
 class DelimitedReader(RecordReader):
-    def __init__(self, stream: IO[bytes], source: str, delimiter: str) -> None:
+    def __init__(self, stream: IO[bytes], source: str, delimiter: str, max_row_bytes: int) -> None:
         self._source = source
-        self._lines = _text_lines(stream, source)
+        self._lines = RowLines(stream, source, delimiter, max_row_bytes)
         # strict: a stray quote is a bad row, and a quote left open at the end of the file is one too,
         # instead of a field that silently swallows the lines after it.
         self._reader = csv.reader(self._lines, delimiter=delimiter, strict=True)
@@ -103,9 +102,12 @@ class DelimitedReader(RecordReader):
 
     def _next(self) -> tuple[int, list[str] | None, str | None]:
         """(start line, fields or None, problem); raises StopIteration at the end."""
-        start = self._reader.line_num + 1
+        start = self._lines.read + 1
+        self._lines.start_row()
         try:
             return start, next(self._reader), None
+        except RowTooLong as exc:
+            return start, None, exc.problem
         except csv.Error as exc:
             why = str(exc)
             if why == "unexpected end of data":
@@ -145,29 +147,18 @@ def _blank(fields: list[str]) -> bool:
     return not fields or (len(fields) == 1 and not fields[0].strip())
 
 
-def _text_lines(stream: IO[bytes], source: str) -> Iterator[str]:
-    """The file's physical lines as text; bytes that are not UTF-8 become surrogate escapes."""
-    first = True
-    for raw in stream:
-        if first:
-            check_encoding(raw, source)
-        text = raw.decode("utf-8", "surrogateescape")
-        if first:
-            text, first = text.removeprefix(_BOM), False
-        yield text
-
-
 class JsonLinesReader(RecordReader):
     """One object per line, read by anchor's one lenient JSON-lines reader (:func:`anchor.jsonl.read_json_lines`)."""
 
     complete_header = False
 
-    def __init__(self, stream: IO[bytes], source: str) -> None:
+    def __init__(self, stream: IO[bytes], source: str, max_row_bytes: int) -> None:
         self._stream = stream
         self._source = source
+        self._max_row_bytes = max_row_bytes
 
     def records(self) -> Iterator[RawRecord]:
-        for line in jsonl.read_json_lines(self._stream, self._source, CasesError):
+        for line in jsonl.read_json_lines(self._stream, self._source, CasesError, max_line_bytes=self._max_row_bytes):
             yield RawRecord(line.line, None, line.problem) if line.problem else _object_record(line.line, line.value)
 
 
@@ -184,6 +175,10 @@ def _object_record(line: int, value: Any) -> RawRecord:
 # A string (possibly cut off by the end of the buffer: then group 1 is None) or one structural character.
 _TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(")?|[\[\]{},]', re.S)
 _SPACE = re.compile(r"[ \t\r\n]*")
+# What follows a string's opening quote up to its closing one (or a backslash at the end of the chunk),
+# and the next character that matters outside strings.
+_STRING_BODY = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.S)
+_STRUCTURE = re.compile(r'["\[\]{},]')
 
 
 def _element_end(text: str, pos: int) -> int | None:
@@ -206,19 +201,22 @@ def _element_end(text: str, pos: int) -> int | None:
 
 class JsonArrayReader(RecordReader):
     """Element by element: each is decoded on its own (one bad element is one rejected row), and the
-    text already read is dropped, so memory holds one chunk and the element being read."""
+    text already read is dropped, so memory holds one chunk and the element being read; an element
+    over ``max_row_bytes`` is read past without being held."""
 
     complete_header = False
 
-    def __init__(self, stream: IO[bytes], source: str) -> None:
+    def __init__(self, stream: IO[bytes], source: str, max_row_bytes: int) -> None:
         self._stream = stream
         self._source = source
+        self._limit = max_row_bytes
         self._decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
         self._decode = json.JSONDecoder(object_pairs_hook=jsonl.keyed_object).raw_decode
         self._buf = ""
         self._pos = 0
         self._line = 1
         self._eof = False
+        self._started = False
 
     def _fill(self) -> bool:
         """Read one more chunk; False at the end of the file."""
@@ -227,8 +225,9 @@ class JsonArrayReader(RecordReader):
         self._buf = self._buf[self._pos:]
         self._pos = 0
         data = self._stream.read(_CHUNK_BYTES)
-        if self._line == 1 and not self._buf:
+        if not self._started:
             check_encoding(data, self._source)
+            self._started = True
         self._eof = not data
         self._buf += self._decoder.decode(data, final=self._eof)
         return bool(data)
@@ -287,15 +286,17 @@ class JsonArrayReader(RecordReader):
             start = self._pos
             try:
                 value, end = self._decode(self._buf, start)
-            except (json.JSONDecodeError, RecursionError) as exc:
-                # The decoder recurses once a level: an element a thousand levels deep exhausts the stack.
+            except RecursionError:  # the decoder recurses once a level: a thousand levels exhaust its stack
+                self._read_past()
+                return RawRecord(line, None, jsonl.TOO_DEEP)
+            except json.JSONDecodeError as exc:
                 end = _element_end(self._buf, start)
-                if end is not None:
+                if end is not None and not self._over_limit(start, end):
                     self._advance(end)
-                    why = f"not valid JSON ({exc.msg})" if isinstance(exc, json.JSONDecodeError) else jsonl.TOO_DEEP
-                    return RawRecord(line, None, why)
+                    return RawRecord(line, None, f"not valid JSON ({exc.msg})")
             else:
-                if end < len(self._buf) or self._eof:  # a number at the very end may go on in the next chunk
+                # A number at the very end may go on in the next chunk.
+                if (end < len(self._buf) or self._eof) and not self._over_limit(start, end):
                     bad = NOT_UTF8.search(self._buf, start, end)
                     deep = jsonl.nested_too_deep(self._buf, start, end)
                     self._advance(end)
@@ -304,10 +305,59 @@ class JsonArrayReader(RecordReader):
                     if deep:
                         return RawRecord(line, None, jsonl.TOO_DEEP)
                     return _object_record(line, value)
-            if len(self._buf) - start > MAX_ELEMENT_CHARS:
-                raise self._fail(f"an element longer than {MAX_ELEMENT_CHARS:,} characters (a broken file?)")
+            if self._over_limit(start, len(self._buf)):
+                return RawRecord(line, None, jsonl.too_long(self._read_past(), self._limit))
             if not self._fill():
                 raise self._fail("the file ends inside the JSON array (truncated?)")
+
+    def _over_limit(self, start: int, end: int) -> bool:
+        """Whether the text from ``start`` to ``end`` is over the row limit in bytes of UTF-8."""
+        chars = end - start
+        if chars > self._limit or chars * 4 <= self._limit:  # a character is 1 to 4 bytes
+            return chars > self._limit
+        return _utf8_bytes(self._buf, start, end) > self._limit
+
+    def _read_past(self) -> int:
+        """Read past the element at the current place to its end (the ',' or ']' after it), a chunk at a
+        time, never holding it whole; its size in bytes."""
+        depth, size, quoted = 0, 0, False
+        pos = self._pos
+        while True:
+            buf, end = self._buf, None
+            while pos < len(buf) and end is None:
+                if quoted:
+                    pos = _STRING_BODY.match(buf, pos).end()  # type: ignore[union-attr]
+                    if pos == len(buf) or buf[pos] != '"':
+                        break  # the chunk ends in the string, or on a backslash whose escaped character is next
+                    quoted, pos = False, pos + 1
+                    continue
+                found = _STRUCTURE.search(buf, pos)
+                if found is None:
+                    pos = len(buf)
+                    break
+                char, pos = found.group(), found.end()
+                if char == '"':
+                    quoted = True
+                elif char in "[{":
+                    depth += 1
+                elif depth == 0:
+                    end = found.start()  # ',' or a closing bracket at the element's own level
+                elif char != ",":
+                    depth -= 1
+            stop = pos if end is None else end
+            size += _utf8_bytes(buf, self._pos, stop)
+            self._advance(stop)
+            if end is not None:
+                return size
+            if not self._fill():
+                raise self._fail("the file ends inside the JSON array (truncated?)")
+            pos = self._pos
+
+
+def _utf8_bytes(text: str, start: int, end: int) -> int:
+    """How many bytes ``text[start:end]`` was in the file (a surrogate escape is the one byte it stands for)."""
+    part = text[start:end]
+    return len(part) if part.isascii() else len(part.encode("utf-8", "surrogateescape"))
 
 
 class ParquetReader(RecordReader):
@@ -331,13 +381,14 @@ class ParquetReader(RecordReader):
                 yield RawRecord(number, values)
 
 
-def open_reader(fmt: CaseFormat, stream: IO[bytes], source: str) -> RecordReader:
+def open_reader(fmt: CaseFormat, stream: IO[bytes], source: str, max_row_bytes: int = MAX_ROW_BYTES) -> RecordReader:
+    """The reader of ``fmt``; a row of a text format over ``max_row_bytes`` bytes is a bad row."""
     if fmt == "csv":
-        return DelimitedReader(stream, source, ",")
+        return DelimitedReader(stream, source, ",", max_row_bytes)
     if fmt == "tsv":
-        return DelimitedReader(stream, source, "\t")
+        return DelimitedReader(stream, source, "\t", max_row_bytes)
     if fmt == "jsonl":
-        return JsonLinesReader(stream, source)
+        return JsonLinesReader(stream, source, max_row_bytes)
     if fmt == "json":
-        return JsonArrayReader(stream, source)
+        return JsonArrayReader(stream, source, max_row_bytes)
     return ParquetReader(stream, source)

@@ -37,16 +37,24 @@ MAX_CONDITION_CHARS = 16_000
 MAX_SCENARIO_CHARS = 4_000
 #: Longest id accepted (ids name rows in outputs and file names).
 MAX_ID_CHARS = 200
+#: Largest row accepted, in bytes of the file (a CSV row's lines, a JSON line or array element, line
+#: ends included). The default text limits make a row at most 28,200 characters: 113 KB in UTF-8 at
+#: worst, 340 KB as JSON \u escapes; 1 MiB leaves room for the columns anchor does not read, and for a
+#: condition limit raised to about 250,000 characters (a million of plain ASCII). A longer row is a bad
+#: row, read past in chunks and never held whole: memory holds at most one row of this size, whatever
+#: the file (an upload to the service may be 256 MiB, and one row of it used to be read whole).
+MAX_ROW_BYTES = 1 << 20
 
 
 class CaseLimits(BaseModel):
-    """How long a row's texts may be; a row over a limit is rejected, never cut."""
+    """How long a row and its texts may be; a row over a limit is rejected, never cut."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_condition_chars: int = Field(default=MAX_CONDITION_CHARS, ge=1)
     max_scenario_chars: int = Field(default=MAX_SCENARIO_CHARS, ge=1)
     max_id_chars: int = Field(default=MAX_ID_CHARS, ge=1)
+    max_row_bytes: int = Field(default=MAX_ROW_BYTES, ge=1)
 
 
 class CaseRow(BaseModel):

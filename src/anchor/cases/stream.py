@@ -113,7 +113,7 @@ class CaseStream:
     def _generate(self) -> Generator[CaseRow | RejectedRow, None, None]:
         stream, owned = self._open()
         try:
-            yield from self._rows(open_reader(self.format, stream, self.name))
+            yield from self._rows(open_reader(self.format, stream, self.name, self.limits.max_row_bytes))
         finally:
             if owned:
                 stream.close()

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from anchor.cases.model import MAX_ROW_BYTES
 from anchor.evaluation.datasets.bundled import FACTCHECK_FILES, bundled_file, is_factcheck_dataset
 from anchor.evaluation.datasets.instances import DecisionInstance
 from anchor.evaluation.datasets.reading import MAX_REPORTED_PROBLEMS, DatasetError
@@ -163,7 +164,8 @@ def load_factcheck_data(
     skipped: list[SkippedRow] = []
     record = -1
     for read in read_json_lines(io.BytesIO(raw), source,
-                                lambda message: DatasetError(source, [message.removeprefix(f"{source}: ")])):
+                                lambda message: DatasetError(source, [message.removeprefix(f"{source}: ")]),
+                                max_line_bytes=MAX_ROW_BYTES):
         record += 1
         line_no = read.line
 
