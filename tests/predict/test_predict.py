@@ -285,6 +285,18 @@ def test_another_file_or_settings_on_the_same_out_are_refused_naming_what_differ
     assert (tmp_path / "run" / "config.json").read_text() == config
 
 
+def test_a_run_written_before_the_row_limit_existed_resumes(tmp_path):
+    cases = tmp_path / "cases.csv"
+    write_csv(cases)
+    with FakeOpenAIServer(responder=vanilla) as server:
+        assert predict(server, tmp_path, cases, tmp_path / "run", "--method", "vanilla", *COLUMNS).exit_code == 0
+        config = json.loads((tmp_path / "run" / "config.json").read_text())
+        del config["cases"]["limits"]["max_row_bytes"]  # as a run of an earlier version recorded it
+        (tmp_path / "run" / "config.json").write_text(json.dumps(config))
+        again = predict(server, tmp_path, cases, tmp_path / "run", "--method", "vanilla", *COLUMNS)
+    assert again.exit_code == 0, again.output
+
+
 def test_a_second_process_on_the_same_out_is_refused(tmp_path):
     cases = tmp_path / "cases.csv"
     write_csv(cases)

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from anchor.cases.model import CaseLimits
 from anchor.config import AnchorConfig
 from anchor.embedding.embed import KNOWN_DIMENSIONS, MiniLMEmbedder
 from anchor.embedding.server import DEFAULT_SERVER_MODEL
@@ -38,8 +39,8 @@ def recorded_llm(settings: LLMSettings) -> dict[str, Any]:
 def run_identity(config: dict[str, Any]) -> dict[str, Any]:
     """The parts of a run configuration that must match to resume it.
 
-    The configuration is read through ``RunConfig`` and ``AnchorConfig`` first, so that a setting
-    added after a run was written counts as its default there (an older run directory stays
+    The configuration is read through ``RunConfig``, ``AnchorConfig`` and ``CaseLimits`` first, so that a
+    setting added after a run was written counts as its default there (an older run directory stays
     resumable as long as the new setting is left at its default). The abduction window is the
     exception: a run written before it existed built its spaces one round at a time, and reads so.
     The embedder of a run written before it was recorded is read from the LLM description.
@@ -87,6 +88,9 @@ def _with_defaults(config: dict[str, Any]) -> dict[str, Any]:
         if isinstance(anchor, dict):
             anchor = {**anchor, "build": with_legacy_build(anchor["build"])} if "build" in anchor else anchor
             filled["anchor_config"] = AnchorConfig.model_validate(anchor).model_dump(mode="json")
+        cases = filled.get("cases")
+        if isinstance(cases, dict) and isinstance(cases.get("limits"), dict):  # anchor predict's limits, as above
+            filled["cases"] = {**cases, "limits": CaseLimits.model_validate(cases["limits"]).model_dump(mode="json")}
     except ValidationError:
         return config  # compared as written; the difference is reported field by field
     return filled
