@@ -203,3 +203,15 @@ def test_reading_a_row_far_over_the_limit_holds_about_one_rows_worth_of_memory(t
         tracemalloc.stop()
     assert [type(i) for i in items] == [CaseRow, RejectedRow]
     assert peak < 4 * MAX_ROW_BYTES, f"{peak:,} bytes at peak"
+
+
+def test_a_raised_condition_limit_raises_the_row_limit_with_it(tmp_path):
+    cases = tmp_path / "long.jsonl"
+    cases.write_text(json.dumps({**ROW, "condition": "\u00e9" * 1_200_000}, ensure_ascii=False) + "\n",
+                     encoding="utf-8")  # 2.4 MB
+    result = runner.invoke(app, ["predict", str(cases), "--check", "--method", "vanilla", "--json",
+                                 "--max-condition-chars", "1200000"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["check"]["good"] == 1
+    assert CaseLimits.for_condition_chars(1_200_000).max_row_bytes == MAX_ROW_BYTES + 4 * (1_200_000 - 16_000)
+    assert CaseLimits.for_condition_chars(100) == CaseLimits(max_condition_chars=100)

@@ -56,6 +56,12 @@ class CaseLimits(BaseModel):
     max_id_chars: int = Field(default=MAX_ID_CHARS, ge=1)
     max_row_bytes: int = Field(default=MAX_ROW_BYTES, ge=1)
 
+    @classmethod
+    def for_condition_chars(cls, chars: int) -> CaseLimits:
+        """The default limits but for conditions of up to ``chars`` characters, with a row limit that
+        holds such a condition: 4 bytes (UTF-8's longest character) more a character over the default."""
+        return cls(max_condition_chars=chars, max_row_bytes=MAX_ROW_BYTES + 4 * max(0, chars - MAX_CONDITION_CHARS))
+
 
 class CaseRow(BaseModel):
     """One good row of a cases file: a scenario, its two outcomes, one condition, maybe a label.

@@ -78,7 +78,7 @@ def predict_command(
         "csv, tsv, jsonl, json or parquet (default: from the file's suffix)."))] = None,
     max_condition_chars: Annotated[int | None, opt("--max-condition-chars", panel=INPUT_PANEL, help=(
         "Refuse conditions longer than this, in characters (default 16000; longer ones are cut to fit "
-        "the model's context when they are allowed)."))] = None,
+        "the model's context when they are allowed). A row's limit, 1 MiB, grows with it."))] = None,
     strict: Annotated[bool, opt("--strict", panel=INPUT_PANEL, show_default=False, help=(
         "Stop at the first bad row, before any request (default: list bad rows in DIR/rejected.jsonl and "
         "answer the others)."))] = False,
@@ -150,7 +150,7 @@ def predict_command(
         if max_condition_chars is not None and max_condition_chars < 1:
             raise fail(f"--max-condition-chars must be at least 1, got {max_condition_chars}")
         check_predict_method(method, stage)
-        limits = CaseLimits(**({"max_condition_chars": max_condition_chars} if max_condition_chars else {}))
+        limits = CaseLimits.for_condition_chars(max_condition_chars) if max_condition_chars else CaseLimits()
         source = CasesInput.of(cases, format=input_format, columns=parse_column_options(column or []), limits=limits)
         if not cases.is_file():
             raise fail(f"CASES {cases}: no such file")
