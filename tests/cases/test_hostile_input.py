@@ -215,3 +215,20 @@ def test_a_raised_condition_limit_raises_the_row_limit_with_it(tmp_path):
     assert json.loads(result.stdout)["check"]["good"] == 1
     assert CaseLimits.for_condition_chars(1_200_000).max_row_bytes == MAX_ROW_BYTES + 4 * (1_200_000 - 16_000)
     assert CaseLimits.for_condition_chars(100) == CaseLimits(max_condition_chars=100)
+
+
+# --------------------------------------------------------------------------- ids
+
+
+@pytest.mark.parametrize("name", ["a.csv", "a.jsonl"])
+def test_an_id_holding_a_control_character_is_a_bad_row_naming_it(name):
+    ids = ["a\x00b", "tab\there", "line\nbreak", "del\x7f", "c1\x85in", "caf\u00e9 \u00a0ok", "  trimmed\t"]
+    if name.endswith("csv"):
+        lines = "".join(f'"{i}",Yes,No,It rains.\n' for i in ids)
+        data = ("id,outcome1,outcome2,condition\n" + lines).encode()
+    else:
+        data = "".join(json.dumps({"id": i, **ROW}) + "\n" for i in ids).encode()
+    items = read(data, name, limits=None)
+    assert [(i.field, i.reason) for i in items if isinstance(i, RejectedRow)] == [
+        ("id", f"id holds a control character (U+{code:04X})") for code in (0, 9, 10, 0x7F, 0x85)]
+    assert [i.id for i in items if isinstance(i, CaseRow)] == ["caf\u00e9 \u00a0ok", "trimmed"]

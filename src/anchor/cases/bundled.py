@@ -62,7 +62,8 @@ def case_row_schema() -> dict[str, Any]:
             "names other than these are ignored. Texts are compared and measured after whitespace "
             "normalisation (runs collapsed, ends stripped). Beyond this schema the reader also rejects a "
             "row whose outcomes are the same text (ignoring case, Unicode compatibility forms (NFKC) and "
-            "invisible characters such as zero-width spaces), a repeated id, a label given as "
+            "invisible characters such as zero-width spaces), a repeated id, an id holding a control "
+            "character (a NUL, a tab, a line break), a label given as "
             "text that is not one outcome's text, and a p_true given as text that is not a number in [0, 1]."
         ),
         "type": "object",

@@ -2,15 +2,16 @@
 first problem found (one line) and the field at fault.
 
 Values may come as text (CSV, TSV), JSON values or Parquet values. Text fields take text only
-(bytes are decoded as UTF-8); an id may also be a whole number; a label is 1 or 2 (number or text)
-or the exact text of one outcome; ``p_true`` is a probability in [0, 1] (number or text). A missing
-optional value (absent, null, NaN, empty text) means "none": no scenario text, a generated id
-``row-<n>``, no label, no true probability.
+(bytes are decoded as UTF-8); an id may also be a whole number, and holds no control character; a
+label is 1 or 2 (number or text) or the exact text of one outcome; ``p_true`` is a probability in
+[0, 1] (number or text). A missing optional value (absent, null, NaN, empty text) means "none": no
+scenario text, a generated id ``row-<n>``, no label, no true probability.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -28,6 +29,10 @@ from anchor.cases.model import (
 from anchor.text import kind_of, normalise_space, same_text, validation_message
 from anchor.types import Scenario, scenario_key
 
+#: What an id may not hold: control characters (C0, DEL, C1: a NUL, a tab, a line break), which a table,
+#: a terminal or a URL shows as nothing or breaks on. The one rule for ids of a cases file, an upload to
+#: the service and an online case alike (the service's own ids are narrower still).
+ID_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 # "1.0" is how pandas writes a label column that has gaps (a float column).
 _LABEL_NUMBERS: dict[str, Literal[1, 2]] = {"1": 1, "2": 2, "1.0": 1, "2.0": 2}
 _ABSENT = object()
@@ -124,6 +129,9 @@ class RowChecker:
             row_id = _text("id", value).strip()
         else:
             raise _Bad("id", f"id must be text or a whole number, got {kind_of(value)}")
+        control = ID_CONTROL.search(row_id)
+        if control is not None:
+            raise _Bad("id", f"id holds a control character (U+{ord(control.group()):04X})")
         if len(row_id) > self.limits.max_id_chars:
             raise _Bad("id", f"id has {len(row_id):,} characters, over the limit of {self.limits.max_id_chars:,}")
         return row_id
