@@ -104,6 +104,8 @@ def test_csv_cells_a_spreadsheet_would_run_are_neutralised_and_numbers_have_no_f
 
 @pytest.mark.parametrize(("value", "cell"), [
     ("=1+1", "'=1+1"), ("+x", "'+x"), ("-x", "'-x"), ("@x", "'@x"), ("\tx", "'\tx"), ("\rx", "'\rx"),
+    # The full-width forms, which a spreadsheet in a Japanese setting runs as formulas too.
+    ("\uff1d1+1", "'\uff1d1+1"), ("\uff0bx", "'\uff0bx"), ("\uff0d3", "'\uff0d3"), ("\uff20x", "'\uff20x"),
     ("-3", "-3"), ("-0.5e3", "-0.5e3"), ("a=b", "a=b"), (-0.25, "-0.25"), (1 - 0.582, "0.418"), (1.0, "1.0"),
     (1 / 3, "0.333333333333"), (7, 7), (True, True), (None, ""), (float("nan"), "nan"),
 ])

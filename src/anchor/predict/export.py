@@ -6,7 +6,7 @@ when the run ends by :class:`~anchor.runs.rundir.RunDirectory`; the table is mad
 record at a time.
 
 The CSV is meant to be opened in a spreadsheet, which runs a cell that starts with ``=``, ``+``, ``-``
-or ``@`` (or a tab or carriage return) as a formula: an id or a reason copied from the user's file
+or ``@`` (or a tab or carriage return, or the full-width ``＝``, ``＋``, ``－``, ``＠``) as a formula: an id or a reason copied from the user's file
 or the model could hold ``=HYPERLINK(...)``. Such a text cell is written with a ``'`` in front (the
 OWASP rule for CSV injection); a text that is just a number (``-3``) is left as it is, and so are
 the number cells. Numbers are written to 12 significant digits (``0.418``, not the
@@ -40,8 +40,10 @@ TABLE_COLUMNS = ("id", "line", "label", "p_true", "p_outcome1", "p_outcome2", "p
 PARQUET_WRITE_HINT = "writing Parquet needs pyarrow: pip install 'anchor-infer[parquet]'"
 #: Separates the mapped factors in a CSV cell (a factor's text may hold commas).
 FACTOR_SEPARATOR = " | "
-#: A CSV text cell starting with one of these runs as a formula in a spreadsheet (OWASP's list).
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+#: A CSV text cell starting with one of these runs as a formula in a spreadsheet: OWASP's list, and the
+#: full-width forms of its signs (U+FF1D, U+FF0B, U+FF0D, U+FF20), which Excel in a Japanese setting
+#: runs too (OWASP/www-community issue 1088: "＝cmd|' /C calc'!A0" runs there).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 #: Significant digits of a number in the CSV table.
 CSV_DIGITS = 12
 _PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
