@@ -225,6 +225,9 @@ class FakeOpenAIServer:
         self._hold_after: int | None = None
         self._released = threading.Event()
         self.held = 0  # requests waiting on the hold now
+        # Client connections the server is reading from or answering now: 0 once every client has closed
+        # and everything it sent has been read.
+        self.connections = 0
         self.lock = threading.Lock()
         self._server = (_SharedPortServer if reuse_port else _Server)(("127.0.0.1", port), self._handler())
         self._server.daemon_threads = True
@@ -370,6 +373,18 @@ class FakeOpenAIServer:
 
             def log_message(self, *args: object) -> None:  # keep test output quiet
                 return
+
+            def setup(self) -> None:
+                super().setup()
+                with server.lock:
+                    server.connections += 1
+
+            def finish(self) -> None:
+                try:
+                    super().finish()
+                finally:
+                    with server.lock:
+                        server.connections -= 1
 
             def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
                 self.send_response(status)

@@ -84,3 +84,25 @@ def test_a_request_whose_body_never_arrives_is_not_a_request():
         _post(server.base_url, "a whole request")
         assert len(server.requests) == 1 and server.requests[0]["messages"][0]["content"] == "a whole request"
         assert server.stats()["requests"] == 1
+
+
+def test_the_server_counts_the_connections_it_is_reading_until_their_clients_close_them():
+    """``connections`` comes back to 0 only once a client has closed and all it sent was read: what a test
+    waits for before it says that a dead client asked nothing more."""
+    import socket
+    from urllib.parse import urlparse
+
+    with FakeOpenAIServer() as server:
+        url = urlparse(server.base_url)
+        body = json.dumps({"model": "fake-model", "messages": [{"role": "user", "content": "hi"}]})
+        request = (f"POST {url.path}/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   f"Content-Length: {len(body)}\r\n\r\n{body}").encode()
+        with socket.create_connection((url.hostname, url.port), timeout=10) as sock:
+            sock.sendall(request)
+            answer = sock.makefile("rb")
+            assert answer.readline().startswith(b"HTTP/1.1 200")
+            server.wait_until(lambda: server.connections == 1, timeout=30)  # kept alive for the next request
+            sock.sendall(request)
+            sock.shutdown(socket.SHUT_WR)  # a second request, and the client is done sending
+            server.wait_until(lambda: server.connections == 0, timeout=30)
+            assert server.completions == 2

@@ -8,6 +8,7 @@ import gc
 import json
 import os
 import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -254,7 +255,12 @@ async def test_encodes_arriving_while_the_model_is_busy_share_one_call():
     assert await asyncio.to_thread(emb.started.wait, 30)
     later = [["ccc"], ["bb", "dddd"], ["a"]]
     rest = [asyncio.ensure_future(offload.encode(emb, r)) for r in later]
-    await asyncio.sleep(0.05)
+    # Open the gate once the three are queued behind the busy model (its batcher's pending requests).
+    batcher = offload._batcher(emb)  # noqa: SLF001 - its queue is what the test waits for
+    deadline = time.monotonic() + 30  # only so that a broken batcher cannot hang the suite
+    while len(batcher.pending) < len(later):
+        assert time.monotonic() < deadline, f"{len(batcher.pending)} of {len(later)} encodes queued after 30 s"
+        await asyncio.sleep(0.01)
     emb.gate.set()
     results = await asyncio.gather(first, *rest)
     for texts, vectors in zip([["a", "bb"], *later], results, strict=True):

@@ -331,23 +331,32 @@ def test_cache_integrity_after_concurrent_writers_and_sigkill(tmp_path):
     )
     procs = [subprocess.Popen([sys.executable, "-c", writer, str(path), f"w{n}"]) for n in range(3)]
 
-    def writers_seen() -> set[str]:
+    def rows_by_writer() -> dict[str, int]:
         seen = sqlite3.connect(path, timeout=5)
         try:
-            return {row[0] for row in seen.execute("SELECT DISTINCT substr(key, 1, 2) FROM responses")}
+            return dict(seen.execute("SELECT substr(key, 1, 2), count(*) FROM responses GROUP BY 1").fetchall())
         except sqlite3.OperationalError:  # no table yet: no writer has started
-            return set()
+            return {}
         finally:
             seen.close()
 
-    # Kill them while all three are writing (a loaded machine takes seconds to start a Python).
-    deadline = time.monotonic() + 120
-    while writers_seen() != {"w0", "w1", "w2"} and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(1.0)
-    for p in procs:
-        os.kill(p.pid, signal.SIGKILL)
-        p.wait()
+    # Kill them while all three are writing: each has written rows, and written more since all three were
+    # seen, so each is in its write loop (a loaded machine takes seconds to start a Python).
+    deadline = time.monotonic() + 120  # only so that a writer that never starts cannot hang the suite
+    first: dict[str, int] = {}
+    try:
+        while True:
+            counts = rows_by_writer()
+            if not first and set(counts) == {"w0", "w1", "w2"}:
+                first = counts
+            elif first and all(counts[w] > first[w] for w in first):
+                break
+            assert time.monotonic() < deadline, f"the three writers were not all writing after 120 s: {counts}"
+            time.sleep(0.05)
+    finally:
+        for p in procs:
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait()
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     counts = dict(conn.execute("SELECT substr(key, 1, 2), count(*) FROM responses GROUP BY 1").fetchall())
