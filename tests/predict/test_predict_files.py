@@ -60,6 +60,34 @@ def test_out_a_folder_of_other_files_is_refused_in_one_line_and_left_as_it_was(t
     assert listing(mine) == before and sorted(p.name for p in mine.iterdir()) == sorted(before)
 
 
+def test_out_a_dangling_link_or_a_folder_with_its_own_config_json_is_refused_in_one_line_naming_out(tmp_path):
+    cases = tmp_path / "cases.csv"
+    write_csv(cases)
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "config.json").write_text('{"my": "settings"}')
+    with FakeOpenAIServer(responder=vanilla) as server:
+        linked = predict(server, tmp_path / "cache", cases, dangling, *COLUMNS)
+        own = predict(server, tmp_path / "cache", cases, mine, *COLUMNS)
+        evaluated = runner.invoke(app, ["eval", "--dataset", "today", "--method", "vanilla", "--limit", "1",
+                                        "--base-url", server.base_url, "--cache-dir", str(tmp_path / "cache"),
+                                        "--out", str(mine)])
+        assert server.completions == 0
+    assert linked.exit_code == 2
+    assert linked.stderr.strip().splitlines() == [
+        f"error: --out {dangling}: a symbolic link to {tmp_path / 'nowhere'}, which does not exist; give a folder, "
+        "or create the link's target first"]
+    for refused in (own, evaluated):
+        assert refused.exit_code == 2
+        assert refused.stderr.strip().splitlines() == [
+            f"error: --out {mine}: the folder holds a config.json that is not an anchor run's; give a new or empty "
+            "folder, or the run directory of a run to resume"]
+    assert dangling.is_symlink() and not dangling.exists()
+    assert listing(mine) == {"config.json": b'{"my": "settings"}'}
+
+
 def test_out_an_empty_folder_or_a_run_to_resume_is_fine(tmp_path):
     cases = tmp_path / "cases.csv"
     write_csv(cases)
