@@ -191,6 +191,26 @@ def test_every_bad_request_is_a_4xx_json_error_naming_the_field(live, what, verb
     assert len(response.text) < 10_000  # no echo of a big body
 
 
+#: Input echoed in an error is cut to this many characters (docs/serve.md, Security).
+ECHO_CHARS = 100
+
+
+def test_input_echoed_in_an_error_is_cut_short(live):
+    service, _ = live
+    key = "k" * 500_000
+    with service.client() as http:
+        unknown = http.post("/v1/predictions", json={**CASE, key: 1})
+        many = http.post("/v1/predictions", json={**CASE, **{f"unknown-{i}": 1 for i in range(5_000)}})
+        path = http.get("/" + "p" * 60_000)
+    assert unknown.status_code == 422 and len(unknown.content) < 2_000, len(unknown.content)
+    error = unknown.json()["error"]
+    assert error["field"] == "k" * ECHO_CHARS + "…" and error["errors"][0]["field"] == error["field"]
+    assert many.status_code == 422 and len(many.content) < 5_000, len(many.content)
+    assert "5,000 problems" in many.json()["error"]["message"]
+    assert path.status_code == 404 and len(path.content) < 1_000, len(path.content)
+    assert path.json()["error"]["message"].endswith("/" + "p" * (ECHO_CHARS - 1) + "…")
+
+
 def test_a_duplicate_id_in_a_list_points_at_the_case_that_had_it_first(live):
     service, _ = live
     cases = [{**CASE, "id": "a"}, {**CASE, "id": "b"}, {**CASE, "id": "a"}]

@@ -25,7 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from anchor.secrets import scrub
-from anchor.serve.errors import ApiError, error_body, field_path
+from anchor.serve.errors import MAX_LISTED, ApiError, error_body, field_path, shown
 from anchor.version import __version__
 
 if TYPE_CHECKING:
@@ -181,24 +181,26 @@ def create_app(service: Service) -> FastAPI:
         problems = [{"field": "body" if e.get("type") == "json_invalid" else field_path(e.get("loc", ())),
                      "message": _message(e)} for e in exc.errors()]
         first = problems[0] if problems else {"field": None, "message": "invalid request"}
+        more = f" ({len(problems):,} problems; the first {MAX_LISTED} are listed)" if len(problems) > MAX_LISTED else ""
         media = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if first["field"] == "body" and not _is_json(media):
             # FastAPI reads a body it is not told is JSON as bytes: the fault is the Content-Type, not the JSON.
             return JSONResponse(error_body(415, f"send the body as JSON (Content-Type: application/json), not "
                                                 f"{media[:60] or '(none)'!r}", field="Content-Type"), status_code=415)
-        return JSONResponse(error_body(422, f"{first['field'] or 'body'}: {first['message']}", field=first["field"],
-                                       errors=problems), status_code=422)
+        return JSONResponse(error_body(422, f"{first['field'] or 'body'}: {first['message']}{more}",
+                                       field=first["field"], errors=problems[:MAX_LISTED]), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         field = "body" if exc.status_code in (400, 413) else None
-        message = str(exc.detail) if exc.status_code != 404 else f"no such route: {request.method} {request.url.path}"
+        message = (str(exc.detail) if exc.status_code != 404
+                   else f"no such route: {shown(request.method)} {shown(request.url.path)}")
         return JSONResponse(error_body(exc.status_code, message, field=field), status_code=exc.status_code,
                             headers=getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
     async def unforeseen(request: Request, exc: Exception) -> JSONResponse:
-        log.error("unforeseen %s on %s %s: %s", type(exc).__name__, request.method, request.url.path,
+        log.error("unforeseen %s on %s %s: %s", type(exc).__name__, shown(request.method), shown(request.url.path),
                   scrub(str(exc))[:500])
         return JSONResponse(error_body(500, "the service failed to answer this request (see its log)"),
                             status_code=500)

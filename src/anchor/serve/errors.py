@@ -3,6 +3,10 @@
 ``{"schema_version": 1, "error": {"status": 422, "code": "invalid", "field": "cases[0].condition",
 "message": "..."}}``. A bad request never gets a 500 or a traceback: what the service did not foresee is
 a 500 with one line and no detail of its inside (and that line is logged, scrubbed of secrets).
+
+An error never echoes a request at length: what it quotes of the input (a field's name, a path) is cut
+to :data:`ECHO_CHARS` characters, a message to :data:`MESSAGE_CHARS`, and it lists at most
+:data:`MAX_LISTED` problems (a body of 5,000 unknown keys is one short answer, not 5,000 entries).
 """
 
 from __future__ import annotations
@@ -11,6 +15,17 @@ from typing import Any
 
 #: The version of every JSON body the service sends (errors included): docs/schemas.md.
 API_SCHEMA_VERSION = 1
+#: Characters of the input (a field's name, a path) an error quotes at most (docs/serve.md, Security).
+ECHO_CHARS = 100
+#: Characters of an error's message at most.
+MESSAGE_CHARS = 1000
+#: Problems an error lists at most (its ``errors``).
+MAX_LISTED = 10
+
+
+def shown(text: str, limit: int = ECHO_CHARS) -> str:
+    """``text`` as an error quotes it: its first ``limit`` characters, and '…' when there were more."""
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 class ApiError(Exception):
@@ -36,8 +51,8 @@ CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_fo
 
 def error_body(status: int, message: str, *, field: str | None = None, code: str | None = None,
                errors: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    error: dict[str, Any] = {"status": status, "code": code or CODES.get(status, "error"), "field": field,
-                             "message": message}
+    error: dict[str, Any] = {"status": status, "code": code or CODES.get(status, "error"),
+                             "field": None if field is None else shown(field), "message": shown(message, MESSAGE_CHARS)}
     if errors:
         error["errors"] = errors
     return {"schema_version": API_SCHEMA_VERSION, "error": error}
@@ -46,7 +61,7 @@ def error_body(status: int, message: str, *, field: str | None = None, code: str
 def field_path(loc: tuple[Any, ...] | list[Any]) -> str | None:
     """A validation error's location as one field name: ``("body", "cases", 0, "condition")`` is
     ``cases[0].condition``; where it is in the request (body, query, path) is left out, unless the error is
-    about the whole body (``("body",)`` is ``body``)."""
+    about the whole body (``("body",)`` is ``body``). Cut as an error quotes input (a key may be long)."""
     parts = list(loc)
     where = parts[0] if parts and parts[0] in ("body", "query", "path", "header") else None
     if where is not None:
@@ -59,4 +74,4 @@ def field_path(loc: tuple[Any, ...] | list[Any]) -> str | None:
             continue
         else:
             out += ("." if out else "") + str(part)
-    return out or ("body" if where == "body" else None)
+    return shown(out) if out else ("body" if where == "body" else None)
