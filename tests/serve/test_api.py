@@ -121,6 +121,18 @@ def test_a_full_queue_answers_429_with_retry_after(tmp_path):
 
 
 BIG = "x" * (10 * 1024 * 1024)
+
+
+def _raw(body: bytes) -> dict:
+    """Request arguments for a JSON body given as bytes (what a client's JSON encoder would not write)."""
+    return {"content": body, "headers": {"content-type": "application/json"}}
+
+
+def _json_with(fields: dict, extra: bytes) -> bytes:
+    """``fields`` as a JSON object with ``extra`` (raw JSON members) added at its end."""
+    return json.dumps(fields).encode()[:-1] + b", " + extra + b"}"
+
+
 #: (what, HTTP method, path, request keyword arguments, status, field named)
 BAD_REQUESTS = [
     ("missing field", "post", "/v1/predictions", {"json": {**SCENARIO}}, 422, "condition"),
@@ -172,6 +184,22 @@ BAD_REQUESTS = [
     ("traversal in a job id", "post", "/v1/jobs?format=csv&id=..%2Fescape", {"content": b"outcome1,outcome2,condition\n"
                                                                               b"a,b,c\n"}, 422, "id"),
     ("space with one outcome", "post", "/v1/spaces", {"json": {"outcome1": "a"}}, 422, "outcome2"),
+    ("lone surrogate in a space's scenario", "post", "/v1/spaces",
+     _raw(b'{"scenario": "\\ud800", "outcome1": "a", "outcome2": "b"}'), 422, "scenario"),
+    ("lone surrogate in a method", "post", "/v1/predictions", _raw(_json_with(CASE, b'"method": "\\udfff"')), 422,
+     "method"),
+    ("lone surrogate in a listed case", "post", "/v1/predictions",
+     _raw(b'{"cases": [{"outcome1": "a", "outcome2": "b", "condition": "x\\ud800y"}]}'), 422, "cases[0].condition"),
+    ("lone surrogate in a key", "post", "/v1/predictions", _raw(_json_with(CASE, b'"\\ud800": 1')), 422, "body"),
+    ("repeated key", "post", "/v1/predictions", _raw(_json_with(VANILLA, b'"condition": "another"')), 422,
+     "condition"),
+    ("repeated key in a listed case", "post", "/v1/predictions",
+     _raw(b'{"cases": [{"outcome1": "a", "outcome2": "b", "condition": "c"}, {"outcome1": "a", "outcome1": "b", '
+          b'"outcome2": "c", "condition": "d"}], "method": "vanilla"}'), 422, "cases[1].outcome1"),
+    ("repeated key in a space", "post", "/v1/spaces", _raw(b'{"outcome1": "a", "outcome2": "b", "outcome2": "c"}'),
+     422, "outcome2"),
+    ("JSON nested deeper than it can be read", "post", "/v1/predictions", _raw(b'{"a": ' * 50_000 + b"1" + b"}" * 50_000),
+     400, "body"),
     ("unknown route", "get", "/v1/nothing-here", {}, 404, None),
     ("wrong HTTP method", "put", "/v1/predictions", {"json": CASE}, 405, None),
 ]
@@ -189,6 +217,16 @@ def test_every_bad_request_is_a_4xx_json_error_naming_the_field(live, what, verb
     assert body["error"]["field"] == field, body
     assert body["error"]["message"] and "Traceback" not in response.text
     assert len(response.text) < 10_000  # no echo of a big body
+
+
+def test_a_repeated_key_and_a_lone_surrogate_are_refused_as_a_cases_file_refuses_them(live):
+    service, _ = live
+    with service.client() as http:
+        twice = http.post("/v1/predictions", **_raw(_json_with(VANILLA, b'"condition": "another"'))).json()["error"]
+        surrogate = http.post("/v1/spaces", **_raw(b'{"scenario": "\\ud800", "outcome1": "a", "outcome2": "b"}'))
+    assert twice["message"] == ("the key 'condition' appears twice in the object (which value is meant cannot be "
+                                "told)")
+    assert surrogate.json()["error"]["message"].startswith("scenario is not valid UTF-8 text")
 
 
 #: Input echoed in an error is cut to this many characters (docs/serve.md, Security).

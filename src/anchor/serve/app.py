@@ -25,6 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from anchor.secrets import scrub
+from anchor.serve.body import is_json
 from anchor.serve.errors import MAX_LISTED, ApiError, error_body, field_path, shown
 from anchor.version import __version__
 
@@ -183,7 +184,7 @@ def create_app(service: Service) -> FastAPI:
         first = problems[0] if problems else {"field": None, "message": "invalid request"}
         more = f" ({len(problems):,} problems; the first {MAX_LISTED} are listed)" if len(problems) > MAX_LISTED else ""
         media = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if first["field"] == "body" and not _is_json(media):
+        if first["field"] == "body" and not is_json(media):
             # FastAPI reads a body it is not told is JSON as bytes: the fault is the Content-Type, not the JSON.
             return JSONResponse(error_body(415, f"send the body as JSON (Content-Type: application/json), not "
                                                 f"{media[:60] or '(none)'!r}", field="Content-Type"), status_code=415)
@@ -210,10 +211,6 @@ def create_app(service: Service) -> FastAPI:
                            allow_methods=["GET", "POST", "DELETE"], allow_headers=["Authorization", "Content-Type"])
     app.add_middleware(Gatekeeper, service=service)
     return app
-
-
-def _is_json(media: str) -> bool:
-    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
 def _message(error: dict[str, Any]) -> str:

@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 
 from anchor.cases import CASE_FORMATS, CasesError, parse_column_options
 from anchor.cases.formats import detect_format
+from anchor.serve.body import JsonBodyRoute
 from anchor.serve.engine import EngineError, check_method, method_extra
 from anchor.serve.errors import API_SCHEMA_VERSION, ApiError
 from anchor.serve.online import new_id
@@ -19,7 +20,7 @@ from anchor.serve.routes import check_id, service_of
 from anchor.serve.service import Service
 from anchor.serve.state import JobRecord
 
-router = APIRouter()
+router = APIRouter(route_class=JsonBodyRoute)
 
 #: Content types that name a cases format (``format`` in the query wins).
 CONTENT_TYPES = {"text/csv": "csv", "text/tab-separated-values": "tsv", "application/x-ndjson": "jsonl",

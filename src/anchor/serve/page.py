@@ -17,12 +17,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from anchor.audit.markup import esc, page, pct
+from anchor.serve.body import JsonBodyRoute
 from anchor.serve.engine import prediction_lines
 from anchor.serve.errors import ApiError
 from anchor.serve.routes import check_id, service_of
 from anchor.serve.service import Service
 
-router = APIRouter()
+router = APIRouter(route_class=JsonBodyRoute)
 #: Rows of a job listed on its page (the results have them all).
 ROWS_SHOWN = 1000
 EXTRA_CSS = ("<style>progress{width:12em;vertical-align:middle} td.num{text-align:right;font-variant-numeric:"

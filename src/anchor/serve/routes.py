@@ -9,13 +9,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
+from anchor.serve.body import JsonBodyRoute
 from anchor.serve.errors import API_SCHEMA_VERSION, ApiError
 from anchor.serve.metrics import CONTENT_TYPE
 from anchor.serve.models import PredictionRequest, SpaceRequest
 from anchor.serve.service import Service
 from anchor.serve.settings import valid_id
 
-router = APIRouter()
+router = APIRouter(route_class=JsonBodyRoute)
 POLL_SECONDS = "2"
 
 
