@@ -249,6 +249,18 @@ def test_input_echoed_in_an_error_is_cut_short(live):
     assert path.json()["error"]["message"].endswith("/" + "p" * (ECHO_CHARS - 1) + "…")
 
 
+@pytest.mark.parametrize("path", ["/healthz", "/v1/methods", "/v1/jobs", "/v1/spaces", "/", "/metrics",
+                                  "/openapi.json"])
+def test_head_on_a_get_route_answers_as_get_without_a_body(live, path):
+    service, _ = live
+    with service.client() as http:
+        got, head = http.get(path), http.head(path)
+        post_only = http.head("/v1/predictions")
+    assert head.status_code == got.status_code == 200
+    assert head.content == b"" and head.headers["content-type"] == got.headers["content-type"]
+    assert post_only.status_code == 405
+
+
 def test_a_duplicate_id_in_a_list_points_at_the_case_that_had_it_first(live):
     service, _ = live
     cases = [{**CASE, "id": "a"}, {**CASE, "id": "b"}, {**CASE, "id": "a"}]

@@ -67,8 +67,13 @@ class Gatekeeper:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         path, method = scope["path"], scope["method"]
         page = _is_page(path, headers.get("accept", ""))
+        # HEAD is answered as GET without the body (FastAPI's routes take only the methods they name). A copy:
+        # the server's own scope keeps HEAD, by which it too knows to send no body.
+        scope = {**scope, "method": "GET"} if method == "HEAD" else scope
 
         async def sending(message: Message) -> None:
+            if message["type"] == "http.response.body" and method == "HEAD":
+                message = {**message, "body": b""}
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
                 extra = list(SECURITY_HEADERS)
@@ -94,7 +99,7 @@ class Gatekeeper:
             await self.app(scope, _capped(receive, limit), sending)
         finally:
             seconds = time.perf_counter() - started
-            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            route = _route_of(scope)
             self.service.metrics.observe_http(route, method, status[0], seconds)
             access.info(json.dumps({"method": method, "route": route, "path": path[:300], "status": status[0],
                                     "ms": round(seconds * 1000, 2),
@@ -115,6 +120,18 @@ class Gatekeeper:
         why = "no API key given" if given is None else "the API key is not one of this service's"
         return _error(ApiError(401, f"{why}: send the header 'Authorization: Bearer KEY'", field="Authorization",
                                headers={"WWW-Authenticate": challenge}))
+
+
+def _route_of(scope: Scope) -> str:
+    """The route a request matched, as its template (``/v1/jobs/{job_id}``), or ``unmatched``: one of a
+    closed set, whatever the path. FastAPI's own routes (``/openapi.json``, ``/docs``) note only their
+    endpoint, and have no parameter: their path is their template."""
+    route = getattr(scope.get("route"), "path", None)
+    if route is not None:
+        return str(route)
+    if scope.get("endpoint") is not None and not scope.get("path_params"):
+        return str(scope["path"])
+    return "unmatched"
 
 
 def _key_of(header: str) -> str | None:

@@ -15,6 +15,9 @@ from collections.abc import Callable, Iterable
 
 from anchor.llm.ledger import CallRecord
 
+#: The HTTP methods counted by name; a client chooses the method token, so any other counts as ``other``
+#: (a label value is a time series of its own, and no request may add one).
+METHOD_LABELS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 #: Upper bounds of the latency histogram, in seconds.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -50,6 +53,9 @@ class Metrics:
         self.help: dict[str, str] = {}
 
     def observe_http(self, route: str, method: str, status: int, seconds: float) -> None:
+        """Count one request; ``route`` is a route's template or ``unmatched`` (a closed set, as the method
+        label is made one here)."""
+        method = method if method in METHOD_LABELS else "other"
         with self._lock:
             self.http[(route, method, str(status))] += 1
             buckets = self._latency.setdefault(route, [0] * len(BUCKETS))
