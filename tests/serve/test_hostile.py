@@ -5,17 +5,39 @@ are its predict run's own table. Against a real server each time."""
 from __future__ import annotations
 
 import re
+import socket
+from urllib.parse import urlsplit
 
 import pytest
 from pydantic import SecretStr
 
 from tests.fakeserver import FakeOpenAIServer
-from tests.serve.helpers import running, vanilla
+from tests.serve.helpers import cases_csv, running, vanilla, wait_for
 
 pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 KEY = "k3y-for-the-tests-0123456789abcdef"
 #: The values the method label may take (docs/serve.md).
 METHOD_LABELS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "other"}
+
+
+def open_upload(url: str, path: str, length: int, first: bytes) -> socket.socket:
+    """A POST of ``length`` bytes whose first part (headers and ``first``) is sent, the rest not yet."""
+    where = urlsplit(url)
+    sock = socket.create_connection((where.hostname, where.port), timeout=120)
+    head = (f"POST {path} HTTP/1.1\r\nHost: {where.netloc}\r\nContent-Type: text/csv\r\n"
+            f"Content-Length: {length}\r\nConnection: close\r\n\r\n")
+    sock.sendall(head.encode() + first)
+    return sock
+
+
+def finish_upload(sock: socket.socket, rest: bytes) -> int:
+    """Send the rest of an upload opened by :func:`open_upload`; the status of the answer."""
+    sock.sendall(rest)
+    answer = b""
+    while chunk := sock.recv(65536):
+        answer += chunk
+    sock.close()
+    return int(answer.split(b" ", 2)[1])
 
 
 def test_metrics_labels_take_a_closed_set_of_values_whatever_the_requests(tmp_path):
@@ -37,3 +59,22 @@ def test_metrics_labels_take_a_closed_set_of_values_whatever_the_requests(tmp_pa
     assert 'anchor_serve_http_requests_total{route="/openapi.json",method="GET",status="200"}' in series
     assert 'anchor_serve_http_requests_total{route="/docs",method="GET",status="200"}' in series
     assert len(series) == 3, series  # 600 requests of 300 methods: no series of their own
+
+
+def test_uploads_racing_for_the_last_place_in_the_job_queue_get_429_while_it_is_held(tmp_path):
+    """``--max-queued-jobs 1``: a job whose file is being read holds the one place; five more sent meanwhile
+    are refused before their files are read, and the first is accepted when its file is whole."""
+    body = cases_csv(tmp_path / "cases.csv", [f"Condition {i}." for i in range(20)]).read_bytes()
+    with FakeOpenAIServer(responder=vanilla) as server, \
+            running(tmp_path / "state", server, max_queued_jobs=1) as live, live.client() as http:
+        jobs = tmp_path / "state" / "jobs"
+        held = open_upload(live.url, "/v1/jobs?method=vanilla&id=first", len(body), body[:100])
+        wait_for(lambda: (jobs / "first").is_dir(), what="the first upload to be read")
+        others = [http.post(f"/v1/jobs?method=vanilla&id=other-{i}", content=body,
+                            headers={"Content-Type": "text/csv"}) for i in range(5)]
+        first = finish_upload(held, body[100:])
+        listed = http.get("/v1/jobs").json()["jobs"]
+    assert [o.status_code for o in others] == [429] * 5 and first == 202
+    assert {o.json()["error"]["code"] for o in others} == {"busy"}
+    assert [j["id"] for j in listed] == ["first"]
+    assert sorted(p.name for p in jobs.iterdir()) == ["first"]  # the refused ones wrote nothing

@@ -76,20 +76,20 @@ async def submit_job(request: Request, method: str = "anchor", stage: str | None
     folder = service.state.job_dir(job_id)
     if job_id in service.jobs.records or folder.exists():
         raise ApiError(409, f"job {job_id!r} exists already; choose another id", field="id")
-    service.jobs.check_room()
-    folder.mkdir(parents=True)
     name = "cases" + SUFFIXES[fmt]
-    try:
-        size = await _save(request, folder / name)
-        if size == 0:
-            raise ApiError(422, "the body is empty: send the cases file as the request body", field="body")
-        summary = await asyncio.to_thread(service.check_cases, folder / name, fmt, columns)
-    except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
-        raise
-    record = JobRecord(id=job_id, method=method, stage=stage, calibrator=calibrator, format=fmt, columns=columns,
-                       file=name, bytes=size, check=summary)
-    service.jobs.add(record)
+    with service.jobs.place():
+        folder.mkdir(parents=True)
+        try:
+            size = await _save(request, folder / name)
+            if size == 0:
+                raise ApiError(422, "the body is empty: send the cases file as the request body", field="body")
+            summary = await asyncio.to_thread(service.check_cases, folder / name, fmt, columns)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        record = JobRecord(id=job_id, method=method, stage=stage, calibrator=calibrator, format=fmt,
+                           columns=columns, file=name, bytes=size, check=summary)
+        service.jobs.add(record)
     return JSONResponse(service.jobs.view(job_id), status_code=202,
                         headers={"Location": f"/v1/jobs/{job_id}", "Retry-After": "2"})
 

@@ -14,7 +14,8 @@ import asyncio
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,8 @@ class Jobs:
         self.records: dict[str, JobRecord] = {}
         self.queue: deque[str] = deque()
         self.running: dict[str, JobHandle] = {}
+        self.sending = 0
+        """Jobs whose file is being sent: each holds a place in the queue (:meth:`place`)."""
         self.stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -85,10 +88,20 @@ class Jobs:
     def queued(self) -> int:
         return len(self.queue)
 
-    def check_room(self) -> None:
-        if len(self.queue) >= self.max_queued:
-            raise ApiError(429, f"{len(self.queue)} jobs are queued (at most {self.max_queued}); try again later",
-                           headers={"Retry-After": "60"})
+    @contextmanager
+    def place(self) -> Iterator[None]:
+        """Hold a place in the queue while a job's file is sent and checked (let go when the job is added,
+        or refused): 429 when every place is queued or held. Checked before the file is read, so that uploads
+        sent together cannot all pass the check while none of them is queued yet."""
+        taken = len(self.queue) + self.sending
+        if taken >= self.max_queued:
+            raise ApiError(429, f"{len(self.queue)} jobs are queued and {self.sending} being sent (at most "
+                                f"{self.max_queued} in all); try again later", headers={"Retry-After": "60"})
+        self.sending += 1
+        try:
+            yield
+        finally:
+            self.sending -= 1
 
     def add(self, record: JobRecord) -> None:
         self.records[record.id] = record
