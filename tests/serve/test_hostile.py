@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import re
 import socket
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 from pydantic import SecretStr
 
 from tests.fakeserver import FakeOpenAIServer
-from tests.serve.helpers import cases_csv, running, vanilla, wait_for
+from tests.serve.helpers import ServeProcess, cases_csv, running, vanilla, wait_for
 
 pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 KEY = "k3y-for-the-tests-0123456789abcdef"
@@ -78,3 +79,32 @@ def test_uploads_racing_for_the_last_place_in_the_job_queue_get_429_while_it_is_
     assert {o.json()["error"]["code"] for o in others} == {"busy"}
     assert [j["id"] for j in listed] == ["first"]
     assert sorted(p.name for p in jobs.iterdir()) == ["first"]  # the refused ones wrote nothing
+
+
+def _serve(tmp_path: Path, server: FakeOpenAIServer) -> ServeProcess:
+    process = ServeProcess(["--base-url", server.base_url, "--state", str(tmp_path / "state"),
+                            "--cache-dir", str(tmp_path / "cache")])
+    process.wait_ready()
+    return process
+
+
+def test_a_client_that_drops_mid_upload_is_one_log_line_and_leaves_nothing(tmp_path):
+    body = cases_csv(tmp_path / "cases.csv", [f"Condition {i}." for i in range(20)]).read_bytes()
+    with FakeOpenAIServer(responder=vanilla) as server:
+        process = _serve(tmp_path, server)
+        try:
+            dropped = open_upload(process.url, "/v1/jobs?method=vanilla&id=dropped", len(body) + 10_000, body)
+            wait_for(lambda: (tmp_path / "state" / "jobs" / "dropped").is_dir(), what="the upload to be read")
+            dropped.close()
+            wait_for(lambda: not (tmp_path / "state" / "jobs" / "dropped").exists(), what="the folder to go")
+            with process.client() as http:  # a request after it: its log line comes after the drop's lines
+                assert http.get("/healthz").status_code == 200
+            wait_for(lambda: any('"route": "/healthz"' in line for line in process.stderr), what="the log")
+        finally:
+            process.stop()
+    logged = [line for line in process.stderr if '"route": "/healthz"' not in line]
+    assert not any("Traceback" in line or "unforeseen" in line for line in logged), "".join(logged)[-3000:]
+    about = [line for line in logged if "dropped" in line or "closed the connection" in line]
+    upload_lines = [line for line in about if '"route":' not in line]  # the access log's own line aside
+    assert len(upload_lines) == 1, about
+    assert "closed the connection" in upload_lines[0] and "dropped" in upload_lines[0]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 from collections.abc import AsyncIterator, Iterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
+from starlette.requests import ClientDisconnect
 
 from anchor.cases import CASE_FORMATS, CasesError, parse_column_options
 from anchor.cases.formats import detect_format
@@ -21,6 +23,7 @@ from anchor.serve.service import Service
 from anchor.serve.state import JobRecord
 
 router = APIRouter(route_class=JsonBodyRoute)
+log = logging.getLogger("anchor.serve")
 
 #: Content types that name a cases format (``format`` in the query wins).
 CONTENT_TYPES = {"text/csv": "csv", "text/tab-separated-values": "tsv", "application/x-ndjson": "jsonl",
@@ -84,6 +87,11 @@ async def submit_job(request: Request, method: str = "anchor", stage: str | None
             if size == 0:
                 raise ApiError(422, "the body is empty: send the cases file as the request body", field="body")
             summary = await asyncio.to_thread(service.check_cases, folder / name, fmt, columns)
+        except ClientDisconnect:
+            shutil.rmtree(folder, ignore_errors=True)
+            # Expected (a client stopped or lost its connection): one line, not a traceback.
+            log.info("job %s: the client closed the connection before its file was whole; nothing kept", job_id)
+            raise ApiError(400, "the connection closed before the whole file arrived", field="body") from None
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
