@@ -5,6 +5,7 @@ are its predict run's own table. Against a real server each time."""
 from __future__ import annotations
 
 import re
+import signal
 import socket
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -108,3 +109,29 @@ def test_a_client_that_drops_mid_upload_is_one_log_line_and_leaves_nothing(tmp_p
     upload_lines = [line for line in about if '"route":' not in line]  # the access log's own line aside
     assert len(upload_lines) == 1, about
     assert "closed the connection" in upload_lines[0] and "dropped" in upload_lines[0]
+
+
+def test_an_upload_cut_by_kill_9_leaves_no_orphan_and_its_id_is_free_again(tmp_path):
+    body = cases_csv(tmp_path / "cases.csv", [f"Condition {i}." for i in range(20)]).read_bytes()
+    folder = tmp_path / "state" / "jobs" / "cut"
+    with FakeOpenAIServer(responder=vanilla) as server:
+        first = _serve(tmp_path, server)
+        try:
+            upload = open_upload(first.url, "/v1/jobs?method=vanilla&id=cut", len(body) + 10_000, body)
+            wait_for(lambda: (folder / "cases.csv").is_file(), what="the upload to be written")
+            first.proc.send_signal(signal.SIGKILL)
+            first.proc.wait(30)
+            upload.close()
+        finally:
+            first.stop()
+        assert (folder / "cases.csv").exists() and not (folder / "job.json").exists()  # as kill -9 left it
+        second = _serve(tmp_path, server)
+        try:
+            with second.client() as http:
+                before = http.get("/v1/jobs/cut")
+                again = http.post("/v1/jobs?method=vanilla&id=cut", content=body, headers={"Content-Type": "text/csv"})
+                assert before.status_code == 404 and again.status_code == 202, again.text  # the two routes agree
+                wait_for(lambda: http.get("/v1/jobs/cut").json()["state"] == "done", what="the job")
+        finally:
+            second.stop()
+    assert any("cut" in line and "removed" in line for line in second.stderr), "".join(second.stderr)[-2000:]

@@ -11,6 +11,8 @@ made before are in the response cache.
 from __future__ import annotations
 
 import asyncio
+import logging
+import shutil
 import threading
 import time
 from collections import deque
@@ -23,6 +25,8 @@ from anchor.secrets import scrub
 from anchor.serve.engine import JobRun, JobTally
 from anchor.serve.errors import API_SCHEMA_VERSION, ApiError
 from anchor.serve.state import UNFINISHED, JobRecord, StateFolder, now_iso
+
+log = logging.getLogger("anchor.serve")
 
 
 @dataclass
@@ -55,7 +59,12 @@ class Jobs:
     # ------------------------------------------------------------------ lifetime
 
     def load(self) -> int:
-        """Read every job of the state folder and queue again those left unfinished; how many."""
+        """Read every job of the state folder and queue again those left unfinished; how many. A job whose
+        file was still being sent when the service stopped is removed, which frees its id."""
+        for job_id in self.state.half_sent():
+            shutil.rmtree(self.state.job_dir(job_id), ignore_errors=True)
+            log.info("job %s: removed; the service stopped while its file was being sent, so it was never "
+                     "accepted (its id is free again)", job_id)
         again = 0
         for record in self.state.jobs():
             self.records[record.id] = record

@@ -115,6 +115,12 @@ class StateFolder:
         except (OSError, ValueError):
             return None
 
+    def half_sent(self) -> list[str]:
+        """The job folders without a ``job.json``: files the service stopped while reading (a job's record is
+        written once its file is whole and checked), never accepted."""
+        return [folder.name for folder in sorted((self.root / "jobs").iterdir())
+                if folder.is_dir() and valid_id(folder.name) and not (folder / "job.json").exists()]
+
     def jobs(self) -> list[JobRecord]:
         """Every job with a readable record, oldest first."""
         out = []
