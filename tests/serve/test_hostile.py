@@ -14,7 +14,7 @@ import pytest
 from pydantic import SecretStr
 
 from tests.fakeserver import FakeOpenAIServer
-from tests.serve.helpers import ServeProcess, cases_csv, running, vanilla, wait_for
+from tests.serve.helpers import SCENARIO, ServeProcess, cases_csv, running, vanilla, wait_for
 
 pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 KEY = "k3y-for-the-tests-0123456789abcdef"
@@ -135,3 +135,19 @@ def test_an_upload_cut_by_kill_9_leaves_no_orphan_and_its_id_is_free_again(tmp_p
         finally:
             second.stop()
     assert any("cut" in line and "removed" in line for line in second.stderr), "".join(second.stderr)[-2000:]
+
+
+def test_csv_results_are_the_jobs_own_table_with_p_true_when_the_cases_carry_it(tmp_path):
+    lines = ["id,scenario,outcome1,outcome2,condition,p_true"]
+    lines += [f"t{i},{SCENARIO['scenario']},{SCENARIO['outcome1']},{SCENARIO['outcome2']},Condition {i}.,0.{i + 1}"
+              for i in range(6)]
+    with FakeOpenAIServer(responder=vanilla) as server, running(tmp_path / "state", server) as live, \
+            live.client() as http:
+        sent = http.post("/v1/jobs?method=vanilla&id=truth", content="\n".join(lines).encode() + b"\n",
+                         headers={"Content-Type": "text/csv"})
+        assert sent.status_code == 202, sent.text
+        wait_for(lambda: http.get("/v1/jobs/truth").json()["state"] == "done", what="the job")
+        table = http.get("/v1/jobs/truth/results", params={"format": "csv"}).text
+    own = (tmp_path / "state" / "jobs" / "truth" / "run" / "predictions.csv").read_text(encoding="utf-8")
+    assert table.splitlines()[0].split(",")[:4] == ["id", "line", "label", "p_true"]
+    assert table == own

@@ -19,7 +19,7 @@ from __future__ import annotations
 import csv
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -92,6 +92,11 @@ def table_columns(calibrated: bool, truth: bool = False) -> list[str]:
     return [c for c in TABLE_COLUMNS if (calibrated or c != "p_outcome1_raw") and (truth or c != "p_true")]
 
 
+def carries_truth(columns_used: Mapping[str, str]) -> bool:
+    """Whether a cases file's table has the ``p_true`` column (``columns_used``: its check's)."""
+    return "p_true" in columns_used
+
+
 def check_table_format(fmt: TableFormat) -> None:
     """Refuse a format that cannot be written here before any work (Parquet needs pyarrow)."""
     if fmt == "parquet":
@@ -108,13 +113,19 @@ def write_table(run: RunDirectory, fmt: TableFormat, *, calibrated: bool, truth:
     if fmt == "jsonl":
         return None
     target = run.table_path(fmt)
-    columns = table_columns(calibrated, truth)
-    rows = (table_row(p, calibrated, truth) for p in run.iter_predictions())
     if fmt == "csv":
-        write_atomic_stream(target, _csv_lines(rows, columns))
+        write_atomic_stream(target, csv_table(run.iter_predictions(), calibrated=calibrated, truth=truth))
     else:
-        _write_parquet(rows, columns, target)
+        columns = table_columns(calibrated, truth)
+        _write_parquet((table_row(p, calibrated, truth) for p in run.iter_predictions()), columns, target)
     return target
+
+
+def csv_table(predictions: Iterable[Prediction], *, calibrated: bool, truth: bool) -> Iterator[bytes]:
+    """The CSV table of ``predictions``, its header first, a line at a time: what ``predictions.csv`` holds,
+    and what ``anchor serve`` streams as a job's CSV results (one writer, so the two cannot differ)."""
+    columns = table_columns(calibrated, truth)
+    return _csv_lines((table_row(p, calibrated, truth) for p in predictions), columns)
 
 
 def csv_cell(value: Any) -> Any:

@@ -34,7 +34,7 @@ from anchor.evaluation.scoring import RunScorer
 from anchor.llm.ledger import CallRecord
 from anchor.llm.settings import BackendFactory, LLMSettings
 from anchor.predict.config import CASES_THRESHOLD, CasesInput
-from anchor.predict.export import TableFormat, write_table
+from anchor.predict.export import TableFormat, carries_truth, write_table
 from anchor.predict.shares import CaseShares
 from anchor.progress import Reporter, silent
 from anchor.runs.pool import Tally
@@ -132,7 +132,7 @@ class PredictRunner:
         async with session.opened():
             await self._answer_rows()
             d.order_predictions({row_id: place for place, row_id in enumerate(self._group_of)})  # the file's order
-            truth = "p_true" in self.summary.columns_used
+            truth = carries_truth(self.summary.columns_used)
             self.table_path = write_table(d, self.table, calibrated=self.calibrator is not None, truth=truth)
             # Leniently: the run's answers are all in; a damaged line of the call log costs its figures only,
             # and metrics.json says so.

@@ -45,7 +45,7 @@ from anchor.predict.config import (
     check_predict_method,
     make_predict_config,
 )
-from anchor.predict.export import csv_cell, table_columns, table_row, why_unknown
+from anchor.predict.export import carries_truth, csv_table, table_row, why_unknown
 from anchor.predict.runner import PredictRunner
 from anchor.progress import ProgressEvent
 from anchor.runs.errors import EvalError
@@ -351,33 +351,17 @@ def prediction_lines(run_dir: Path) -> Iterator[bytes]:
                 yield line
 
 
-def table_lines(run_dir: Path) -> Iterator[bytes]:
-    """The predictions as ``anchor predict --format csv`` writes its table, one row at a time."""
-    import csv
-    import io
+def table_lines(run_dir: Path, *, truth: bool) -> Iterator[bytes]:
+    """The predictions as ``anchor predict --format csv`` writes its table (by the same function), one row at a
+    time; ``truth``: the cases file has a ``p_true`` column (:func:`job_has_truth`)."""
+    calibrated = RunDirectory(run_dir).read_config().calibrator is not None  # read with the lines, off the loop
+    predictions = (Prediction.model_validate_json(line) for line in prediction_lines(run_dir))
+    yield from csv_table(predictions, calibrated=calibrated, truth=truth)
 
-    config = RunDirectory(run_dir).read_config()
-    calibrated = config.calibrator is not None
-    truth = False
-    first = True
-    columns = table_columns(calibrated, truth)
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
-    for line in prediction_lines(run_dir):
-        pred = Prediction.model_validate_json(line)
-        if first:
-            writer.writeheader()
-            first = False
-        row = table_row(pred, calibrated, truth)
-        if row.get("factors") is not None:
-            row["factors"] = " | ".join(row["factors"])
-        writer.writerow({k: csv_cell(v) for k, v in row.items()})
-        yield buffer.getvalue().encode("utf-8")
-        buffer.seek(0)
-        buffer.truncate()
-    if first:
-        writer.writeheader()
-        yield buffer.getvalue().encode("utf-8")
+
+def job_has_truth(check: dict[str, Any]) -> bool:
+    """Whether a job's cases file has a ``p_true`` column, from its check (as a predict run decides it)."""
+    return carries_truth(check.get("columns_used") or {})
 
 
 def row_trace(run_dir: Path, row_id: str) -> tuple[InferenceResult, str | None] | None:

@@ -155,7 +155,7 @@ async def results(job_id: str, request: Request,
     run_dir = service.state.run_dir(_job(service, job_id))
     if not service.is_run(run_dir):
         raise ApiError(409, f"job {job_id} has not started yet: no results", field="id")
-    lines = service.result_lines(run_dir, format)
+    lines = service.result_lines(service.jobs.records[job_id], format)
     media = "text/csv; charset=utf-8" if format == "csv" else "application/x-ndjson"
     return StreamingResponse(_in_thread(lines), media_type=media,
                              headers={"Content-Disposition": f'attachment; filename="{job_id}.{format}"'})

@@ -142,9 +142,11 @@ class Service:
     def is_run(run_dir: Path) -> bool:
         return run_engine.is_run(run_dir)
 
-    @staticmethod
-    def result_lines(run_dir: Path, fmt: str) -> Iterator[bytes]:
-        return run_engine.table_lines(run_dir) if fmt == "csv" else run_engine.prediction_lines(run_dir)
+    def result_lines(self, record: JobRecord, fmt: str) -> Iterator[bytes]:
+        run_dir = self.state.run_dir(record.id)
+        if fmt == "csv":
+            return run_engine.table_lines(run_dir, truth=run_engine.job_has_truth(record.check))
+        return run_engine.prediction_lines(run_dir)
 
     # ------------------------------------------------------------------ explanation pages
 
