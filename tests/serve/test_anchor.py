@@ -136,3 +136,32 @@ def test_online_answers_are_made_under_the_configuration_anchor_predict_records(
         assert online.embedder["model"] == predicted.embedder["model"] and online.embedder["dimension"]
     skip = {"data_path", "data_sha256", "cases", "command", "spaces_from", "embedder", "anchor_version"}
     assert online.model_dump(exclude=skip) == predicted.model_dump(exclude=skip)
+
+
+def test_every_row_of_a_job_links_to_its_explanation_whatever_its_id(live, built):
+    """Ids holding '/', '%', '?', '#', spaces or other scripts: each row's link on the job's page opens its
+    explanation (a '/' in an id once gave a link that matched no route)."""
+    import csv
+    import html
+    import io
+    import re
+
+    service, _, _ = live
+    ids = ["a/b", "50%", "what?", "#1", "with space", "ünï/ç", "a/explanation", "%2F"]
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(["id", "scenario", "outcome1", "outcome2", "condition"])
+    writer.writerows([i, SCENARIO["scenario"], SCENARIO["outcome1"], SCENARIO["outcome2"], f"Reading number {n}."]
+                     for n, i in enumerate(ids))
+    with service.client() as http:
+        sent = http.post("/v1/jobs?id=odd-ids", content=text.getvalue().encode(), headers={"Content-Type": "text/csv"})
+        assert sent.status_code == 202, sent.text
+        wait_for(lambda: http.get("/v1/jobs/odd-ids").json()["state"] == "done", what="the job")
+        page = http.get("/jobs/odd-ids").text
+        links = {html.unescape(row): html.unescape(href) for row, href in
+                 re.findall(r'<tr data-row="([^"]*)">.*?<a href="([^"]*)">explanation</a>', page)}
+        opened = {row: http.get(href) for row, href in links.items()}
+    assert sorted(links) == sorted(ids)
+    for row, answer in opened.items():
+        assert answer.status_code == 200, (row, links[row], answer.text[:300])
+        assert f"Row <code>{html.escape(row)}</code>" in answer.text

@@ -173,9 +173,11 @@ async def _in_thread(lines: Iterator[bytes], batch: int = 256) -> AsyncIterator[
         yield chunk
 
 
-@router.get("/v1/jobs/{job_id}/rows/{row_id}/explanation", tags=["jobs"], response_class=HTMLResponse)
+# A path parameter: a row id is the user's text and may hold '/', which the page's link sends as %2F and the
+# server decodes back before routing.
+@router.get("/v1/jobs/{job_id}/rows/{row_id:path}/explanation", tags=["jobs"], response_class=HTMLResponse)
 async def row_explanation(job_id: str, row_id: str, request: Request) -> HTMLResponse:
-    """The explanation page of one row of a job answered by ANCHOR."""
+    """The explanation page of one row of a job answered by ANCHOR (the row's id percent-encoded)."""
     service = service_of(request)
     _job(service, job_id)
     if not row_id or len(row_id) > 200:
