@@ -22,11 +22,11 @@ KEY = "k3y-for-the-tests-0123456789abcdef"
 METHOD_LABELS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "other"}
 
 
-def open_upload(url: str, path: str, length: int, first: bytes) -> socket.socket:
+def open_upload(url: str, path: str, length: int, first: bytes, media: str = "text/csv") -> socket.socket:
     """A POST of ``length`` bytes whose first part (headers and ``first``) is sent, the rest not yet."""
     where = urlsplit(url)
     sock = socket.create_connection((where.hostname, where.port), timeout=120)
-    head = (f"POST {path} HTTP/1.1\r\nHost: {where.netloc}\r\nContent-Type: text/csv\r\n"
+    head = (f"POST {path} HTTP/1.1\r\nHost: {where.netloc}\r\nContent-Type: {media}\r\n"
             f"Content-Length: {length}\r\nConnection: close\r\n\r\n")
     sock.sendall(head.encode() + first)
     return sock
@@ -98,6 +98,9 @@ def test_a_client_that_drops_mid_upload_is_one_log_line_and_leaves_nothing(tmp_p
             wait_for(lambda: (tmp_path / "state" / "jobs" / "dropped").is_dir(), what="the upload to be read")
             dropped.close()
             wait_for(lambda: not (tmp_path / "state" / "jobs" / "dropped").exists(), what="the folder to go")
+            half_json = open_upload(process.url, "/v1/predictions", 1000, b'{"condition": "cut sh', "application/json")
+            half_json.close()  # a JSON body dropped: a 400, and no traceback either
+            wait_for(lambda: any('"route": "/v1/predictions"' in line for line in process.stderr), what="its log")
             with process.client() as http:  # a request after it: its log line comes after the drop's lines
                 assert http.get("/healthz").status_code == 200
             wait_for(lambda: any('"route": "/healthz"' in line for line in process.stderr), what="the log")

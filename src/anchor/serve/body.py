@@ -17,6 +17,7 @@ from typing import Any
 
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from anchor.jsonl import keyed_object, repeated_key
 from anchor.serve.errors import ApiError, field_path, shown
@@ -86,9 +87,11 @@ class JsonBodyRoute(APIRoute):
             request = _CheckedJsonRequest(request.scope, request.receive)
             if is_json(request.headers.get("content-type", "").split(";")[0].strip().lower()):
                 try:
-                    await request.json()  # a refusal is raised from here, as the route's own error
-                except (ValueError, RecursionError):
-                    pass  # not JSON at all: FastAPI reads it again and says so, as for any body
+                    await request.json()
+                except (ApiError, StarletteHTTPException):
+                    raise  # a refusal (or a body over the limit): answered as the route's own error
+                except Exception:  # noqa: BLE001 - not JSON, or a client gone: FastAPI meets it again and answers
+                    pass
             return await handler(request)
 
         return checked
