@@ -3,9 +3,9 @@
 :class:`Gatekeeper` (plain ASGI, outside FastAPI) does, for every HTTP request: refuse new ones once the
 service is stopping (503); check the API key when the service has keys (a bearer token, or HTTP Basic
 with the key as the password, which a browser asks for on the pages); cap the body (413 before reading
-more than the limit); add security headers; count the request in ``/metrics``; and write one JSON log
-line (method, route, path, status, milliseconds) without headers, query strings or bodies, so no key
-and no case text reaches the log. The exception handlers turn every refusal into the JSON error of
+more than the limit); answer HEAD as GET without the body; add security headers; count the request in
+``/metrics``; and write one JSON log line (method, route, path, status, milliseconds) without headers,
+query strings or bodies, so no key and no case text reaches the log. The exception handlers turn every refusal into the JSON error of
 :mod:`anchor.serve.errors`, and anything unforeseen into a 500 without its inside.
 """
 

@@ -78,7 +78,8 @@ async def submit_job(request: Request, method: str = "anchor", stage: str | None
     job_id = check_id(id) if id is not None else new_id("j")
     folder = service.state.job_dir(job_id)
     if job_id in service.jobs.records or folder.exists():
-        why = "exists already" if job_id in service.jobs.records else "is being sent (its file is not whole yet)"
+        why = ("exists already" if job_id in service.jobs.records or (folder / "job.json").exists()
+               else "is being sent (its file is not whole yet)")
         raise ApiError(409, f"job {job_id!r} {why}; choose another id", field="id")
     name = "cases" + SUFFIXES[fmt]
     with service.jobs.place():
