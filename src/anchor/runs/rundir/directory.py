@@ -106,21 +106,17 @@ class RunDirectory:
 
     def check_target(self, what: str = "the run directory") -> None:
         """Refuse, before anything is written, to start a run in a folder that holds other files and no
-        run: the run's files (index.html, metrics.json, predictions.csv, ...) would be written over the
-        user's own. An empty or missing folder, and a run directory (a resume), are fine. ``what``
-        names the option that gave the folder (``--out``). A symbolic link to nothing is refused too
-        (the folder could not be made there), and so is a folder whose ``config.json`` is not an anchor
-        run's (the user's own settings file: no run to resume)."""
+        run (the run's files would be written over the user's own), whose config.json is not a run's (the
+        user's own), or in a symbolic link to nothing. An empty or missing folder, and a run directory (a
+        resume), are fine. ``what`` names the option that gave the folder (``--out``)."""
         if self.path.is_symlink() and not self.path.exists():
             raise self.error(f"{what} {self.path}: a symbolic link to {self.path.readlink()}, which does not exist; "
                              "give a folder, or create the link's target first")
-        if not self.path.is_dir():
+        if not self.path.is_dir() or (self.is_run() and self._holds_run_config()):
             return
         if self.is_run():
-            if not self._holds_run_config():
-                raise self.error(f"{what} {self.path}: the folder holds a {names.CONFIG} that is not an anchor run's; "
-                                 "give a new or empty folder, or the run directory of a run to resume")
-            return
+            raise self.error(f"{what} {self.path}: the folder holds a {names.CONFIG} that is not an anchor run's; "
+                             "give a new or empty folder, or the run directory of a run to resume")
         others = sorted(entry.name for entry in self.path.iterdir() if entry.name != names.LOCK)
         if others:
             shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
@@ -128,12 +124,12 @@ class RunDirectory:
                              f"{names.CONFIG}); give a new or empty folder, or the run directory of a run to resume")
 
     def _holds_run_config(self) -> bool:
-        """Whether ``config.json`` is a run's: a JSON object naming the anchor that wrote it (every run
-        configuration does; a newer one's other fields are for its version check to judge)."""
+        """Whether config.json is a run's: a JSON object naming its anchor_version (a damaged one counts: its
+        readers say what is wrong with it)."""
         try:
             data = json.loads(self.config_path.read_bytes())
         except (OSError, ValueError):
-            return True  # a damaged run's: its readers say what is wrong with it
+            return True
         return isinstance(data, dict) and "anchor_version" in data
 
     def lock(self) -> DirectoryLock:
