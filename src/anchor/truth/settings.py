@@ -11,10 +11,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 #: ``naive-bayes``: O -> f (factors independent given the outcome, what Naive Bayes assumes);
 #: ``latent``: O -> L_i -> f (the latent layer ANCHOR's network assumes);
 #: ``interaction``: f -> O with interaction terms (factors that matter together), which neither
-#: model can represent.
-Structure = Literal["naive-bayes", "latent", "interaction"]
-STRUCTURES: tuple[Structure, ...] = ("naive-bayes", "latent", "interaction")
-StructureChoice = Structure | Literal["all"]
+#: model can represent;
+#: ``network``: a published Bayesian network (anchor.truth.networks), not generated here.
+GeneratedStructure = Literal["naive-bayes", "latent", "interaction"]
+Structure = GeneratedStructure | Literal["network"]
+STRUCTURES: tuple[GeneratedStructure, ...] = ("naive-bayes", "latent", "interaction")
+StructureChoice = GeneratedStructure | Literal["all"]
 STRUCTURE_CHOICES: tuple[str, ...] = (*STRUCTURES, "all")
 
 #: The most skewed prior a generated world may have: beyond it some factors' P(O1 | f) would have to
@@ -50,5 +52,5 @@ class GenerationSettings(BaseModel):
         return self
 
     @property
-    def structures(self) -> tuple[Structure, ...]:
+    def structures(self) -> tuple[GeneratedStructure, ...]:
         return STRUCTURES if self.structure == "all" else (self.structure,)

@@ -10,6 +10,11 @@ no parents for ``O`` has a prior on the outcome; a world whose factors are paren
 that matter only together) has a prior on each factor instead. Nothing else is assumed, so one
 exact enumeration (:mod:`anchor.truth.exact`) serves every structure.
 
+A *network world* (structure ``network``) has a published Bayesian network instead
+(:class:`~anchor.truth.networks.spec.NetworkSpec`, written out in full in ``network``): outcome 1 is
+"the outcome node is in the outcome state", and each factor is one state of another node (its ``node``
+and ``state``), present when the node is in that state. Its ``variables`` and ``latents`` are empty.
+
 A factor has the text an LLM would name it by, the theme it belongs to, and *mentions*: clauses a
 condition uses to say that the factor is present. A condition records which factors it makes
 present, the exact probability of outcome 1 given them, and a label drawn from that probability.
@@ -28,12 +33,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from anchor.errors import AnchorError
 from anchor.files import write_atomic
+from anchor.truth.networks.spec import NetworkSpec
 
 # The structures a world's hidden model can have, beside the generator's settings (light to import).
 from anchor.truth.settings import STRUCTURES as STRUCTURES
 from anchor.truth.settings import Structure as Structure
 
-WORLD_SCHEMA_VERSION = 1
+#: Version 2 added network worlds (``World.network``, ``WorldFactor.node`` and ``state``); a version 1
+#: file is read as a version 2 file without them.
+WORLD_SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)
 
 OUTCOME = "O"
 
@@ -76,6 +85,9 @@ class WorldFactor(_Model):
     theme: str = Field(min_length=1)
     mentions: list[str] = Field(min_length=1, description="Clauses stating the factor is present, as a "
                                                           "condition words it (the first is the plain one).")
+    node: str | None = Field(default=None, description="Network worlds: the node this factor is a state of.")
+    state: str | None = Field(default=None, description="Network worlds: the factor is present when the node "
+                                                        "is in this state.")
 
 
 class WorldLatent(_Model):
@@ -105,34 +117,28 @@ class World(_Model):
     scenario: str = Field(min_length=1)
     outcome1: str = Field(min_length=1)
     outcome2: str = Field(min_length=1)
-    variables: list[Variable] = Field(description="The hidden network, parents before children.")
+    variables: list[Variable] = Field(description="The hidden network, parents before children (empty in a "
+                                                  "network world).")
     factors: list[WorldFactor]
     latents: list[WorldLatent] = Field(default_factory=list)
     conditions: list[WorldCondition] = Field(default_factory=list)
+    network: NetworkSpec | None = Field(default=None, description="Network worlds: the published network.")
 
     @model_validator(mode="after")
     def _consistent(self) -> World:
-        names: set[str] = set()
-        for var in self.variables:
-            missing = [p for p in var.parents if p not in names]
-            if missing:
-                raise ValueError(f"variable {var.name} comes before its parent(s) {', '.join(missing)}")
-            if var.name in names:
-                raise ValueError(f"variable {var.name} is defined twice")
-            names.add(var.name)
-        if OUTCOME not in names:
-            raise ValueError("the network has no outcome variable O")
-        factor_ids = [f.id for f in self.factors]
-        if len(set(factor_ids)) != len(factor_ids):
+        if (self.structure == "network") != (self.network is not None):
+            raise ValueError("a world has a network exactly when its structure is 'network'")
+        ids = [f.id for f in self.factors]
+        if len(set(ids)) != len(ids):
             raise ValueError("factor ids repeat")
-        if sorted(factor_ids) != sorted(n for n in names if n.startswith("f")):
-            raise ValueError("the factors listed are not the network's factor variables")
-        if sorted(lat.id for lat in self.latents) != sorted(n for n in names if n.startswith("L")):
-            raise ValueError("the latents listed are not the network's latent variables")
+        if self.network is not None:
+            self._network_factors(self.network)
+        else:
+            self._variable_factors()
         texts = [f.text.casefold() for f in self.factors]
         if len(set(texts)) != len(texts):
             raise ValueError("two factors have the same text")
-        known = set(factor_ids)
+        known = set(ids)
         ids = [c.id for c in self.conditions]
         if len(set(ids)) != len(ids):
             raise ValueError("condition ids repeat")
@@ -143,6 +149,45 @@ class World(_Model):
             if (cond.kind == "nothing") != (not cond.present):
                 raise ValueError(f"condition {cond.id}: kind 'nothing' exactly when no factor is present")
         return self
+
+    def _network_factors(self, network: NetworkSpec) -> None:
+        if self.variables or self.latents:
+            raise ValueError("a network world keeps its model in 'network': no variables or latents")
+        states = {n.name: n.states for n in network.nodes}
+        taken: set[tuple[str, str]] = set()
+        for f in self.factors:
+            if f.node is None or f.state is None:
+                raise ValueError(f"factor {f.id}: a network world's factor names its node and state")
+            if f.state not in states.get(f.node, ()):
+                raise ValueError(f"factor {f.id}: {f.node} = {f.state} is not a node and state of the network")
+            if f.node == network.outcome_node:
+                raise ValueError(f"factor {f.id}: the outcome node {f.node} cannot be a factor")
+            if (f.node, f.state) in taken:
+                raise ValueError(f"factor {f.id}: two factors are {f.node} = {f.state}")
+            taken.add((f.node, f.state))
+        node_of = {f.id: f.node for f in self.factors}
+        for cond in self.conditions:
+            nodes = [node_of.get(fid) for fid in cond.present]
+            if len(set(nodes)) != len(nodes):
+                raise ValueError(f"condition {cond.id}: two present factors are states of one node")
+
+    def _variable_factors(self) -> None:
+        if any(f.node is not None or f.state is not None for f in self.factors):
+            raise ValueError("only a network world's factors name a node and state")
+        names: set[str] = set()
+        for var in self.variables:
+            missing = [p for p in var.parents if p not in names]
+            if missing:
+                raise ValueError(f"variable {var.name} comes before its parent(s) {', '.join(missing)}")
+            if var.name in names:
+                raise ValueError(f"variable {var.name} is defined twice")
+            names.add(var.name)
+        if OUTCOME not in names:
+            raise ValueError("the network has no outcome variable O")
+        if sorted(f.id for f in self.factors) != sorted(n for n in names if n.startswith("f")):
+            raise ValueError("the factors listed are not the network's factor variables")
+        if sorted(lat.id for lat in self.latents) != sorted(n for n in names if n.startswith("L")):
+            raise ValueError("the latents listed are not the network's latent variables")
 
     def variable(self, name: str) -> Variable:
         for var in self.variables:
@@ -157,7 +202,9 @@ class World(_Model):
         raise KeyError(factor_id)
 
     def latent_of(self, factor_id: str) -> str | None:
-        """The latent parent of a factor in a ``latent`` world (None elsewhere)."""
+        """The latent parent of a factor in a ``latent`` world (None elsewhere, network worlds included)."""
+        if self.network is not None:
+            return None
         parents = [p for p in self.variable(factor_id).parents if p.startswith("L")]
         return parents[0] if parents else None
 
@@ -205,10 +252,12 @@ def load_worlds(path: str | Path) -> WorldFile:
     if not isinstance(data, dict):
         raise WorldFileError(f"{source}: a world file is a JSON object with 'schema_version' and 'worlds'")
     version = data.get("schema_version")
-    if version != WORLD_SCHEMA_VERSION:
-        raise WorldFileError(f"{source}: schema_version {version!r}, this anchor reads {WORLD_SCHEMA_VERSION}")
+    if version not in READABLE_SCHEMA_VERSIONS:
+        raise WorldFileError(f"{source}: schema_version {version!r}, this anchor reads "
+                             f"{' and '.join(map(str, READABLE_SCHEMA_VERSIONS))}")
     try:
-        return WorldFile.model_validate(data)
+        # A version 1 file is a version 2 file without network worlds: read as the current version.
+        return WorldFile.model_validate({**data, "schema_version": WORLD_SCHEMA_VERSION})
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
