@@ -94,9 +94,28 @@ def make_conditions(world: World, rng: random.Random, settings: ConditionSetting
 def _present(world: World, kind: ConditionKind, rng: random.Random, max_present: int) -> list[str]:
     if kind == "nothing":
         return []
+    if world.network is not None:
+        return _network_present(world, rng, max_present)
     k = rng.randint(1, min(max_present, len(world.factors)))
     chosen = rng.sample([f.id for f in world.factors], k)
     return sorted(chosen, key=lambda fid: int(fid[1:]))
+
+
+def _network_present(world: World, rng: random.Random, max_present: int) -> list[str]:
+    """Factors of a network world: at most one state of a node (a node is in one state), drawn again until
+    they can be present together (some combinations of states have probability zero)."""
+    nodes = {f.node for f in world.factors}
+    for _ in range(_MAX_TRIES):
+        k = rng.randint(1, min(max_present, len(nodes)))
+        chosen: list[str] = []
+        used: set[str | None] = set()
+        for _ in range(k):
+            f = rng.choice([f for f in world.factors if f.node not in used])
+            chosen.append(f.id)
+            used.add(f.node)
+        if exact.joint(world).probability({fid: 1 for fid in chosen}) > 0.0:
+            return sorted(chosen, key=lambda fid: int(fid[1:]))
+    raise ValueError(f"world {world.id}: no combination of factors with positive probability found")
 
 
 def render(world: World, kind: ConditionKind, present: list[str], rng: random.Random) -> str:

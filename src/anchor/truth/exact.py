@@ -4,11 +4,16 @@ Worlds are small (an outcome, a few latents, a dozen or so factors), so the whol
 distribution fits in one array: 2**n states for n binary variables. The table is computed once per
 world and kept; every query afterwards is a masked sum. No approximation, no sampling: the numbers
 here are the truth that methods are scored against.
+
+A network world (a published network, :mod:`anchor.truth.networks`) is answered instead by pgmpy's
+variable elimination behind the same interface (:class:`~anchor.truth.networks.inference.NetworkTable`):
+the same names, ``"O"`` and the factor ids, each 1 (present) or 0 (absent).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol
 
 import numpy as np
 
@@ -63,20 +68,35 @@ class JointTable:
         return float(self.probs[given & self.mask(query)].sum()) / total
 
 
+class ExactTable(Protocol):
+    """What every world's exact inference answers, over the names ``"O"`` and the factor ids (0 or 1)."""
+
+    def probability(self, evidence: Mapping[str, int]) -> float: ...
+
+    def conditional(self, query: Mapping[str, int], evidence: Mapping[str, int]) -> float: ...
+
+
 # Worlds are immutable but not hashable (they hold lists): tables are kept by the world object's
 # identity, with the world itself, so that an id is never reused while its entry lives.
-_TABLES: dict[int, tuple[World, JointTable]] = {}
+_TABLES: dict[int, tuple[World, ExactTable]] = {}
 _MAX_TABLES = 64
 
 
-def joint(world: World) -> JointTable:
-    """The world's joint table, computed once per world object."""
+def joint(world: World) -> ExactTable:
+    """The world's exact table, made once per world object: the enumerated joint of a generated world,
+    pgmpy's variable elimination for a network world."""
     entry = _TABLES.get(id(world))
     if entry is not None and entry[0] is world:
         return entry[1]
     if len(_TABLES) >= _MAX_TABLES:
         _TABLES.pop(next(iter(_TABLES)))
-    table = JointTable(world)
+    table: ExactTable
+    if world.network is not None:
+        from anchor.truth.networks.inference import NetworkTable  # pgmpy is loaded only for network worlds
+
+        table = NetworkTable(world.network, {f.id: (str(f.node), str(f.state)) for f in world.factors})
+    else:
+        table = JointTable(world)
     _TABLES[id(world)] = (world, table)
     return table
 

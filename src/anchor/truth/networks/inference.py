@@ -1,0 +1,179 @@
+"""Exact probabilities in a network world: pgmpy's variable elimination on the network the world file
+writes out, behind the interface of :class:`anchor.truth.exact.JointTable`.
+
+A world's questions are about binary names: ``"O"`` (1: the outcome node is in the outcome state) and
+its factor ids (1: the factor's node is in the factor's state, 0: in any other state). Each name is a
+constraint on one node: "present" keeps one state, "absent" drops one. A node left with one allowed
+state is ordinary evidence for pgmpy; a node left with several (a factor said absent) gets an
+indicator child, 1 exactly when the node is in an allowed state, observed at 1. So every question is
+an ordinary query of pgmpy's ``VariableElimination``, and the truth of a condition (its factors
+present) is exactly ``VariableElimination(model).query([outcome], evidence={node: state, ...})``.
+
+Answers are kept per question: the simulated LLM asks the same ones many times.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from anchor.truth.networks.spec import NetworkNode, NetworkSpec
+
+OUTCOME = "O"
+# Prefix of the indicator nodes added for absent factors; no published node name starts with it.
+_INDICATOR = "__anchor_allowed__"
+_MAX_KEPT = 4096
+
+
+def _pgmpy() -> tuple[Any, Any, Any]:
+    # pgmpy is imported here, not at module level: anchor imports without it, and it is slow to load.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        from pgmpy.factors.discrete import TabularCPD
+        from pgmpy.inference import VariableElimination
+        from pgmpy.models import DiscreteBayesianNetwork
+    return DiscreteBayesianNetwork, TabularCPD, VariableElimination
+
+
+def pgmpy_model(nodes: Sequence[NetworkNode], allowed: Mapping[str, frozenset[str]] | None = None) -> Any:
+    """The nodes as a pgmpy ``DiscreteBayesianNetwork``, with an indicator child for each node of
+    ``allowed`` (node -> the states the indicator is 1 for)."""
+    network_cls, cpd_cls, _ = _pgmpy()
+    model = network_cls()
+    model.add_nodes_from(n.name for n in nodes)
+    model.add_edges_from((p, n.name) for n in nodes for p in n.parents)
+    states = {n.name: n.states for n in nodes}
+    for node in nodes:
+        # pgmpy's columns are the parent configurations in the same order as the rows of a node's cpt.
+        values = np.asarray(node.cpt, dtype=np.float64).T
+        model.add_cpds(cpd_cls(node.name, len(node.states), values, evidence=node.parents or None,
+                               evidence_card=[len(states[p]) for p in node.parents] or None,
+                               state_names={node.name: node.states, **{p: states[p] for p in node.parents}}))
+    for name, keep in (allowed or {}).items():
+        flag = [1.0 if s in keep else 0.0 for s in states[name]]
+        model.add_edge(name, _INDICATOR + name)
+        model.add_cpds(cpd_cls(_INDICATOR + name, 2, [[1.0 - f for f in flag], flag], evidence=[name],
+                               evidence_card=[len(states[name])],
+                               state_names={_INDICATOR + name: ["0", "1"], name: states[name]}))
+    return model
+
+
+def query_engine(model: Any) -> Any:
+    """pgmpy's ``VariableElimination`` on ``model``."""
+    return _pgmpy()[2](model)
+
+
+class Constraints:
+    """What a set of binary names says about the network's nodes: node -> the states it allows."""
+
+    def __init__(self, spec: NetworkSpec, meaning: Mapping[str, tuple[str, str]], values: Mapping[str, int]) -> None:
+        self.allowed: dict[str, frozenset[str]] = {}
+        states = {n.name: n.states for n in spec.nodes}
+        for name, value in values.items():
+            if value not in (0, 1):
+                raise ValueError(f"evidence {name}={value!r}: values are 0 or 1")
+            try:
+                node, state = meaning[name]
+            except KeyError:
+                raise KeyError(name) from None
+            current = self.allowed.get(node, frozenset(states[node]))
+            self.allowed[node] = current & {state} if value else current - {state}
+
+    @property
+    def impossible(self) -> bool:
+        return any(not keep for keep in self.allowed.values())
+
+
+class NetworkTable:
+    """``probability(evidence)`` and ``conditional(query, evidence)`` over a network world's binary names,
+    answered by pgmpy's variable elimination (the interface of :class:`anchor.truth.exact.JointTable`)."""
+
+    def __init__(self, spec: NetworkSpec, factors: Mapping[str, tuple[str, str]]) -> None:
+        self.spec = spec
+        #: Each binary name's (node, state): the outcome and every factor.
+        self.meaning: dict[str, tuple[str, str]] = {OUTCOME: (spec.outcome_node, spec.outcome_state), **factors}
+        self.states = {n.name: n.states for n in spec.nodes}
+        self._engines: dict[frozenset[tuple[str, frozenset[str]]], Any] = {}
+        self._kept: dict[tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]], float] = {}
+
+    def probability(self, evidence: Mapping[str, int]) -> float:
+        """P(evidence)."""
+        return self.conditional(evidence, {})
+
+    def conditional(self, query: Mapping[str, int], evidence: Mapping[str, int]) -> float:
+        """P(query | evidence); ValueError when the evidence has probability zero."""
+        asked = (tuple(sorted(query.items())), tuple(sorted(evidence.items())))
+        found = self._kept.get(asked)
+        if found is None:
+            found = self._conditional(query, evidence)
+            if len(self._kept) >= _MAX_KEPT:
+                self._kept.pop(next(iter(self._kept)))
+            self._kept[asked] = found
+        return found
+
+    def _conditional(self, query: Mapping[str, int], evidence: Mapping[str, int]) -> float:
+        given = Constraints(self.spec, self.meaning, evidence)
+        wanted = Constraints(self.spec, self.meaning, query)
+        if given.impossible:
+            raise ValueError(f"the evidence {dict(evidence)} has probability zero")
+        hard = {node: next(iter(keep)) for node, keep in given.allowed.items() if len(keep) == 1}
+        soft = {node: keep for node, keep in given.allowed.items() if len(keep) > 1}
+        # Where the evidence fixes a node, the query holds there or fails there without inference.
+        fails = wanted.impossible or any(node in hard and hard[node] not in keep
+                                         for node, keep in wanted.allowed.items())
+        free = sorted(node for node in wanted.allowed if node not in hard)
+        values, order = self._posterior(free if free and not fails else [], hard, soft, evidence)
+        if fails:
+            return 0.0
+        mask = np.ones(values.shape, dtype=bool)
+        for axis, node in enumerate(order):
+            keep = np.array([s in wanted.allowed[node] for s in self.states[node]])
+            shape = [1] * values.ndim
+            shape[axis] = len(keep)
+            mask &= keep.reshape(shape)
+        return float(values[mask].sum())
+
+    def _posterior(self, variables: list[str], hard: dict[str, str], soft: dict[str, frozenset[str]],
+                   asked: Mapping[str, int]) -> tuple[np.ndarray, list[str]]:
+        """The joint posterior of ``variables`` given the evidence, as an array and its axes' nodes. With no
+        variables, only checks that the evidence is possible (an array holding 1.0 and no axes)."""
+        observed = {**hard, **{_INDICATOR + node: "1" for node in soft}}
+        if not observed and not variables:
+            return np.ones(()), []
+        if not variables and not soft and len(hard) == len(self.spec.nodes):
+            # Every node observed: nothing left to ask pgmpy about; the evidence is one joint state.
+            if self._one_state(hard) <= 0.0:
+                raise ValueError(f"the evidence {dict(asked)} has probability zero")
+            return np.ones(()), []
+        # With no variables, ask about a node the evidence leaves open, only to learn whether it is possible.
+        targets = variables or [next(n.name for n in self.spec.nodes if n.name not in hard)]
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = self._engine(soft).query(targets, evidence=observed or None, joint=True, show_progress=False)
+        values = np.asarray(result.values, dtype=np.float64)
+        if not np.all(np.isfinite(values)) or float(values.sum()) <= 0.0:
+            raise ValueError(f"the evidence {dict(asked)} has probability zero")
+        if not variables:
+            return np.ones(()), []
+        return values, list(result.variables)
+
+    def _one_state(self, state: Mapping[str, str]) -> float:
+        """P(every node in the given state), the product of one entry of each table."""
+        p = 1.0
+        for node in self.spec.nodes:
+            row = 0
+            for parent in node.parents:
+                row = row * len(self.states[parent]) + self.states[parent].index(state[parent])
+            p *= node.cpt[row][node.states.index(state[node.name])]
+        return p
+
+    def _engine(self, soft: dict[str, frozenset[str]]) -> Any:
+        """pgmpy's variable elimination on the network with indicators for ``soft``, kept per set of them."""
+        name = frozenset(soft.items())
+        engine = self._engines.get(name)
+        if engine is None:
+            engine = self._engines[name] = query_engine(pgmpy_model(self.spec.nodes, soft))
+        return engine
