@@ -473,6 +473,22 @@ class WorldOptions:
                                   n_conditions=self.conditions, seed=self.seed, prior=self.prior)
 
 
+@dataclasses.dataclass
+class NetworkOptions:
+    """A published Bayesian network as the world, instead of generated ones (anchor.truth.networks)."""
+
+    network: Annotated[list[str] | None, opt("--network", panel=WORLD_PANEL, metavar="NAME", help=(
+        "A published network pgmpy ships (bnlearn repository), read from its package data: one world each "
+        "(repeatable, or NAME,NAME). Its truth is exact inference in the network. `--network list` lists them. "
+        "Not with --structure or --worlds."))] = None
+    outcome: Annotated[str | None, opt("--outcome", panel=WORLD_PANEL, metavar="NODE=STATE", help=(
+        "With one --network: outcome 1 is NODE in STATE, outcome 2 any other state (default: the outcome "
+        "written for the network, else the node with the most ancestors)."))] = None
+
+    def names(self) -> list[str]:
+        return [name.strip() for given in self.network or [] for name in given.split(",") if name.strip()]
+
+
 #: Model field -> the flag that sets it, for validation messages that escape the range checks
 #: (cross-field rules such as "outcome1 and outcome2 must differ").
 FLAG_NAMES: dict[str, str] = {

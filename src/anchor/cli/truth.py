@@ -16,7 +16,7 @@ import typer
 
 from anchor.cli.build import JsonOut
 from anchor.cli.console import emit_json, err, fail, friendly_errors, out
-from anchor.cli.options import WorldOptions, expand_options, opt
+from anchor.cli.options import NetworkOptions, WorldOptions, expand_options, opt
 from anchor.cli.truth_bench import bench_command
 from anchor.cli.truth_serve import serve_command
 from anchor.files import check_destination
@@ -34,7 +34,9 @@ CASES_SUFFIXES = (".csv", ".jsonl")
 
 @expand_options
 def make_command(
+    context: typer.Context,
     worlds: WorldOptions,
+    networks: NetworkOptions,
     out_path: Annotated[Path, opt("--out", "-o", panel=OUTPUT_PANEL, help=(
         "Where to write the world file (JSON: the worlds, their hidden networks, conditions and truth)."),
         default=Path("worlds.json"))] = Path("worlds.json"),
@@ -49,12 +51,17 @@ def make_command(
     unrelated content, and nothing at all), each with its exact P(outcome1) and a label drawn from it.
     Example: anchor truth make --structure all --worlds 2 --conditions 20 --seed 1 --out worlds.json --cases
     cases.csv
+
+    With --network, the worlds are published Bayesian networks that pgmpy ships instead (one world each,
+    the truth exact inference in the network). Example: anchor truth make --network asia --cases cases.csv
     """
     from anchor.truth.cases import write_cases
-    from anchor.truth.generate import generate_worlds
     from anchor.truth.world import save_worlds
 
     with friendly_errors({"n_worlds": "--worlds", "n_conditions": "--conditions", "seed": "--seed", "prior": "--prior"}):
+        if networks.names() == ["list"]:
+            _list_networks()
+            return
         if out_path.suffix.lower() != ".json":
             raise fail(f"--out {out_path}: give a .json file name")
         check_destination(out_path, "--out")
@@ -64,18 +71,83 @@ def make_command(
             check_destination(cases, "--cases")
             if cases.resolve() == out_path.resolve():
                 raise fail(f"--cases {cases}: the same file as --out")
-        s = worlds.settings()
-        file = generate_worlds(s.structure, s.n_worlds, s.seed, n_conditions=s.n_conditions, prior=s.prior)
+        if networks.network:
+            given = [flag for flag, name in (("--structure", "structure"), ("--worlds", "worlds"))
+                     if getattr(context.get_parameter_source(name), "name", "") == "COMMANDLINE"]
+            if given:
+                raise fail(f"{given[0]}: not with --network (a published network is the world's structure, one "
+                           "world each)")
+            file = _network_file(worlds, networks)
+        elif networks.outcome is not None:
+            raise fail(f"--outcome {networks.outcome}: only with --network")
+        else:
+            from anchor.truth.generate import generate_worlds
+
+            s = worlds.settings()
+            file = generate_worlds(s.structure, s.n_worlds, s.seed, n_conditions=s.n_conditions, prior=s.prior)
         save_worlds(file, out_path)
         n_conditions = sum(len(w.conditions) for w in file.worlds)
         for w in file.worlds:
-            out.print(f"{w.id}: {len(w.factors)} factors, {len(w.latents)} latents, {len(w.conditions)} "
-                      f"conditions; {w.scenario}", markup=False, highlight=False, soft_wrap=True)
+            out.print(f"{w.id}: {len(w.factors)} factors, {_model_words(w)}, {len(w.conditions)} conditions; "
+                      f"{w.scenario}", markup=False, highlight=False, soft_wrap=True)
+        checked = file.generator.get("cross_checked")
+        if isinstance(checked, dict):
+            for w in file.worlds:
+                tail = "" if checked[w.id] == len(w.conditions) else " (the others: joint too large to enumerate)"
+                err.print(f"{w.id}: p_true of {checked[w.id]} of {len(w.conditions)} conditions cross-checked by "
+                          f"anchor's own enumeration{tail}", markup=False, highlight=False, soft_wrap=True)
         err.print(f"wrote {out_path} ({len(file.worlds)} worlds, {n_conditions} conditions)", markup=False,
                   highlight=False)
         if cases is not None:
             write_cases(file, cases)
             err.print(f"wrote {cases} ({n_conditions} rows)", markup=False, highlight=False)
+
+
+def _model_words(world: object) -> str:
+    """What a world's hidden model is, in a few words, for make's summary line."""
+    from anchor.truth import exact
+    from anchor.truth.world import World
+
+    assert isinstance(world, World)
+    net = world.network
+    if net is None:
+        return f"{len(world.latents)} latents"
+    return (f"network {net.name} ({len(net.nodes)} of its {net.published_nodes} nodes), outcome {net.outcome_node} = "
+            f"{net.outcome_state}, prior {exact.prior_outcome1(world):.4g}")
+
+
+def _network_file(worlds: WorldOptions, networks: NetworkOptions) -> object:
+    """The world file of ``--network``: one world per network, with --seed and --conditions."""
+    from anchor.truth.networks.build import parse_outcome
+    from anchor.truth.networks.source import NetworkError, OutcomeError, check_name
+    from anchor.truth.networks.worlds import network_worlds
+
+    names = networks.names()
+    if not names or "list" in names:
+        raise fail(f"--network {','.join(names)}: name networks, or `--network list` alone to list them")
+    for name in names:
+        try:
+            check_name(name)
+        except NetworkError as exc:
+            raise fail(f"--network {name}: {exc}") from None
+    try:
+        outcome = parse_outcome(networks.outcome) if networks.outcome is not None else None
+        if outcome is not None and len(names) != 1:
+            raise fail(f"--outcome {networks.outcome}: give one --network with it ({len(names)} given)")
+        return network_worlds(names, outcome=outcome, seed=worlds.seed, n_conditions=worlds.conditions)
+    except OutcomeError as exc:
+        raise fail(f"--outcome {networks.outcome}: {exc}") from None
+    except NetworkError as exc:
+        raise fail(f"--network {','.join(names)}: {exc}") from None
+
+
+def _list_networks() -> None:
+    from anchor.truth.networks import available_networks, written_networks
+
+    written = set(written_networks())
+    for name in available_networks():
+        note = "  (texts written for it)" if name in written else ""
+        out.print(f"{name}{note}", markup=False, highlight=False)
 
 
 def score_command(
