@@ -5,6 +5,7 @@ the file's checks refuse what a network world cannot be."""
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import warnings
@@ -23,6 +24,7 @@ from anchor.truth.networks.source import read_network  # noqa: E402
 from anchor.truth.world import World, WorldFileError, load_worlds, save_worlds  # noqa: E402
 
 
+@functools.lru_cache(maxsize=4)
 def shipped(name: str):  # noqa: ANN201
     """The network exactly as pgmpy ships it, by pgmpy's own loader (not anchor's reading of it)."""
     from pgmpy.utils import get_example_model

@@ -106,6 +106,12 @@ def _check_outcome(network: PublishedNetwork, node: str, state: str, prior: Call
                            "uncertain")
 
 
+def plain_words(node: str, state: str) -> tuple[str, list[str]]:
+    """The text and mentions of a factor of a network without written texts. Quotes around both names: no
+    node or state name holds a quote, so no plain text can be found inside another factor's."""
+    return f'"{node}" is "{state}"', [f'the variable "{node}" is "{state}"', f'"{node}" takes the value "{state}"']
+
+
 def _listed(names: list[str], most: int = 30) -> str:
     shown = ", ".join(names[:most])
     return shown if len(names) <= most else f"{shown}, ... ({len(names)} in all)"
@@ -117,9 +123,7 @@ def _factor(j: int, node: str, state: str, words: NetworkWords | None, head: str
         text, mentions = said.text, list(said.mentions)
         theme = words.topics[head] if head is not None else "unconnected to the outcome"
     else:
-        # Quotes around both names: no plain text can be found inside another one.
-        text = f'"{node}" is "{state}"'
-        mentions = [f'the variable "{node}" is "{state}"', f'"{node}" takes the value "{state}"']
+        text, mentions = plain_words(node, state)
         theme = f'via "{head}"' if head is not None else "unconnected to the outcome"
     return WorldFactor(id=f"f{j}", text=text, theme=theme, mentions=mentions, node=node, state=state)
 

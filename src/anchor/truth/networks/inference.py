@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from anchor.truth.networks.source import PGMPY_NEEDED, NetworkError
 from anchor.truth.networks.spec import NetworkNode, NetworkSpec
 
 OUTCOME = "O"
@@ -30,11 +31,14 @@ _MAX_KEPT = 4096
 
 def _pgmpy() -> tuple[Any, Any, Any]:
     # pgmpy is imported here, not at module level: anchor imports without it, and it is slow to load.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        from pgmpy.factors.discrete import TabularCPD
-        from pgmpy.inference import VariableElimination
-        from pgmpy.models import DiscreteBayesianNetwork
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            from pgmpy.factors.discrete import TabularCPD
+            from pgmpy.inference import VariableElimination
+            from pgmpy.models import DiscreteBayesianNetwork
+    except ImportError:
+        raise NetworkError(PGMPY_NEEDED) from None
     return DiscreteBayesianNetwork, TabularCPD, VariableElimination
 
 

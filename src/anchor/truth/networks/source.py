@@ -22,6 +22,7 @@ from anchor.errors import AnchorError
 from anchor.truth.networks.spec import NetworkNode
 
 SUFFIX = ".bif.gz"
+PGMPY_NEEDED = "published networks need pgmpy (pip install 'anchor-infer[networks]')"
 LICENCE = ("bnlearn Bayesian network repository (M. Scutari, 'Learning Bayesian Networks with the bnlearn R "
            "Package', Journal of Statistical Software 35(3), 2010; https://www.bnlearn.com/bnrepository/), "
            "CC BY-SA 3.0")
@@ -59,7 +60,7 @@ def models_folder() -> Path:
     """pgmpy's folder of example networks; NetworkError without pgmpy."""
     spec = importlib.util.find_spec("pgmpy")
     if spec is None or not spec.submodule_search_locations:
-        raise NetworkError("published networks need pgmpy (pip install 'anchor-infer[networks]')")
+        raise NetworkError(PGMPY_NEEDED)
     return Path(next(iter(spec.submodule_search_locations))) / "utils" / "example_models"
 
 

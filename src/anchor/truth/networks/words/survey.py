@@ -33,7 +33,7 @@ WORDS = NetworkWords(
         "O": {
             "emp": says("a salaried employee", "the respondent works as an employee",
                         "the respondent draws a salary from an employer"),
-            "self": says("self-employment", "the respondent is self-employed",
+            "self": says("a self-employed respondent", "the respondent is self-employed",
                          "the respondent runs their own business"),
         },
         "R": {
