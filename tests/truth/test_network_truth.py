@@ -104,6 +104,9 @@ def test_own_enumeration_equals_variable_elimination(name: str) -> None:
         own = enumerate_conditional(net, constraints(world, {"O": 1}), given)
         assert abs(table.conditional({"O": 1}, evidence) - own) <= 1e-12, evidence
         assert abs(table.probability(evidence) - enumerate_conditional(net, given, {})) <= 1e-12, evidence
+        # and the other way round, as exact.likelihoods asks: P(evidence | O2)
+        own = enumerate_conditional(net, given, constraints(world, {"O": 0}))
+        assert abs(table.conditional(evidence, {"O": 0}) - own) <= 1e-12, evidence
         checked += 1
     impossible = next(ev for ev in ({a: 1, b: 1} for a in ids for b in ids
                                     if a != b and world.factor(a).node == world.factor(b).node))

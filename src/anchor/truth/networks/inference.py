@@ -9,11 +9,13 @@ indicator child, 1 exactly when the node is in an allowed state, observed at 1. 
 an ordinary query of pgmpy's ``VariableElimination``, and the truth of a condition (its factors
 present) is exactly ``VariableElimination(model).query([outcome], evidence={node: state, ...})``.
 
-Answers are kept per question: the simulated LLM asks the same ones many times.
+Answers are kept per question: the simulated LLM asks the same ones many times. One question at a time
+per table (a lock): the simulated LLM's HTTP server answers from several threads.
 """
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -27,6 +29,8 @@ OUTCOME = "O"
 # Prefix of the indicator nodes added for absent factors; no published node name starts with it.
 _INDICATOR = "__anchor_allowed__"
 _MAX_KEPT = 4096
+# Networks with indicators for a set of absent factors, kept for reuse (each holds a copy of the network).
+_MAX_ENGINES = 16
 
 
 def _pgmpy() -> tuple[Any, Any, Any]:
@@ -102,6 +106,7 @@ class NetworkTable:
         self.states = {n.name: n.states for n in spec.nodes}
         self._engines: dict[frozenset[tuple[str, frozenset[str]]], Any] = {}
         self._kept: dict[tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]], float] = {}
+        self._lock = threading.Lock()
 
     def probability(self, evidence: Mapping[str, int]) -> float:
         """P(evidence)."""
@@ -110,13 +115,14 @@ class NetworkTable:
     def conditional(self, query: Mapping[str, int], evidence: Mapping[str, int]) -> float:
         """P(query | evidence); ValueError when the evidence has probability zero."""
         asked = (tuple(sorted(query.items())), tuple(sorted(evidence.items())))
-        found = self._kept.get(asked)
-        if found is None:
-            found = self._conditional(query, evidence)
-            if len(self._kept) >= _MAX_KEPT:
-                self._kept.pop(next(iter(self._kept)))
-            self._kept[asked] = found
-        return found
+        with self._lock:
+            found = self._kept.get(asked)
+            if found is None:
+                found = self._conditional(query, evidence)
+                if len(self._kept) >= _MAX_KEPT:
+                    self._kept.pop(next(iter(self._kept)))
+                self._kept[asked] = found
+            return found
 
     def _conditional(self, query: Mapping[str, int], evidence: Mapping[str, int]) -> float:
         given = Constraints(self.spec, self.meaning, evidence)
@@ -179,5 +185,7 @@ class NetworkTable:
         name = frozenset(soft.items())
         engine = self._engines.get(name)
         if engine is None:
+            if len(self._engines) >= _MAX_ENGINES:
+                self._engines.pop(next(iter(self._engines)))
             engine = self._engines[name] = query_engine(pgmpy_model(self.spec.nodes, soft))
         return engine
