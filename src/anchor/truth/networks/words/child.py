@@ -1,5 +1,6 @@
-"""child (Spiegelhalter and Cowell's CHILD): the diagnosis of a newborn "blue baby" referred to a children's
-heart hospital, from six possible diseases through the heart's and lungs' state to the findings and reports."""
+"""child (the CHILD network of Spiegelhalter and colleagues): the diagnosis of a newborn "blue baby"
+referred to a children's heart hospital, from six possible diseases through the heart's and lungs' state to
+the findings and reports."""
 
 from anchor.truth.networks.words import NetworkWords, says
 
