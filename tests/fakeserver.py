@@ -263,7 +263,8 @@ class FakeOpenAIServer:
         ``held`` requests in flight, however fast or slow the machine is. (A held request gives up after
         ten minutes, so a test that forgets to release cannot hang the suite for longer.)"""
         with self.lock:
-            self._released.clear()
+            if self._released.is_set():
+                self._released = threading.Event()
             self._hold_after = after
 
     def release(self) -> None:
@@ -271,6 +272,13 @@ class FakeOpenAIServer:
         with self.lock:
             self._hold_after = None
             self._released.set()
+
+    def release_held(self) -> None:
+        """Answer the requests held now, and keep holding every later one (until :meth:`release`): what a
+        client sends next, and in which order, is then seen whatever the machine's speed."""
+        with self.lock:
+            self._released.set()
+            self._released = threading.Event()  # requests from now on wait on this one
 
     def wait_until(self, condition: Callable[[], bool], timeout: float = 120.0) -> None:
         """Wait for ``condition()`` (read under the server's lock) to hold; the timeout only keeps a broken
@@ -447,8 +455,9 @@ class FakeOpenAIServer:
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                     held = server._hold_after is not None and len(server.requests) > server._hold_after
                     server.held += held
+                    released = server._released  # the hold this request waits on (see release_held)
                 if held:
-                    server._released.wait(timeout=600)
+                    released.wait(timeout=600)
                     with server.lock:
                         server.held -= 1
                 try:

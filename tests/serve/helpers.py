@@ -22,8 +22,8 @@ from typing import Any
 import httpx2 as httpx
 
 from anchor.config import AnchorConfig
-from anchor.inference.config import USER_RULE, InferenceConfig
 from anchor.evaluation.run_config import default_build_params
+from anchor.inference.config import USER_RULE, InferenceConfig
 from anchor.llm.settings import LLMSettings
 from anchor.serve.server import ServiceRunner
 from anchor.serve.service import Service

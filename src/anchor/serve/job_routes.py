@@ -139,11 +139,11 @@ async def job(job_id: str, request: Request) -> JSONResponse:
 async def cancel_job(job_id: str, request: Request) -> JSONResponse:
     """Cancel a queued or running job; the rows answered so far are kept (its results)."""
     service = service_of(request)
-    record = service.jobs.cancel(_job(service, job_id))
-    view = service.jobs.view(record.id)
-    if record.state == "running":
+    was_running = service.jobs.cancel(_job(service, job_id))
+    view = service.jobs.view(job_id)
+    if was_running:
         view["note"] = "cancelling: the rows in flight are dropped, those answered are kept"
-    return JSONResponse(view, status_code=202 if record.state == "running" else 200)
+    return JSONResponse(view, status_code=202 if was_running else 200)
 
 
 @router.get("/v1/jobs/{job_id}/results", tags=["jobs"],

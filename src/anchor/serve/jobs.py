@@ -131,19 +131,22 @@ class Jobs:
             handle.thread = threading.Thread(target=self._thread, args=(handle,), name=f"job-{record.id}", daemon=True)
             handle.thread.start()
 
-    def cancel(self, job_id: str) -> JobRecord:
+    def cancel(self, job_id: str) -> bool:
+        """Cancel a queued job at once (False) or ask a running one to stop (True: under way). Which of the two
+        is decided here, not read back from the record afterwards: a running job may have finished
+        cancelling on its own thread before the caller looks."""
         record = self.records[job_id]
         if record.state == "queued":
             self.queue = deque(j for j in self.queue if j != job_id)
             record.state, record.finished = "cancelled", now_iso()
             self.state.write_job(record)
-            return record
+            return False
         handle = self.running.get(job_id)
         if handle is None:
             raise ApiError(409, f"job {job_id} is {record.state} already: nothing to cancel", field="id")
         handle.cancel_requested = True
         self._cancel(handle)
-        return record
+        return True
 
     @staticmethod
     def _cancel(handle: JobHandle) -> None:
