@@ -16,41 +16,13 @@ off its text.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from anchor.truth.networks.words import asia, cancer, child, earthquake, sachs, survey
+from anchor.truth.networks.words.model import NetworkWords, StateWords, says
 
-
-@dataclass(frozen=True)
-class StateWords:
-    """One state of one node: the factor's noun phrase and the clauses that state it."""
-
-    text: str
-    mentions: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class NetworkWords:
-    """Everything written for one network."""
-
-    network: str
-    scenario: str
-    outcome: tuple[str, str]
-    outcome1: str
-    outcome2: str
-    topics: dict[str, str]
-    states: dict[str, dict[str, StateWords]] = field(default_factory=dict)
-
-    def words(self, node: str, state: str) -> StateWords:
-        return self.states[node][state]
-
-
-def says(text: str, *mentions: str) -> StateWords:
-    """A state's words: its noun phrase and one or two clauses (the first the plain one)."""
-    return StateWords(text, tuple(mentions))
+__all__ = ["WRITTEN", "NetworkWords", "StateWords", "says"]
 
 
 def _written() -> dict[str, NetworkWords]:
-    from anchor.truth.networks.words import asia, cancer, child, earthquake, sachs, survey
-
     return {w.network: w for w in (asia.WORDS, cancer.WORDS, earthquake.WORDS, survey.WORDS, sachs.WORDS,
                                    child.WORDS)}
 

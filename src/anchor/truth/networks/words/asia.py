@@ -1,7 +1,7 @@
 """asia (Lauritzen and Spiegelhalter's chest clinic): a patient's visit to Asia and smoking, tuberculosis,
 lung cancer and bronchitis, the node "either" (tuberculosis or lung cancer), an X-ray and breathlessness."""
 
-from anchor.truth.networks.words import NetworkWords, says
+from anchor.truth.networks.words.model import NetworkWords, says
 
 WORDS = NetworkWords(
     network="asia",

@@ -1,7 +1,7 @@
 """cancer (Korb and Nicholson): air pollution and smoking as causes of lung cancer, and two of its signs,
 an X-ray and breathlessness (dyspnoea)."""
 
-from anchor.truth.networks.words import NetworkWords, says
+from anchor.truth.networks.words.model import NetworkWords, says
 
 WORDS = NetworkWords(
     network="cancer",

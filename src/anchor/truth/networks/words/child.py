@@ -2,7 +2,7 @@
 referred to a children's heart hospital, from six possible diseases through the heart's and lungs' state to
 the findings and reports."""
 
-from anchor.truth.networks.words import NetworkWords, says
+from anchor.truth.networks.words.model import NetworkWords, says
 
 WORDS = NetworkWords(
     network="child",

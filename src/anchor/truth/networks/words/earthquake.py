@@ -1,7 +1,7 @@
 """earthquake (the burglar-alarm example of Pearl, as Korb and Nicholson give it): a burglary or an
 earthquake can set off a house's alarm, and two neighbours, John and Mary, may call when they hear it."""
 
-from anchor.truth.networks.words import NetworkWords, says
+from anchor.truth.networks.words.model import NetworkWords, says
 
 WORDS = NetworkWords(
     network="earthquake",

@@ -1,7 +1,7 @@
 """sachs (Sachs et al. 2005): eleven phosphorylated proteins and phospholipids of the signalling network of
 human T cells, each measured as low, average or high."""
 
-from anchor.truth.networks.words import NetworkWords, StateWords, says
+from anchor.truth.networks.words.model import NetworkWords, StateWords, says
 
 
 def _enzyme(name: str) -> dict[str, StateWords]:

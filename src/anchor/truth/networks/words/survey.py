@@ -1,7 +1,7 @@
 """survey (Scutari and Denis): a respondent's age, sex, education, occupation and the size of their town,
 and how they usually travel."""
 
-from anchor.truth.networks.words import NetworkWords, says
+from anchor.truth.networks.words.model import NetworkWords, says
 
 WORDS = NetworkWords(
     network="survey",
