@@ -44,13 +44,17 @@ def validation_items(user: str) -> list[tuple[str, str, str | None]]:
     return out
 
 
-def phi_items(user: str) -> list[tuple[str, str, float]]:
-    """``[(key, factor text, rough prior)]`` of a phi-elicitation prompt."""
-    out = []
+def phi_items(user: str) -> list[tuple[str, str, float | None]]:
+    """``[(key, factor text, rough prior)]`` of a phi-elicitation prompt (the rough prior None where the prompt
+    gives none: the consistent rule's, which states the base rate instead)."""
+    out: list[tuple[str, str, float | None]] = []
     for key, line in keyed(user):
         m = _ROUGH.match(line)
-        assert m, f"unexpected phi line {line!r}"
-        out.append((key, m.group(1), float(m.group(2))))
+        if m is None:
+            assert "Base rate of outcome 1: " in user, f"unexpected phi line {line!r}"
+            out.append((key, line, None))
+        else:
+            out.append((key, m.group(1), float(m.group(2))))
     return out
 
 

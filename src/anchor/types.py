@@ -272,6 +272,8 @@ class BaseRate(_Model):
     source: Literal["elicited", "given"] = Field(description=(
         "'elicited': asked of the probability estimator once per scenario; 'given': set by the user."))
     model: str | None = Field(default=None, description="The model that stated it (None when given).")
+    samples: list[float] = Field(default_factory=list, description=(
+        "Each value the model stated (self-consistency); p_raw pools them (the mean of their log-odds)."))
 
 
 class FactorSpace(_Model):

@@ -215,3 +215,21 @@ def test_against_pgmpy_variable_elimination():
         phis = [p([j]) for j in present]
         got = consistent_cbn_posterior(phis, [links[j][0] for j in present], latents, prior)
         assert got == pytest.approx(p(present), abs=1e-9)
+
+
+def test_the_clip_bounds_a_factors_evidence_not_its_probability():
+    from anchor.inference.consistent import clip_evidence
+
+    # at even odds it is the paper's clip
+    assert clip_evidence(0.999, 0.5) == pytest.approx(0.99) and clip_evidence(0.3, 0.5) == pytest.approx(0.3)
+    # at a prior of 0.01 a factor may still count against outcome 1, down to a likelihood ratio of 1/99
+    low = clip_evidence(0.0001, 0.01)
+    assert low < 0.01 and (low / (1 - low)) / (0.01 / 0.99) == pytest.approx(1 / 99)
+    assert clip_evidence(0.02, 0.01) == pytest.approx(0.02)
+    assert 0 < clip_evidence(0.0, 0.3) < 0.3 and 0.3 < clip_evidence(1.0, 0.3) < 1
+
+
+def test_a_phi_inside_the_bound_is_kept_as_stated():
+    from anchor.inference.consistent import clip_evidence
+
+    assert [clip_evidence(p, 0.37) for p in (0.9, 0.2, 0.37)] == [0.9, 0.2, 0.37]

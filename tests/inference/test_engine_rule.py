@@ -50,9 +50,14 @@ async def test_the_consistent_rule_asks_the_estimator_for_the_base_rate_and_coun
     main, estimator = scripted_client(script(0.9)), scripted_client(script(0.2))
     engine = InferenceEngine(main, space, InferenceConfig(rule="consistent"), estimator=estimator)
     result = await engine.infer(trace(space), blank())
-    assert asked(estimator, "BaseRateAnswer") == 1 and asked(main, "BaseRateAnswer") == 0
+    # five samples (this backend answers one a request), pooled; phi is then asked against that base rate
+    assert asked(estimator, "BaseRateAnswer") == 5 and asked(main, "BaseRateAnswer") == 0
     assert result.rule == "consistent"
-    assert result.base_rate == BaseRate(p_outcome1=0.2, p_raw=0.2, source="elicited", model=estimator.backend.model)
+    assert result.base_rate is not None and result.base_rate.p_raw == pytest.approx(0.2)
+    assert result.base_rate == BaseRate(p_outcome1=0.2, p_raw=result.base_rate.p_raw, source="elicited",
+                                        model=estimator.backend.model, samples=[0.2] * 5)
+    (phi_request,) = [r for r in estimator.backend.requests if kind(r) == "FactorProbabilities"]
+    assert "Base rate of outcome 1: 0.2\n" in phi_request.user and "rough" not in phi_request.user
     phis = [PHI[t] for t in TEXTS]
     assert result.nb == pytest.approx(consistent_naive_bayes(phis, 0.2))
     assert result.cbn == pytest.approx(consistent_cbn_posterior(phis, [0, 0], [(0.8, 0.3)], 0.2))
@@ -67,9 +72,9 @@ async def test_conditions_of_one_scenario_share_one_base_rate_request(space, tmp
     engine = InferenceEngine(client, space, InferenceConfig(rule="consistent"))
     await asyncio.gather(*(engine.infer(trace(space, texts), blank()) for texts in (TEXTS, TEXTS[:1], TEXTS[1:])))
     await engine.infer(trace(space), blank())
-    assert asked(client, "BaseRateAnswer") == 1
+    assert asked(client, "BaseRateAnswer") == 5  # the five samples, once
     hits = [r for r in client.ledger.records if r.stage == "inference.base_rate"]
-    assert [r.outcome for r in hits].count("ok") == 1 and len(hits) == 4
+    assert [r.outcome for r in hits].count("ok") == 5 and len(hits) == 4 * 5
 
 
 async def test_a_given_base_rate_is_used_as_given_and_nothing_is_asked(scripted_client, space):
@@ -83,14 +88,26 @@ async def test_a_given_base_rate_is_used_as_given_and_nothing_is_asked(scripted_
 
 async def test_a_base_rate_stored_with_the_space_is_used_when_the_same_model_stated_it(scripted_client, space):
     client = scripted_client(script())
-    kept = BaseRate(p_outcome1=0.3, p_raw=0.3, source="elicited", model=client.backend.model)
+    kept = BaseRate(p_outcome1=0.3, p_raw=0.3, source="elicited", model=client.backend.model, samples=[0.3] * 5)
     result = await InferenceEngine(client, space.model_copy(update={"base_rate": kept}),
                                    InferenceConfig(rule="consistent")).infer(trace(space), blank())
     assert asked(client, "BaseRateAnswer") == 0 and result.base_rate == kept
-    other = kept.model_copy(update={"model": "another-model"})
-    result = await InferenceEngine(client, space.model_copy(update={"base_rate": other}),
-                                   InferenceConfig(rule="consistent")).infer(trace(space), blank())
-    assert asked(client, "BaseRateAnswer") == 1 and result.base_rate is not None and result.base_rate.p_raw == 0.2
+    # stated by another model, or from another number of samples: asked again
+    for other in (kept.model_copy(update={"model": "another-model"}), kept.model_copy(update={"samples": [0.3]})):
+        before = asked(client, "BaseRateAnswer")
+        result = await InferenceEngine(client, space.model_copy(update={"base_rate": other}),
+                                       InferenceConfig(rule="consistent")).infer(trace(space), blank())
+        assert asked(client, "BaseRateAnswer") == before + 5
+        assert result.base_rate is not None and result.base_rate.p_raw == pytest.approx(0.2)
+
+
+async def test_without_elicited_parameters_the_labels_leans_are_read_against_the_base_rate(scripted_client, space):
+    client = scripted_client(script(0.2))
+    result = await InferenceEngine(client, space, InferenceConfig(rule="consistent", llm_parameters=False)
+                                   ).infer(trace(space), blank())
+    # neutral labels (the space's factors are unlabelled): a lean of 0.5 says nothing, so phi is the base rate
+    assert [f.phi for f in result.factors] == [pytest.approx(0.2), pytest.approx(0.2)]
+    assert result.nb == pytest.approx(0.2)
 
 
 async def test_the_consistent_rule_keeps_latent_parameters_of_zero_and_one(scripted_client, space):

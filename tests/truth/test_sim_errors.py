@@ -65,11 +65,14 @@ def test_slope_and_bias_bend_the_log_odds() -> None:
     assert Miscalibration(slope=0, bias=0, noise=0, step=0).apply(0.97, None) == 0.5
 
 
-def test_step_rounds_and_keeps_answers_off_the_edges() -> None:
+def test_step_rounds_and_near_the_edges_keeps_one_significant_digit() -> None:
     curve = Miscalibration(slope=1, bias=0, noise=0, step=0.05)
-    assert curve.apply(0.6931, None) == 0.7
-    assert curve.apply(0.999, None) == 0.95 and curve.apply(0.001, None) == 0.05
-    assert curve.apply(0.26, None) == 0.25
+    assert curve.apply(0.6931, None) == 0.7 and curve.apply(0.26, None) == 0.25 and curve.apply(0.051, None) == 0.05
+    # a rare event is stated as one, not as the step: 0.0137 -> 0.01, 0.0021 -> 0.002, 0.999 -> 0.999
+    assert curve.apply(0.0137, None) == 0.01 and curve.apply(0.0021, None) == 0.002
+    assert curve.apply(0.999, None) == 0.999 and curve.apply(0.9713, None) == 0.97
+    assert curve.apply(0.0, None) == 1e-6 and curve.apply(1.0, None) == 1 - 1e-6  # never 0 or 1
+    assert curve.apply(0.048, None) == 0.05
 
 
 def test_noise_is_gaussian_on_the_log_odds_and_needs_a_random_source() -> None:
@@ -88,11 +91,15 @@ def test_noise_is_gaussian_on_the_log_odds_and_needs_a_random_source() -> None:
 
 def test_zero_is_the_oracle_and_defaults_are_a_decent_llm() -> None:
     zero = SimErrors.zero()
-    assert zero.factor_curve.exact and zero.direct_curve.exact
+    assert zero.factor_curve.exact and zero.direct_curve.exact and zero.base_rate_curve.exact
     assert (zero.factor_recall, zero.hallucination_rate, zero.vote_flip_rate) == (1.0, 0.0, 0.0)
     assert (zero.map_recall, zero.map_false_rate, zero.reflect_catch, zero.grouping_error) == (1.0, 0.0, 1.0, 0.0)
+    assert (zero.direct_miss_rate, zero.direct_invent_rate) == (0.0, 0.0)
     decent = SimErrors()
-    assert decent.factor_recall == 0.9 and decent.direct_curve.slope == 0.6 and decent.factor_curve.noise == 0.3
+    assert decent.factor_recall == 0.9 and decent.factor_curve.noise == 0.3
+    # symmetric: the direct side is given the factor-level curve, and misreads as one selection round does
+    assert decent.direct_curve == decent.factor_curve == decent.base_rate_curve
+    assert decent.direct_miss_rate == pytest.approx(1 - decent.map_recall) and decent.direct_invent_rate == decent.map_false_rate
     for name, field in SimErrors.model_fields.items():
         assert field.description, f"{name} is not documented"
 
@@ -270,7 +277,7 @@ def test_errors_from_settings_and_files(tmp_path: Any) -> None:
     from anchor.truth.simulate.errors import SimErrorsInvalid, errors_with_settings, load_errors
 
     got = errors_with_settings(SimErrors(), ["factor_recall=0.5", "direct_curve.noise=0.8", "phi-reading=latent-link"])
-    assert got.factor_recall == 0.5 and got.direct_curve.noise == 0.8 and got.direct_curve.slope == 0.6
+    assert got.factor_recall == 0.5 and got.direct_curve.noise == 0.8 and got.direct_curve.slope == 1.0
     assert got.phi_reading == "latent-link"
     for bad, says in (("factor_recall=1.5", "factor_recall"), ("recall=0.5", "unknown error parameter 'recall'"),
                       ("direct_curve.nois=1", "direct_curve.nois"), ("factor_recall", "NAME=VALUE")):

@@ -32,7 +32,8 @@ FAR: dict[str, Any] = {
     "factor_recall": 0.5, "hallucination_rate": 0.6, "vote_flip_rate": 0.5, "map_recall": 0.3, "map_false_rate": 0.5,
     "reflect_catch": 0.0, "factor_curve": Miscalibration(slope=2.0, bias=0.7, noise=1.2, step=0.1),
     "base_rate_curve": Miscalibration(slope=1.6, bias=-0.9, noise=1.0, step=0.1),
-    "direct_curve": Miscalibration(slope=0.2, bias=-0.8, noise=1.5, step=0.1), "phi_reading": "latent-link",
+    "direct_curve": Miscalibration(slope=0.2, bias=-0.8, noise=1.5, step=0.1), "direct_miss_rate": 0.6,
+    "direct_invent_rate": 0.5, "phi_reading": "latent-link",
     "grouping_error": 0.6,
 }
 BASE = SimErrors(grouping_error=0.2)  # the defaults, with every kind of error on
@@ -129,7 +130,7 @@ def test_every_request_gets_the_same_answer_when_only_parameters_it_does_not_rea
         if any(read_changed.answer(**r) != base.answer(**r) for r in requests):
             changed.add(name)
     assert {"GENERATE_SENTENCES", "EXTRACT_FACTORS", "VOTE_LABELS", "SELECT_FACTORS", "REFLECT_FACTORS", "ELICIT_PHI",
-            "DISCOVER_LATENTS", "ELICIT_LATENT_PARAMS", "ELICIT_BASE_RATE", "VANILLA", "COT", "LOGITS", "COMPARE", "ORACLE_FACTOR_PROB",
+            "DISCOVER_LATENTS", "ELICIT_LATENT_PARAMS", "ELICIT_BASE_RATE", "ELICIT_PHI_GIVEN_BASE_RATE", "VANILLA", "COT", "LOGITS", "COMPARE", "ORACLE_FACTOR_PROB",
             "BIRD_LABELS", "BIRD_CPT_DATA", "BIRD_MAPPING"} <= changed
 
 

@@ -38,6 +38,9 @@ class InferenceConfig(BaseModel):
         "(anchor.inference.consistent)."))
     base_rate: float | None = Field(default=None, gt=0, lt=1, description=(
         "The consistent rule's base rate P(O1 | scenario), when known (None: elicited once per scenario)."))
+    base_rate_samples: int = Field(default=5, ge=1, le=20, description=(
+        "How many times the base rate is asked (one request where the server honours n); their log-odds are "
+        "averaged: an error in the base rate moves every answer of the scenario."))
 
     @model_validator(mode="after")
     def _rule_weights(self) -> InferenceConfig:

@@ -47,7 +47,8 @@ from anchor.inference.numeric import (
     sigmoid,
 )
 
-__all__ = ["LINK_CAP", "consistent_cbn_posterior", "consistent_naive_bayes", "link_log_ratios", "logit"]
+__all__ = ["LINK_CAP", "clip_evidence", "consistent_cbn_posterior", "consistent_naive_bayes", "lean_as_posterior",
+           "link_log_ratios", "logit", "pooled_base_rate"]
 
 #: The largest |log rho| a solved link takes: a factor at this ratio reveals its latent's state
 #: (rho = e**60, about 1e26), far beyond any stated probability, yet finite so sums stay exact.
@@ -64,6 +65,34 @@ def _prior(prior: float) -> float:
     if not 0.0 < pi < 1.0:
         raise ValueError(f"prior = {pi!r} is not strictly inside (0, 1); clip it first")
     return pi
+
+
+def pooled_base_rate(samples: Sequence[float], eps: float = 0.01) -> float:
+    """Several stated base rates as one: each kept inside [eps, 1 - eps], their log-odds averaged (the
+    geometric mean of the odds, so that 0.1 and 0.9 pool to 0.5)."""
+    values = [min(max(as_real(p, "base rate"), eps), 1.0 - eps) for p in samples]
+    if not values:
+        raise ValueError("no base rate to pool")
+    return sigmoid(math.fsum(logit(p) for p in values) / len(values))
+
+
+def clip_evidence(phi: float, prior: float, eps: float = 0.01) -> float:
+    """``phi`` with the evidence it carries bounded as the paper bounds it at even odds: its likelihood ratio
+    odds(phi) / odds(prior) kept within [eps / (1 - eps), (1 - eps) / eps] (at most 99 for eps = 0.01), so that
+    no single factor is decisive. Clipping phi itself to [eps, 1 - eps] would do that only at even odds; at
+    a prior of 0.01 it would forbid any factor to count against outcome 1."""
+    bound = logit(1.0 - eps) if eps > 0.0 else LINK_CAP
+    x = min(max(as_real(phi, "phi"), 1e-12), 1.0 - 1e-12)
+    ratio = logit(x) - logit(_prior(prior))
+    if -bound <= ratio <= bound:
+        return x  # as stated, not through a round trip of the log-odds
+    return sigmoid(logit(prior) + max(-bound, min(bound, ratio)))
+
+
+def lean_as_posterior(lean: float, prior: float) -> float:
+    """An even-odds lean (0.5 = favours neither; the voting labels' 0.75 / 0.5 / 0.25) as P(O1 | f) at the
+    prior: the lean is the factor's likelihood ratio, odds(lean)."""
+    return sigmoid(logit(_prior(prior)) + logit(check_open_unit([lean], "lean")[0]))
 
 
 def consistent_naive_bayes(phis: Sequence[float], prior: float) -> float:

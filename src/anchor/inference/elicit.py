@@ -31,12 +31,35 @@ async def elicit_phis(client: LLMClient, scenario: Scenario, factors: list[Facto
     return [float(data[k]) for k in prompts.item_keys(len(factors))]
 
 
-async def elicit_base_rate(client: LLMClient, scenario: Scenario, *, temperature: float = 0.5) -> float:
-    """Raw elicited P(O1 | the scenario alone): the base rate the consistent estimator counts once."""
-    answer = await client.ask(prompts.ELICIT_BASE_RATE, temperature=temperature,
-                              scenario=scenario.text or "(none)", outcome1=scenario.outcome1,
-                              outcome2=scenario.outcome2)
-    return float(answer.p_outcome1)  # type: ignore[attr-defined]
+async def elicit_base_rate(client: LLMClient, scenario: Scenario, *, samples: int = 1,
+                           temperature: float = 0.5) -> list[float]:
+    """Raw elicited P(O1 | the scenario alone), ``samples`` times (one request where the server honours
+    ``n``): the base rate the consistent estimator counts once."""
+    answers = await client.ask_samples(prompts.ELICIT_BASE_RATE, samples=samples, temperature=temperature,
+                                       scenario=scenario.text or "(none)", outcome1=scenario.outcome1,
+                                       outcome2=scenario.outcome2)
+    return [float(a.p_outcome1) for a in answers]  # type: ignore[attr-defined]
+
+
+def stated(p: float) -> str:
+    """A probability as a prompt states it (six significant digits); the estimator counts this very number."""
+    return f"{p:.6g}"
+
+
+async def elicit_phis_given_base_rate(client: LLMClient, scenario: Scenario, factors: list[Factor], base_rate: float,
+                                      *, temperature: float = 0.5) -> list[float]:
+    """Raw elicited P(O1 | f) per factor against the base rate stated in the prompt (the consistent rule):
+    a factor that says nothing is to be given the base rate itself."""
+    if not factors:
+        return []
+    answer = await client.ask(
+        prompts.ELICIT_PHI_GIVEN_BASE_RATE, schema=prompts.keyed_schema("FactorProbabilities", len(factors), "prob"),
+        temperature=temperature, scenario=scenario.text or "(none)", outcome1=scenario.outcome1,
+        outcome2=scenario.outcome2, base_rate=stated(base_rate),
+        factors=prompts.numbered([f.text for f in factors], keys=True),
+    )
+    data = answer.model_dump()
+    return [float(data[k]) for k in prompts.item_keys(len(factors))]
 
 
 @dataclass

@@ -24,7 +24,13 @@ from anchor.inference.bayes import (
     naive_bayes_posterior,
 )
 from anchor.inference.config import InferenceConfig
-from anchor.inference.consistent import consistent_cbn_posterior, consistent_naive_bayes
+from anchor.inference.consistent import (
+    clip_evidence,
+    consistent_cbn_posterior,
+    consistent_naive_bayes,
+    lean_as_posterior,
+    pooled_base_rate,
+)
 from anchor.inference.elicit import (
     LatentGrouping,
     build_latents,
@@ -32,7 +38,9 @@ from anchor.inference.elicit import (
     elicit_base_rate,
     elicit_latent_params,
     elicit_phis,
+    elicit_phis_given_base_rate,
     frequency_latent_params,
+    stated,
 )
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
@@ -64,15 +72,17 @@ class InferenceEngine:
         cache answers the repeats)."""
         c = self.config
         if c.base_rate is not None:
-            return BaseRate(p_outcome1=clip_probability(c.base_rate, c.eps), p_raw=c.base_rate, source="given")
+            return BaseRate(p_outcome1=_used(c.base_rate, c.eps), p_raw=c.base_rate, source="given")
         stored = self.space.base_rate
         if stored is not None and stored.source == "elicited":
             await self.estimator.ensure_ready()  # the server's model, when none is configured
-            if stored.model == self.estimator.backend.model:
-                return stored.model_copy(update={"p_outcome1": clip_probability(stored.p_raw, c.eps)})
-        raw = await elicit_base_rate(self.estimator, self.space.scenario, temperature=c.temperature)
-        return BaseRate(p_outcome1=clip_probability(raw, c.eps), p_raw=raw, source="elicited",
-                        model=self.estimator.backend.model)
+            if stored.model == self.estimator.backend.model and len(stored.samples) == c.base_rate_samples:
+                return stored.model_copy(update={"p_outcome1": _used(stored.p_raw, c.eps)})
+        samples = await elicit_base_rate(self.estimator, self.space.scenario, samples=c.base_rate_samples,
+                                         temperature=c.temperature)
+        raw = pooled_base_rate(samples, c.eps)
+        return BaseRate(p_outcome1=_used(raw, c.eps), p_raw=raw, source="elicited", model=self.estimator.backend.model,
+                        samples=samples)
 
     async def infer(self, trace: MappingTrace, result: InferenceResult) -> InferenceResult:
         """Fill ``result`` (already holding the condition and its mapping) with the posterior."""
@@ -84,10 +94,17 @@ class InferenceEngine:
             return result
         scenario = self.space.scenario
 
-        async def factor_strengths() -> list[float]:
+        async def factor_strengths() -> tuple[BaseRate | None, list[float]]:
+            if c.rule == "paper":
+                if c.llm_parameters:
+                    return None, await elicit_phis(self.estimator, scenario, mapped, temperature=c.temperature)
+                return None, [label_prior_phi(f.label) for f in mapped]
+            # The consistent rule asks phi against the base rate it counts (one request a scenario, cached).
+            prior = await self.base_rate()
             if c.llm_parameters:
-                return await elicit_phis(self.estimator, scenario, mapped, temperature=c.temperature)
-            return [label_prior_phi(f.label) for f in mapped]
+                return prior, await elicit_phis_given_base_rate(self.estimator, scenario, mapped, prior.p_outcome1,
+                                                                temperature=c.temperature)
+            return prior, [lean_as_posterior(label_prior_phi(f.label), prior.p_outcome1) for f in mapped]
 
         async def latent_layer() -> tuple[LatentGrouping, list[tuple[float, float]]] | None:
             if not c.use_cbn:
@@ -98,14 +115,14 @@ class InferenceEngine:
                                                             temperature=c.temperature)
             return grouping, frequency_latent_params(grouping, mapped, smoothing=c.smoothing)
 
-        async def base_rate() -> BaseRate | None:
-            return await self.base_rate() if c.rule == "consistent" else None
-
-        # The factor strengths, the latent layer and the base rate are asked for independently of
-        # each other; asking at the same time makes the chain of dependent requests per condition shorter.
-        (raw_phis, layer), prior = await _both(_both(factor_strengths(), latent_layer()), base_rate())
+        # The factor strengths and the latent layer are asked for independently of each other; asking at
+        # the same time makes the chain of dependent requests per condition shorter.
+        (prior, raw_phis), layer = await _both(factor_strengths(), latent_layer())
         result.base_rate = prior
-        phis = [clip_probability(p, c.eps) for p in raw_phis]
+        # No single factor decisive: the paper clips phi to [eps, 1 - eps], which bounds a factor's evidence
+        # only at even odds; the consistent rule bounds the evidence itself against its base rate.
+        phis = ([clip_probability(p, c.eps) for p in raw_phis] if prior is None
+                else [clip_evidence(p, prior.p_outcome1, c.eps) for p in raw_phis])
         result.factors = [
             FactorEvidence(factor_id=f.id, text=f.text, theme=self.space.theme_of(f.id), label=f.label, phi=phi,
                            phi_raw=raw)
@@ -158,6 +175,12 @@ class InferenceEngine:
             result.unknown_reason = f"max posterior {max(p1, 1 - p1):.3f} is below tau={c.tau}"
             result.p_outcome1 = result.p_outcome2 = None
         return result
+
+
+def _used(p: float, eps: float) -> float:
+    """The base rate the consistent rule counts: kept inside [eps, 1 - eps] and as the phi prompt states it, so
+    that phi and the estimator read against the same number."""
+    return float(stated(clip_probability(p, eps)))
 
 
 A = TypeVar("A")

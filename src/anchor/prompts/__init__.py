@@ -71,6 +71,7 @@ from anchor.prompts.inference import (
     ELICIT_BASE_RATE,
     ELICIT_LATENT_PARAMS,
     ELICIT_PHI,
+    ELICIT_PHI_GIVEN_BASE_RATE,
     BaseRateAnswer,
 )
 from anchor.prompts.mapping import REFLECT_FACTORS, SELECT_FACTORS
@@ -103,7 +104,7 @@ __all__ = [
     # stage 2: mapping
     "REFLECT_FACTORS", "SELECT_FACTORS",
     # stage 3: elicitation
-    "BaseRateAnswer", "DISCOVER_LATENTS", "ELICIT_BASE_RATE", "ELICIT_LATENT_PARAMS", "ELICIT_PHI",
+    "BaseRateAnswer", "DISCOVER_LATENTS", "ELICIT_BASE_RATE", "ELICIT_LATENT_PARAMS", "ELICIT_PHI", "ELICIT_PHI_GIVEN_BASE_RATE",
     # baselines and fact checking
     "COMPARE", "COT", "COT_DIRECT", "LOGITS_MESSAGES_SYSTEM", "LOGITS_USER", "NEGATE_CLAIM", "ORACLE_FACTORS",
     "ORACLE_FACTOR_PROB", "VANILLA", "VANILLA_DIRECT", "CompareChoice", "DirectChoice", "Negation",

@@ -1,5 +1,6 @@
 """Prompts of stage 3, elicitation: phi per mapped factor, latent concepts grouping the factors,
-the two parameters of each latent, and (for the consistent estimator) the scenario's base rate."""
+the two parameters of each latent, and, for the consistent estimator, the scenario's base rate and phi
+asked against it."""
 
 from __future__ import annotations
 
@@ -105,5 +106,38 @@ ELICIT_BASE_RATE = PromptSpec(
         ),
     ),
     max_tokens=40,
+    temperature=0.5,
+)
+
+
+#: The consistent estimator's phi: the probability of outcome 1 once the factor is known, against the base
+#: rate stated in the prompt (a factor that says nothing leaves it there), so that each phi is read against
+#: the very prior the estimator counts (ELICIT_PHI's "0.5 favours neither" holds only at even odds).
+ELICIT_PHI_GIVEN_BASE_RATE = PromptSpec(
+    stage="inference.phi",
+    system=(
+        "You estimate how single factors move the probability of one outcome against another. You are given the "
+        "base rate: how likely outcome 1 rather than outcome 2 is in situations like this before anything else is "
+        "known. For each factor give the probability (0 to 1) that outcome 1 rather than outcome 2 holds once the "
+        "factor is known to be present: above the base rate when the factor favours outcome 1, below it when it "
+        "favours outcome 2, equal to it when the factor says nothing about them."
+    ),
+    user=(
+        "Scenario: {scenario}\nOutcome 1: {outcome1}\nOutcome 2: {outcome2}\nBase rate of outcome 1: {base_rate}\n"
+        "Factors:\n{factors}\nGive a probability for every key."
+    ),
+    schema=None,
+    examples=(
+        Example(
+            user=(
+                "Scenario: A customer returns to a bakery that opened last month.\nOutcome 1: The customer buys a "
+                "cake.\nOutcome 2: The customer does not buy a cake.\nBase rate of outcome 1: 0.2\nFactors:\n"
+                "F1: a birthday in the family this week\nF2: the customer follows a strict diet\nF3: light rain "
+                "outside\nGive a probability for every key."
+            ),
+            answer='{"F1": 0.6, "F2": 0.05, "F3": 0.2}',
+        ),
+    ),
+    max_tokens=300,
     temperature=0.5,
 )

@@ -1,7 +1,9 @@
 """The simulated LLM's answers to the direct baselines and to the fact-checking negation.
 
-Every holistic number is the truth P(O1 | the condition's present factors) through ``direct_curve``
-(its noise drawn per request):
+Every holistic number is the truth P(O1 | the factors the LLM reads in the condition) through
+``direct_curve`` (its noise drawn per request). Its reading errs as ANCHOR's mapping can: each stated
+factor is missed at ``direct_miss_rate``, each other factor of the world read as stated at
+``direct_invent_rate`` (never a second state of a network node the condition already gives):
 
 * ``VANILLA`` / ``COT``: that estimate (CoT adds a short reasoning naming the factors it saw);
 * ``VANILLA_DIRECT`` / ``COT_DIRECT``: the outcome the estimate favours ("1" at exactly 0.5);
@@ -38,6 +40,27 @@ def _estimate(sim: Simulator, req: Request, world: WorldKnowledge, present: list
     return sim.errors.direct_curve.apply(world.p_outcome1(present), sim.rng(req, world, purpose))
 
 
+def read(sim: Simulator, req: Request, world: WorldKnowledge, condition: str, purpose: str = "read") -> list[str]:
+    """The factors the LLM reads in ``condition``: the ones it states, some missed, some others invented."""
+    present = world.present(condition)
+    e = sim.errors
+    if e.direct_miss_rate == 0.0 and e.direct_invent_rate == 0.0:
+        return list(present)  # a copy: the caller may add to it, and the world keeps its own
+    rng = sim.rng(req, world, purpose)
+    seen = [fid for fid in present if rng.random() >= e.direct_miss_rate]
+    nodes = {world.world.factor(fid).node for fid in present} - {None}
+    for f in world.world.factors:
+        if f.id not in present and rng.random() < e.direct_invent_rate and (f.node is None or f.node not in nodes):
+            seen.append(f.id)
+            nodes.add(f.node)
+    try:
+        world.p_outcome1(seen)
+    except ValueError:  # evidence a network gives no probability to: read as stated, less what was missed
+        seen = [fid for fid in seen if fid in present]
+    order = {f.id: i for i, f in enumerate(world.world.factors)}
+    return sorted(seen, key=order.__getitem__)
+
+
 def _reasoning(world: WorldKnowledge, present: list[str], p: float) -> str:
     if not present:
         return ("The condition states none of the considerations that decide this, so the answer rests on the "
@@ -49,32 +72,32 @@ def _reasoning(world: WorldKnowledge, present: list[str], p: float) -> str:
 
 def vanilla(sim: Simulator, req: Request) -> Reply:
     world = _world(sim, req)
-    return Reply({"probability": _estimate(sim, req, world, world.present(req.fields["condition"]))})
+    return Reply({"probability": _estimate(sim, req, world, read(sim, req, world, req.fields["condition"]))})
 
 
 def vanilla_direct(sim: Simulator, req: Request) -> Reply:
     world = _world(sim, req)
-    p = _estimate(sim, req, world, world.present(req.fields["condition"]))
+    p = _estimate(sim, req, world, read(sim, req, world, req.fields["condition"]))
     return Reply({"choice": "1" if p >= 0.5 else "2"})
 
 
 def cot(sim: Simulator, req: Request) -> Reply:
     world = _world(sim, req)
-    present = world.present(req.fields["condition"])
+    present = read(sim, req, world, req.fields["condition"])
     p = _estimate(sim, req, world, present)
     return Reply({"reasoning": _reasoning(world, present, p), "probability": p})
 
 
 def cot_direct(sim: Simulator, req: Request) -> Reply:
     world = _world(sim, req)
-    present = world.present(req.fields["condition"])
+    present = read(sim, req, world, req.fields["condition"])
     p = _estimate(sim, req, world, present)
     return Reply({"reasoning": _reasoning(world, present, p), "choice": "1" if p >= 0.5 else "2"})
 
 
 def logits(sim: Simulator, req: Request) -> Reply:
     world = _world(sim, req)
-    p = _estimate(sim, req, world, world.present(req.fields["condition"]))
+    p = _estimate(sim, req, world, read(sim, req, world, req.fields["condition"]))
     top = {"1": math.log(p), "2": math.log1p(-p)}
     token = "1" if p >= 0.5 else "2"
     return Reply(text=token, logprobs=[TokenLogprob(token=token, logprob=top[token], top=top)])
@@ -86,7 +109,7 @@ def compare(sim: Simulator, req: Request) -> Reply:
     first = key(f["outcome"]) == key(world.world.outcome1)
     estimates = []
     for field in ("condition1", "condition2"):
-        p = _estimate(sim, req, world, world.present(f[field]), purpose=field)
+        p = _estimate(sim, req, world, read(sim, req, world, f[field], purpose=f"read:{field}"), purpose=field)
         estimates.append(p if first else 1.0 - p)
     if abs(estimates[0] - estimates[1]) <= SAME_WITHIN:
         return Reply({"choice": "same"})
@@ -114,7 +137,7 @@ def oracle_factors(sim: Simulator, req: Request) -> Reply:
 
 def oracle_factor_prob(sim: Simulator, req: Request) -> Reply:
     world = _world(sim, req)
-    present = list(world.present(req.fields["condition"]))
+    present = read(sim, req, world, req.fields["condition"])
     entry = world.lookup(req.fields["factor"])
     if entry is not None and entry.factor_id is not None and entry.factor_id not in present:
         present.append(entry.factor_id)

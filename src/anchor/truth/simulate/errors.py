@@ -35,7 +35,7 @@ OPEN_EDGE = 1e-9
 
 class Miscalibration(BaseModel):
     """How a stated probability departs from the true one: ``logit(p') = slope * logit(p) + bias +
-    noise * N(0, 1)``, then rounded to ``step`` and kept in ``[step, 1 - step]``.
+    noise * N(0, 1)``, then rounded to ``step`` (near 0 and 1 to one significant digit).
 
     The curve itself (slope, bias) is systematic: the same true value always bends the same way.
     The noise is drawn per request. With slope 1, bias 0 and noise 0 the value passes unchanged
@@ -52,9 +52,10 @@ class Miscalibration(BaseModel):
     noise: float = Field(default=0.3, ge=0.0, description="Standard deviation of the Gaussian noise added to the "
                                                           "log-odds, drawn afresh for every request.")
     step: float = Field(default=0.05, ge=0.0, lt=0.5, description="Stated probabilities are rounded to multiples "
-                                                                   "of this (LLMs say 0.7, not 0.6931) and kept in "
-                                                                   "[step, 1 - step]; 0 = no rounding, kept strictly "
-                                                                   "inside (0, 1).")
+                                                                   "of this (LLMs say 0.7, not 0.6931), and within "
+                                                                   "it of 0 or 1 to one significant digit (0.01, not "
+                                                                   "0.05, for a rare event); 0 = no rounding, kept "
+                                                                   "strictly inside (0, 1).")
 
     @property
     def exact(self) -> bool:
@@ -77,9 +78,20 @@ class Miscalibration(BaseModel):
                 z += self.noise * rng.gauss(0.0, 1.0)
             out = _sigmoid(z)
         if self.step > 0.0:
-            out = round(round(out / self.step) * self.step, 10)
-            return min(max(out, self.step), round(1.0 - self.step, 10))
+            return _stated(out, self.step)
         return min(max(out, OPEN_EDGE), 1.0 - OPEN_EDGE)
+
+
+def _stated(p: float, step: float) -> float:
+    """``p`` as an LLM states it: to a multiple of ``step``, and within ``step`` of 0 or 1 to one significant
+    digit of its distance from there (a rare event is "0.01" or "0.002", not "0.05"), never 0 or 1."""
+    if step <= p <= 1.0 - step:
+        out = round(round(p / step) * step, 10)
+        return min(max(out, step), round(1.0 - step, 10))
+    tail = min(p, 1.0 - p)
+    small = max(float(f"{tail:.0e}"), 1e-6)  # one significant digit, at least one in a million
+    small = min(small, step)
+    return small if p < 0.5 else round(1.0 - small, 12)
 
 
 def _sigmoid(z: float) -> float:
@@ -117,14 +129,20 @@ class SimErrors(BaseModel):
     base_rate_curve: Miscalibration = Field(default_factory=Miscalibration, description=(
         "The miscalibration of the scenario's base rate P(O1), asked once per scenario by the consistent "
         "estimator (one draw of its noise per scenario: a systematic error of every answer there)."))
-    direct_curve: Miscalibration = Field(
-        default_factory=lambda: Miscalibration(slope=0.6, bias=0.0, noise=0.5, step=0.05), description=(
-            "The miscalibration of holistic estimates: vanilla, CoT, logits, compare and the factor-based oracle."))
+    direct_curve: Miscalibration = Field(default_factory=Miscalibration, description=(
+        "The miscalibration of holistic estimates: vanilla, CoT, logits, compare and the factor-based oracle (by "
+        "default the factor-level curve: no side is given a better-calibrated LLM than the other)."))
+    direct_miss_rate: float = Field(default=0.1, ge=0.0, le=1.0, description=(
+        "The direct baselines' reading of a condition: each factor it states is missed at this rate (as ANCHOR's "
+        "one selection round misses a stated candidate at 1 - map_recall)."))
+    direct_invent_rate: float = Field(default=0.05, ge=0.0, le=1.0, description=(
+        "The direct baselines' reading of a condition: each other factor of the world is read as stated at this "
+        "rate (as ANCHOR's one selection round picks a candidate the condition does not state at map_false_rate)."))
     phi_reading: PhiReading = Field(default="posterior", description=(
         "What an exact phi answer is: 'posterior' = P(O1 | f present), what the prompt asks; 'latent-link' = "
         "P(f present | its latent in the O1-leaning state), the number ANCHOR's network uses as phi (the two "
         "differ only in latent worlds)."))
-    grouping_error: float = Field(default=0.0, ge=0.0, le=1.0, description=(
+    grouping_error: float = Field(default=0.1, ge=0.0, le=1.0, description=(
         "In latent discovery, each factor is put into a wrong group at this rate."))
 
     @classmethod
@@ -133,7 +151,8 @@ class SimErrors(BaseModel):
         exact = Miscalibration(slope=1.0, bias=0.0, noise=0.0, step=0.0)
         return cls(factor_recall=1.0, hallucination_rate=0.0, vote_flip_rate=0.0, map_recall=1.0,
                    map_false_rate=0.0, reflect_catch=1.0, factor_curve=exact, base_rate_curve=exact,
-                   direct_curve=exact, phi_reading="posterior", grouping_error=0.0)
+                   direct_curve=exact, direct_miss_rate=0.0, direct_invent_rate=0.0, phi_reading="posterior",
+                   grouping_error=0.0)
 
 
 def _digest(parts: list[Any]) -> int:

@@ -159,6 +159,14 @@ class WorldKnowledge:
             return 0.5
         return self._posterior[entry.factor_id]
 
+    def given_base_rate(self, entry: Entry | None, base_rate: float) -> float:
+        """P(O1 | the factor present) had the outcome's prior been ``base_rate``: the factor's own likelihood
+        ratio on that prior (an invented or unknown factor says nothing: the base rate itself)."""
+        if entry is None or entry.factor_id is None:
+            return base_rate
+        on1, on2 = exact.likelihoods(self.world, {entry.factor_id: 1})
+        return base_rate * on1 / (base_rate * on1 + (1.0 - base_rate) * on2)
+
     def phi(self, entry: Entry | None) -> float:
         """The exact answer to "phi of this factor" under ``phi_reading``."""
         if entry is None or entry.factor_id is None:

@@ -23,7 +23,7 @@ from anchor.truth.simulate.recognise import TEMPLATES
 #: What the LLM knows of a world (which factors it can name, which it invented, and so which texts it
 #: recognises): read by every prompt that names, finds or looks up a factor.
 KNOWS = frozenset({"factor_recall", "hallucination_rate"})
-_DIRECT = frozenset({"direct_curve"})
+_DIRECT = frozenset({"direct_curve", "direct_miss_rate", "direct_invent_rate"})
 
 #: Prompt name (as in :data:`anchor.truth.simulate.llm.HANDLERS`) -> the error parameters its answer reads.
 READS: dict[str, frozenset[str]] = {
@@ -35,6 +35,7 @@ READS: dict[str, frozenset[str]] = {
     "SELECT_FACTORS": KNOWS | {"map_recall", "map_false_rate"},
     "REFLECT_FACTORS": KNOWS | {"reflect_catch"},
     "ELICIT_PHI": KNOWS | {"factor_curve", "phi_reading"},
+    "ELICIT_PHI_GIVEN_BASE_RATE": KNOWS | {"factor_curve"},
     "DISCOVER_LATENTS": KNOWS | {"grouping_error"},
     "ELICIT_LATENT_PARAMS": KNOWS | {"factor_curve"},
     "ELICIT_BASE_RATE": frozenset({"base_rate_curve"}),

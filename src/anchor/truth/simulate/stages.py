@@ -14,6 +14,9 @@ Each answer is the truth about the world, bent by the errors of :class:`SimError
 * ``SELECT_FACTORS`` / ``REFLECT_FACTORS``: truly present candidates selected at ``map_recall``,
   others at ``map_false_rate``; reflection keeps true ones and drops wrong ones at ``reflect_catch``;
 * ``ELICIT_PHI``: phi (by ``phi_reading``) through ``factor_curve``; 0.5 for an invented factor;
+* ``ELICIT_PHI_GIVEN_BASE_RATE``: P(O1 | f) had the prior been the base rate the prompt states (the
+  factor's likelihood ratio on it; an invented factor: the base rate) through ``factor_curve``: the
+  LLM takes the base rate it is given at its word;
 * ``DISCOVER_LATENTS``: factors grouped by their latent (latent worlds) or theme (an invented factor
   with the real ones of its theme), each put in a wrong group at ``grouping_error``;
 * ``ELICIT_LATENT_PARAMS``: for a group of one latent, (P(L=s | O1), P(L=s | O2)) with s its
@@ -28,8 +31,9 @@ import re
 from collections import Counter
 
 from anchor.truth.simulate.core import Handler, Reply, Simulator, number
+from anchor.truth.simulate.errors import OPEN_EDGE
 from anchor.truth.simulate.knowledge import Entry, WorldKnowledge, find_phrases, key
-from anchor.truth.simulate.recognise import Request, bullet_lines, keyed_lines, numbered_lines
+from anchor.truth.simulate.recognise import Request, Unrecognised, bullet_lines, keyed_lines, numbered_lines
 
 LABEL_FOR = 0.55
 LABEL_AGAINST = 0.45
@@ -197,6 +201,20 @@ def elicit_phi(sim: Simulator, req: Request) -> Reply:
     return Reply({k: curve.apply(world.phi(world.lookup(text)), rng) for k, text in lines})
 
 
+def elicit_phi_given_base_rate(sim: Simulator, req: Request) -> Reply:
+    f = req.fields
+    lines = keyed_lines(f["factors"], req.name)
+    world = sim.world(req, scenario=f["scenario"], outcomes=(f["outcome1"], f["outcome2"]), ordered=True,
+                      texts=[t for _, t in lines])
+    try:
+        base = min(max(float(f["base_rate"].strip()), OPEN_EDGE), 1.0 - OPEN_EDGE)
+    except ValueError:
+        raise Unrecognised(f"{req.name}: the base rate {f['base_rate'][:40]!r} is not a number") from None
+    rng = sim.rng(req, world, "phi")
+    curve = sim.errors.factor_curve
+    return Reply({k: curve.apply(world.given_base_rate(world.lookup(text), base), rng) for k, text in lines})
+
+
 def _group_key(world: WorldKnowledge, text: str) -> tuple[str, str]:
     """(group id, group name) a factor belongs to: its latent, else its theme."""
     entry = world.lookup(text)
@@ -282,6 +300,7 @@ HANDLERS: dict[str, Handler] = {
     "SELECT_FACTORS": select_factors,
     "REFLECT_FACTORS": reflect_factors,
     "ELICIT_PHI": elicit_phi,
+    "ELICIT_PHI_GIVEN_BASE_RATE": elicit_phi_given_base_rate,
     "DISCOVER_LATENTS": discover_latents,
     "ELICIT_LATENT_PARAMS": elicit_latent_params,
     "ELICIT_BASE_RATE": elicit_base_rate,
