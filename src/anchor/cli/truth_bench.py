@@ -20,8 +20,9 @@ def bench_command(
         "The bench's directory: a run directory per cell (runs/<setting>/<structure>-<method>), results.json, "
         "table.md, the figures. Run the same command again to finish an interrupted bench."))],
     quick: Annotated[bool, typer.Option("--quick", help=(
-        "The small plan: 3 worlds of each structure, 24 conditions each, 3 or 4 levels a sweep (a few minutes on "
-        "two cores); without it 4 worlds, 30 conditions, 6 levels a sweep."))] = False,
+        "The small plan: each structure at priors 0.5, 0.3 and 0.15, 10 worlds a group with 12 conditions each, "
+        "the published networks with written texts, 3 or 4 levels a sweep (about 8 minutes on two cores); "
+        "without it 26 worlds a group, 45 conditions, 4 to 6 levels a sweep (hours)."))] = False,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the worlds and of the simulated LLM.")] = 0,
     json_out: JsonOut = False,
 ) -> None:
@@ -32,13 +33,13 @@ def bench_command(
     backend; it measures the methods under a stated model of LLM error, not any real LLM (docs/known-truth.md).
     Example: anchor truth bench --quick --out bench
     """
-    from anchor.truth.bench import BenchPlan, run_bench
+    from anchor.truth.bench import BenchPlan, default_networks, run_bench
     from anchor.truth.bench.report import console_lines
 
     with friendly_errors({"seed": "--seed"}):
         if out_dir.exists() and not out_dir.is_dir():
             raise NotADirectoryError(f"--out {out_dir}: exists and is not a directory")
-        plan = BenchPlan.make(quick=quick, seed=seed)
+        plan = BenchPlan.make(quick=quick, seed=seed, networks=default_networks())
         results = run_bench(plan, out_dir, say=lambda line: err.print(line, markup=False, highlight=False))
         if json_out:
             emit_json(results.model_dump(mode="json"))

@@ -1,12 +1,14 @@
-"""``anchor truth bench``: every method scored against the truth of synthetic worlds, over sweeps of the
-simulated LLM's errors, with a verdict for each of the paper's claims.
+"""``anchor truth bench``: every method scored against the truth of synthetic worlds and published Bayesian
+networks, over sweeps of the simulated LLM's errors, with a verdict for each claim and a map of where
+ANCHOR is closer to the truth than asking directly.
 
-* :mod:`.plan`: the worlds, methods and error settings (the sweeps and their levels);
+* :mod:`.plan`: the groups of worlds (a structure at a prior, the networks), methods and error settings;
 * :mod:`.runner`: each cell through ``anchor predict``'s runner, in process, with the simulated LLM as
   the runner's backend, sharing one response cache and one space store, and reusing a run where the
   simulator's answers would be the same (:mod:`anchor.truth.simulate.reads`);
 * :mod:`.results`: ``results.json`` (schema_version); :mod:`.compare`: paired comparisons, crossovers,
-  calibration against the truth; :mod:`.verdicts`: the claims; :mod:`.report`: ``table.md``;
+  calibration against the truth, intervals over worlds and cases; :mod:`.verdicts`: the claims, the map,
+  the power; :mod:`.report`: ``table.md``;
   :mod:`.figures`: the PNG figures.
 
 It tests the methods' statistics under a stated model of LLM error, not any real LLM (docs/known-truth.md).
@@ -21,6 +23,18 @@ from anchor.files import write_text_atomic
 from anchor.truth.bench.plan import BenchPlan
 from anchor.truth.bench.results import BenchResults
 from anchor.truth.bench.runner import BenchError, BenchRunner, Say
+
+
+def default_networks() -> tuple[str, ...]:
+    """The published networks a bench runs by default: those with texts written for this project, when
+    pgmpy (which ships them) is installed; none otherwise."""
+    from anchor.extras import extra_installed
+
+    if not extra_installed("networks"):
+        return ()
+    from anchor.truth.networks import written_networks
+
+    return tuple(written_networks())
 
 
 def run_bench(plan: BenchPlan, out: Path | str, *, say: Say = lambda line: None, reuse: bool = True) -> BenchResults:
@@ -40,4 +54,4 @@ def run_bench(plan: BenchPlan, out: Path | str, *, say: Say = lambda line: None,
     return results
 
 
-__all__ = ["BenchError", "BenchPlan", "BenchResults", "run_bench"]
+__all__ = ["BenchError", "BenchPlan", "BenchResults", "default_networks", "run_bench"]

@@ -1,16 +1,16 @@
-"""``table.md`` of ``anchor truth bench`` and the lines it prints: the verdicts, the scores of every method at
-the default errors, each sweep's error to the truth by level, the crossovers, and what was not run."""
+"""``table.md`` of ``anchor truth bench`` and the lines it prints: the verdicts, what the bench can tell (its
+power), the scores of every method at the default errors, the map, each sweep's error to the truth by
+level, the crossovers, and what was not run."""
 
 from __future__ import annotations
 
-from anchor.truth.bench.plan import METHODS, SWEEP_TITLES, SWEEPS
+from anchor.truth.bench.plan import DEFAULT, METHODS, SWEEP_TITLES, SWEEPS
 from anchor.truth.bench.results import BenchResults, CellResult
 from anchor.truth.scores import Figure
 
 FIGURE_FILES = {
-    "direct": "sweep-direct.png",
-    "factor": "sweep-factor.png",
-    "factor_curve": "sweep-factor_curve.png",
+    **{sweep: f"sweep-{sweep}.png" for sweep in SWEEPS},
+    "map": "map.png",
     "reliability": "reliability.png",
 }
 
@@ -42,40 +42,77 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
             *("| " + " | ".join(r) + " |" for r in rows)]
 
 
+def _group_title(results: BenchResults, name: str) -> str:
+    g = results.groups[name]
+    prior = "each network at its own prior" if g.prior is None else f"P(O1) = {g.prior:g}"
+    return f"{name} ({g.structure}, {prior}; {len(g.worlds)} worlds, {len(results.cases[name])} cases)"
+
+
 def default_tables(results: BenchResults) -> list[str]:
     out = []
-    for s in results.plan.structures:
-        cells = [c for c in results.cells if c.structure == s and c.setting == "default"]
-        n = len(results.cases[s])
-        out += [f"### {s} ({len(results.worlds[s])} worlds, {n} cases)", "", *_table(DEFAULT_HEADER,
-                                                                                       [_row(c) for c in cells]), ""]
+    for g in results.groups:
+        cells = [c for c in results.cells if c.group == g and c.setting == DEFAULT]
+        out += [f"### {_group_title(results, g)}", "", *_table(DEFAULT_HEADER, [_row(c) for c in cells]), ""]
     return out
 
 
 def sweep_table(results: BenchResults, sweep: str) -> list[str]:
-    levels = results.plan.levels[sweep]  # type: ignore[index]
-    header = ["structure", "method", *(f"t={t:g}" for t in levels)]
+    levels = results.plan.levels.get(sweep, ())  # type: ignore[call-overload]
+    header = ["group", "method", *(f"t={t:g}" for t in levels)]
     rows = []
-    for s in results.plan.structures:
+    for g in results.groups:
         for m in results.plan.methods:
-            cells = [results.cell(s, results.plan.setting_of(sweep, t), m) for t in levels]  # type: ignore[arg-type]
-            if all(c is None or c.scores is None for c in cells):
+            cells = [results.cell(g, results.plan.setting_of(sweep, t), m) for t in levels]  # type: ignore[arg-type]
+            if sum(c is not None and c.scores is not None for c in cells) < 2:
                 continue
-            rows.append([s, m, *(_num(c.scores.mae if c and c.scores else None) for c in cells)])
+            rows.append([g, m, *(_num(c.scores.mae if c and c.scores else None) for c in cells)])
     return _table(header, rows)
 
 
+def map_table(results: BenchResults) -> list[str]:
+    levels = results.plan.levels.get("factor", ())
+    header = ["group", "direct level d", *(f"factor f={f:g}" for f in levels)]
+    rows = []
+    for g in results.groups:
+        for d in results.plan.levels.get("direct", ()):
+            cells = {c.factor: c for c in results.map if c.group == g and c.direct == d}
+            if not cells:
+                continue
+            rows.append([g, f"{d:g}", *(_map_entry(cells.get(f)) for f in levels)])
+    return _table(header, rows)
+
+
+def _map_entry(c: object) -> str:
+    from anchor.truth.bench.results import MapCell
+
+    if not isinstance(c, MapCell) or c.diff is None:
+        return "–"
+    mark = " **closer**" if c.high is not None and c.high < 0 else " farther" if c.low is not None and c.low > 0 else ""
+    span = "" if c.low is None or c.high is None else f" [{c.low:+.3f}, {c.high:+.3f}]"
+    return f"{c.diff:+.3f}{span}{mark}"
+
+
+def power_lines(results: BenchResults) -> list[str]:
+    rows = [[p.group, str(p.worlds), str(p.n), "–" if p.half_width is None else f"±{p.half_width:.3f}",
+             "–" if p.detectable is None else f"{p.detectable:.3f}"] for p in results.power]
+    return ["ANCHOR against vanilla at the default errors, per group: the 95% interval's half-width (resampling "
+            "worlds, then cases) and the smallest difference in MAE found with 80% power (2.8 standard errors).",
+            "", *_table(["group", "worlds", "cases", "half-width", "detectable difference"], rows)]
+
+
 def settings_lines(results: BenchResults) -> list[str]:
-    d = results.settings["default"]
+    d = results.settings[DEFAULT]
     curve = lambda c: f"slope {c['slope']:g}, bias {c['bias']:g}, noise {c['noise']:g}, step {c['step']:g}"  # noqa: E731
     return [
         f"Defaults (level 1 of every sweep): factor_recall {d['factor_recall']:g}, hallucination_rate "
         f"{d['hallucination_rate']:g}, vote_flip_rate {d['vote_flip_rate']:g}, map_recall {d['map_recall']:g}, "
-        f"map_false_rate {d['map_false_rate']:g}, reflect_catch {d['reflect_catch']:g}, factor_curve "
-        f"({curve(d['factor_curve'])}), direct_curve ({curve(d['direct_curve'])}), phi_reading {d['phi_reading']}, "
-        f"grouping_error {d['grouping_error']:g}.",
-        *(f"- `{sw}` sweep, levels {', '.join(f'{t:g}' for t in results.plan.levels[sw])}: {SWEEP_TITLES[sw]}."
-          for sw in SWEEPS),
+        f"map_false_rate {d['map_false_rate']:g}, reflect_catch {d['reflect_catch']:g}, grouping_error "
+        f"{d['grouping_error']:g}, factor_curve ({curve(d['factor_curve'])}), base_rate_curve "
+        f"({curve(d['base_rate_curve'])}), direct_curve ({curve(d['direct_curve'])}), direct_miss_rate "
+        f"{d['direct_miss_rate']:g}, direct_invent_rate {d['direct_invent_rate']:g}, phi_reading {d['phi_reading']}.",
+        *(f"- `{sw}` sweep, levels {', '.join(f'{t:g}' for t in results.plan.levels[sw])}: {SWEEP_TITLES[sw]}"
+          f"{'' if sw in results.plan.uneven_sweeps else ' (at even odds only)'}."
+          for sw in SWEEPS if sw in results.plan.levels),
     ]
 
 
@@ -94,13 +131,15 @@ def table_md(results: BenchResults) -> str:
     titles = {m.name: m.title for m in METHODS}
     lines = [
         "# anchor truth bench", "",
-        f"{'Quick' if p.quick else 'Full'} plan, seed {p.seed}: {p.worlds_per_structure} worlds per structure "
-        f"({', '.join(p.structures)}), {p.conditions_per_world} conditions each ({n_cases} cases), anchor "
-        f"{results.anchor_version}. Every cell is `anchor predict` on the structure's cases file, in process, "
-        "with the simulated LLM as its backend; scores are against the true P(outcome1). What this shows is "
-        "the methods' statistics under a stated model of LLM error, not any real LLM.", "",
+        f"{'Quick' if p.quick else 'Full'} plan, seed {p.seed}: {len(results.groups)} groups of worlds "
+        f"({', '.join(results.groups)}), {p.worlds_per_group} generated worlds a group with {p.conditions_per_world} "
+        f"conditions each{f', and {len(p.networks)} published networks' if p.networks else ''} ({n_cases} cases), "
+        f"anchor {results.anchor_version}. Every cell is `anchor predict` on the group's cases file, in process, "
+        "with the simulated LLM as its backend; scores are against the true P(outcome1). What this shows is the "
+        "methods' statistics under a stated model of LLM error, not any real LLM.", "",
         *settings_lines(results), "",
         "## Verdicts", "", *verdict_lines(results), "",
+        "## What the bench can tell", "", *power_lines(results), "",
         "## At the default errors", "",
         "Coverage: share of cases answered. *Unknown (cases with factors)*: share of the cases that state at "
         "least one factor left unknown or failed; *answered 'nothing'*: share of the cases that state no factor "
@@ -109,30 +148,25 @@ def table_md(results: BenchResults) -> str:
         "usual ECE against the sampled labels. *Bayes decision*: agreement with the truth's side of 0.5. *LLM "
         "answers*: every answer the method used (asked for, cached, or inside a shared factor space).", "",
         *default_tables(results),
+        "## Where ANCHOR wins: the map", "",
+        "ANCHOR (at factor-error level f) minus vanilla (at direct-error level d), error to the truth, paired, with "
+        "its 95% interval over worlds and cases; **closer** where the whole interval is below 0. Read off the row of "
+        "your model's direct error and the column of its factor-level error.", "",
+        *map_table(results), "", f"![map]({FIGURE_FILES['map']})", "",
     ]
     for sweep in SWEEPS:
+        if sweep not in p.levels:
+            continue
         lines += [f"## Sweep `{sweep}`: MAE to the truth by level", "", f"{SWEEP_TITLES[sweep]}; t = 1 is the "
                   "defaults. A method whose prompts read none of the swept parameters has the same answers at "
                   "every level (one run).", "", *sweep_table(results, sweep), "",
                   f"![{sweep} sweep]({FIGURE_FILES[sweep]})", ""]
-    for name, setting in results.settings.items():
-        if name == "default" or setting.get("sweep"):
-            continue
-        changed = ", ".join(f"{k} {setting[k]}" for k in setting if k not in ("sweep", "level")
-                            and setting[k] != results.settings["default"][k])
-        header = ["structure", *results.plan.methods]
-        rows = []
-        for s in results.plan.structures:
-            cells = [results.cell(s, name, m) for m in results.plan.methods]
-            rows.append([s, *(_num(c.scores.mae if c and c.scores else None) for c in cells)])
-        lines += [f"## Setting `{name}`: MAE to the truth", "", f"The defaults with {changed}.", "",
-                  *_table(header, rows), ""]
     lines += ["## Crossovers", "", "Paired difference ANCHOR minus the other method's error to the truth at each "
               "level (below 0: ANCHOR closer).", ""]
     for c in results.crossovers:
         diffs = ", ".join("–" if d is None else f"{d:+.3f}" for d in c.diffs)
-        lines.append(f"- {c.structure}, `{c.sweep}` sweep, {c.a} vs {c.b} ({diffs}): {c.note}.")
-    lines += ["", "## Reliability against the truth (default errors, all structures)", "",
+        lines.append(f"- {c.group}, `{c.sweep}` sweep, {c.a} vs {c.b} ({diffs}): {c.note}.")
+    lines += ["", "## Reliability against the truth (default errors)", "",
               f"![reliability]({FIGURE_FILES['reliability']})", "", "## Methods", ""]
     for name in p.methods:
         not_run = next((c.not_run for c in results.cells if c.method == name and c.not_run), None)
@@ -142,5 +176,6 @@ def table_md(results: BenchResults) -> str:
 
 
 def console_lines(results: BenchResults) -> list[str]:
-    """What the command prints at the end: the verdicts, then the default-error tables."""
-    return ["Verdicts:", *verdict_lines(results), "", "At the default errors:", *default_tables(results)]
+    """What the command prints at the end: the verdicts, what the bench can tell, the default-error tables."""
+    return ["Verdicts:", *verdict_lines(results), "", *power_lines(results), "", "At the default errors:",
+            *default_tables(results)]

@@ -1,6 +1,11 @@
-"""``results.json`` of ``anchor truth bench``: the plan, every case, every cell with its settings, scores
-and cost, and the verdicts. JSON with a schema version; the same command gives the same file (timings
-are kept apart, in ``timings.json``)."""
+"""``results.json`` of ``anchor truth bench``: the plan, its groups of worlds, every case, every cell with its
+settings, scores and cost, the map, and the verdicts. JSON with a schema version; the same command gives
+the same file (timings are kept apart, in ``timings.json``).
+
+Schema 2 (this anchor): cells, cases and comparisons are keyed by *group* (a structure at a prior, or the
+published networks) instead of schema 1's ``structure``; ``groups`` describes them; intervals resample
+worlds and the cases within them (``Comparison.worlds``); ``map`` and ``power`` are new.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from anchor.truth.bench.plan import BenchPlan, SweepName
 from anchor.truth.scores import Figure, TruthScores
 
-BENCH_SCHEMA_VERSION = 1
+BENCH_SCHEMA_VERSION = 2
 
 VerdictWord = Literal["held", "did not hold", "not checked"]
 
@@ -20,8 +25,18 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class GroupInfo(_Model):
+    """A group of worlds: its structure, its prior (None: the published networks, each at its own), its
+    cases file (relative to DIR) and its worlds."""
+
+    structure: str
+    prior: float | None
+    cases_file: str
+    worlds: list[str]
+
+
 class CaseInfo(_Model):
-    """One row of a structure's cases file."""
+    """One row of a group's cases file."""
 
     id: str
     world: str
@@ -41,9 +56,9 @@ class Cost(_Model):
 
 
 class CellResult(_Model):
-    """One (structure, error setting, method): its run and its scores against the truth."""
+    """One (group, error setting, method): its run and its scores against the truth."""
 
-    structure: str
+    group: str
     setting: str
     method: str
     run: str | None = Field(description="The run directory, relative to the bench's DIR (None when not run).")
@@ -53,7 +68,7 @@ class CellResult(_Model):
         "(anchor.truth.simulate.reads). None: the cell's own run."))
     not_run: str | None = Field(default=None, description="Why the method was not run (then no scores).")
     p: list[float | None] = Field(default_factory=list, description=(
-        "P(outcome1) of each case of the structure, in the order of ``cases``; None: unknown or failed."))
+        "P(outcome1) of each case of the group, in the order of ``cases``; None: unknown or failed."))
     status: list[Literal["ok", "unknown", "failed"]] = Field(default_factory=list)
     scores: TruthScores | None = None
     ece_truth: Figure | None = Field(default=None, description=(
@@ -67,25 +82,62 @@ class CellResult(_Model):
 
 
 class Comparison(_Model):
-    """Method ``a`` against method ``b`` on the cases both answered: the mean of |a - p_true| - |b - p_true|
-    with a 95% bootstrap interval (seeded; resampling the cases). Below 0: ``a`` is closer to the truth."""
+    """Cell ``a`` against cell ``b`` on the cases both answered: the mean of |a - p_true| - |b - p_true| (or
+    of the Bayes-decision agreement, in points) with a 95% interval from resampling the worlds and, within
+    each world drawn, its cases (seeded). Below 0: ``a`` is closer to the truth."""
 
     a: str
     b: str
-    structure: str
+    group: str
     setting: str
-    n: int
+    n: int = Field(description="Cases both answered.")
+    worlds: int = Field(description="Worlds those cases come from (what the interval resamples first).")
     diff: float | None
     low: float | None
     high: float | None
 
     @property
     def better(self) -> bool:
-        return self.high is not None and self.high < 0
+        """``a`` closer to the truth: the whole interval below 0, and by more than a negligible amount."""
+        return self.high is not None and self.high < 0 and self.diff is not None and self.diff <= -NEGLIGIBLE
 
     @property
     def worse(self) -> bool:
-        return self.low is not None and self.low > 0
+        return self.low is not None and self.low > 0 and self.diff is not None and self.diff >= NEGLIGIBLE
+
+
+#: A mean difference of errors smaller than this is no difference, however narrow its interval: two answers
+#: that differ in the fifth decimal (the network and Naive Bayes where the latent is the outcome itself) are
+#: the same answer.
+NEGLIGIBLE = 0.001
+
+
+class MapCell(_Model):
+    """One cell of the map: ANCHOR at factor-error level ``factor`` against a direct method at direct-error
+    level ``direct``, in one group (paired, with the interval of :class:`Comparison`)."""
+
+    group: str
+    direct: float
+    factor: float
+    a: str
+    b: str
+    n: int
+    worlds: int
+    diff: float | None
+    low: float | None
+    high: float | None
+
+
+class Power(_Model):
+    """What a paired comparison of ANCHOR with vanilla at the default errors can tell, in one group or pooled
+    over several (``group``: a group's name, ``<structure> (every prior)`` or ``every group``): the interval's
+    half-width and the smallest difference in MAE it finds with 80% power (2.8 standard errors)."""
+
+    group: str
+    worlds: int
+    n: int
+    half_width: float | None
+    detectable: float | None
 
 
 class Crossover(_Model):
@@ -93,7 +145,7 @@ class Crossover(_Model):
     direct method): ``at`` is the level interpolated linearly between the two levels around it."""
 
     sweep: SweepName
-    structure: str
+    group: str
     a: str
     b: str
     levels: list[float]
@@ -106,7 +158,7 @@ class Crossover(_Model):
 
 
 class Verdict(_Model):
-    """One claim of the paper, checked: held, did not hold, or not checked, with its figures and where it held."""
+    """One claim, checked: held, did not hold, or not checked, with its figures and where it held."""
 
     claim: int
     title: str
@@ -122,15 +174,22 @@ class BenchResults(_Model):
     plan: BenchPlan
     settings: dict[str, dict[str, Any]] = Field(description="Each error setting by name: its sweep, level and "
                                                             "every SimErrors parameter.")
-    worlds: dict[str, list[str]] = Field(description="The worlds of each structure.")
-    cases: dict[str, list[CaseInfo]] = Field(description="Each structure's cases, in the order of the cells' p.")
+    groups: dict[str, GroupInfo] = Field(description="Each group of worlds: its structure, prior and worlds.")
+    cases: dict[str, list[CaseInfo]] = Field(description="Each group's cases, in the order of the cells' p.")
     cells: list[CellResult]
+    map: list[MapCell] = Field(default_factory=list)
+    power: list[Power] = Field(default_factory=list)
     crossovers: list[Crossover] = Field(default_factory=list)
     verdicts: list[Verdict] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
 
-    def cell(self, structure: str, setting: str, method: str) -> CellResult | None:
+    def cell(self, group: str, setting: str, method: str) -> CellResult | None:
         for c in self.cells:
-            if (c.structure, c.setting, c.method) == (structure, setting, method):
+            if (c.group, c.setting, c.method) == (group, setting, method):
                 return c
         return None
+
+    def group_names(self, *, structure: str | None = None, even: bool | None = None) -> list[str]:
+        """The groups, in plan order, of one structure and/or at even odds (or not)."""
+        return [name for name, g in self.groups.items()
+                if (structure is None or g.structure == structure) and (even is None or (g.prior == 0.5) == even)]
