@@ -154,3 +154,11 @@ class ScriptedLLM:
 def requests_of(backend: Any, family: str) -> list[ScriptedRequest]:
     """The requests a ScriptedBackend received for one schema family (see ``kind``), in order."""
     return [r for r in backend.requests if kind(r) == family]
+
+
+def refused_in_one_line(result: Any, message: str, folder: Any) -> None:
+    """Exit code 2, stderr one ``error:`` line holding ``message``, and nothing written into ``folder``."""
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
+    assert list(folder.iterdir()) == []

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from anchor.cli import app
 from anchor.truth.world import load_worlds
+from tests.helpers import refused_in_one_line
 
 pytest.importorskip("pgmpy")
 pytestmark = pytest.mark.usefixtures("clean_anchor_env")
@@ -85,11 +86,7 @@ def test_network_list_names_what_pgmpy_ships(tmp_path: Path, monkeypatch: pytest
 def test_bad_network_flags_are_one_line_errors_naming_the_flag(tmp_path: Path, args: list[str], message: str,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    result = runner.invoke(app, ["truth", "make", *args])
-    assert result.exit_code == 2
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
-    assert list(tmp_path.iterdir()) == []
+    refused_in_one_line(runner.invoke(app, ["truth", "make", *args]), message, tmp_path)
 
 
 def test_help_names_the_network_flags() -> None:

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from anchor.cli import app
 from anchor.truth.world import load_worlds
 from tests.fakeserver import FakeOpenAIServer
+from tests.helpers import refused_in_one_line
 
 pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 runner = CliRunner()
@@ -55,11 +56,7 @@ def test_make_writes_the_same_files_for_the_same_seed(tmp_path):
 ])
 def test_bad_values_are_one_line_errors_naming_the_flag(tmp_path, args, message, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    result = runner.invoke(app, ["truth", "make", *args])
-    assert result.exit_code == 2
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
-    assert list(tmp_path.iterdir()) == []
+    refused_in_one_line(runner.invoke(app, ["truth", "make", *args]), message, tmp_path)
 
 
 def test_help_says_what_the_commands_do():

@@ -172,31 +172,50 @@ def _object_record(line: int, value: Any) -> RawRecord:
     return RawRecord(line, None, f"not a JSON object (got {kind_of(value)})")
 
 
-# A string (possibly cut off by the end of the buffer: then group 1 is None) or one structural character.
-_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(")?|[\[\]{},]', re.S)
 _SPACE = re.compile(r"[ \t\r\n]*")
-# What follows a string's opening quote up to its closing one (or a backslash at the end of the chunk),
+# What follows a string's opening quote up to its closing one (or a backslash at the end of the text),
 # and the next character that matters outside strings.
 _STRING_BODY = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.S)
 _STRUCTURE = re.compile(r'["\[\]{},]')
 
 
+class _ElementScan:
+    """Where an array element ends (the ``,`` or ``]`` after it), found by bracket depth outside strings; the
+    text may come a piece at a time (the scan remembers its depth and whether it is inside a string)."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.quoted = False
+
+    def find(self, text: str, pos: int) -> tuple[int | None, int]:
+        """(the index of the character that ends the element, or None when ``text`` ends first; where the
+        scan stopped, to go on from in the next piece)."""
+        while pos < len(text):
+            if self.quoted:
+                pos = _STRING_BODY.match(text, pos).end()  # type: ignore[union-attr]
+                if pos == len(text) or text[pos] != '"':
+                    return None, pos  # the text ends in the string, or on a backslash whose escaped character is next
+                self.quoted, pos = False, pos + 1
+                continue
+            found = _STRUCTURE.search(text, pos)
+            if found is None:
+                return None, len(text)
+            char, pos = found.group(), found.end()
+            if char == '"':
+                self.quoted = True
+            elif char in "[{":
+                self.depth += 1
+            elif self.depth == 0:
+                return found.start(), pos  # ',' or a closing bracket at the element's own level
+            elif char != ",":
+                self.depth -= 1
+        return None, pos
+
+
 def _element_end(text: str, pos: int) -> int | None:
     """Where the array element starting at ``pos`` ends (the index of the ``,`` or ``]`` after it),
     found by bracket depth alone; None when the text ends first."""
-    depth = 0
-    for match in _TOKEN.finditer(text, pos):
-        token = match.group()
-        if token[0] == '"':
-            if match.group(1) is None:
-                return None
-        elif token in "[{":
-            depth += 1
-        elif depth == 0:
-            return match.start()  # ',' or a closing bracket at the element's own level
-        elif token != ",":
-            depth -= 1
-    return None
+    return _ElementScan().find(text, pos)[0]
 
 
 class JsonArrayReader(RecordReader):
@@ -320,32 +339,12 @@ class JsonArrayReader(RecordReader):
     def _read_past(self) -> int:
         """Read past the element at the current place to its end (the ',' or ']' after it), a chunk at a
         time, never holding it whole; its size in bytes."""
-        depth, size, quoted = 0, 0, False
+        scan, size = _ElementScan(), 0
         pos = self._pos
         while True:
-            buf, end = self._buf, None
-            while pos < len(buf) and end is None:
-                if quoted:
-                    pos = _STRING_BODY.match(buf, pos).end()  # type: ignore[union-attr]
-                    if pos == len(buf) or buf[pos] != '"':
-                        break  # the chunk ends in the string, or on a backslash whose escaped character is next
-                    quoted, pos = False, pos + 1
-                    continue
-                found = _STRUCTURE.search(buf, pos)
-                if found is None:
-                    pos = len(buf)
-                    break
-                char, pos = found.group(), found.end()
-                if char == '"':
-                    quoted = True
-                elif char in "[{":
-                    depth += 1
-                elif depth == 0:
-                    end = found.start()  # ',' or a closing bracket at the element's own level
-                elif char != ",":
-                    depth -= 1
+            end, pos = scan.find(self._buf, pos)
             stop = pos if end is None else end
-            size += _utf8_bytes(buf, self._pos, stop)
+            size += _utf8_bytes(self._buf, self._pos, stop)
             self._advance(stop)
             if end is not None:
                 return size

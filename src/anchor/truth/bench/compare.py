@@ -136,17 +136,6 @@ def compare(results: BenchResults, group: str, setting: str, a: str, b: str) -> 
     return compare_cells(results, group, (setting, a), (setting, b))
 
 
-def mean_error(results: BenchResults, groups: str | Sequence[str], setting: str, method: str) -> float | None:
-    """The cell's MAE pooled over groups (answered cases), None when a cell has no run or no answer."""
-    errors = []
-    for g in [groups] if isinstance(groups, str) else groups:
-        c = results.cell(g, setting, method)
-        if c is None or c.scores is None:
-            return None
-        errors += [abs(x - case.p_true) for x, case in zip(c.p, results.cases[g], strict=True) if x is not None]
-    return sum(errors) / len(errors) if errors else None
-
-
 def answer_shift(results: BenchResults, group: str, a: tuple[str, str], b: tuple[str, str]) -> float | None:
     """Mean |p_a - p_b| over the cases both cells answered: how far one cell's answers moved from the other's."""
     ca, cb = results.cell(group, *a), results.cell(group, *b)

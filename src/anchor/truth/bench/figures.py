@@ -13,7 +13,7 @@ from anchor.plots import colours, new_figure, save_figure
 from anchor.truth.bench.compare import reliability_bins
 from anchor.truth.bench.plan import DEFAULT, DIRECT_METHODS, SWEEP_TITLES, SWEEPS, SweepName
 from anchor.truth.bench.report import FIGURE_FILES
-from anchor.truth.bench.results import NEGLIGIBLE, BenchResults
+from anchor.truth.bench.results import BenchResults
 
 MAX_COLUMNS = 5
 
@@ -92,9 +92,7 @@ def map_figure(results: BenchResults, path: Path) -> Path:
             if c.group == g and c.diff is not None:
                 i, j = direct.index(c.direct), factor.index(c.factor)
                 grid[i, j] = c.diff
-                decided = c.low is not None and c.high is not None and abs(c.diff) >= NEGLIGIBLE and (
-                    c.high < 0 or c.low > 0)
-                if decided:
+                if c.better or c.worse:  # the interval decides
                     ax.plot(j, i, "o", color="black", markersize=3)
         image = ax.imshow(grid, cmap="RdBu_r", vmin=-scale, vmax=scale, origin="lower", aspect="auto")
         ax.set_xticks(range(len(factor)), [f"{f:g}" for f in factor], fontsize=7)

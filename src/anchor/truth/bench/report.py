@@ -5,7 +5,7 @@ level, the crossovers, and what was not run."""
 from __future__ import annotations
 
 from anchor.truth.bench.plan import DEFAULT, METHODS, SWEEP_TITLES, SWEEPS
-from anchor.truth.bench.results import BenchResults, CellResult
+from anchor.truth.bench.results import BenchResults, CellResult, MapCell
 from anchor.truth.scores import Figure
 
 FIGURE_FILES = {
@@ -82,12 +82,10 @@ def map_table(results: BenchResults) -> list[str]:
     return _table(header, rows)
 
 
-def _map_entry(c: object) -> str:
-    from anchor.truth.bench.results import MapCell
-
-    if not isinstance(c, MapCell) or c.diff is None:
+def _map_entry(c: MapCell | None) -> str:
+    if c is None or c.diff is None:
         return "–"
-    mark = " **closer**" if c.high is not None and c.high < 0 else " farther" if c.low is not None and c.low > 0 else ""
+    mark = " **closer**" if c.better else " farther" if c.worse else ""
     span = "" if c.low is None or c.high is None else f" [{c.low:+.3f}, {c.high:+.3f}]"
     return f"{c.diff:+.3f}{span}{mark}"
 

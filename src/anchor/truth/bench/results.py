@@ -98,18 +98,26 @@ class Comparison(_Model):
 
     @property
     def better(self) -> bool:
-        """``a`` closer to the truth: the whole interval below 0, and by more than a negligible amount."""
-        return self.high is not None and self.high < 0 and self.diff is not None and self.diff <= -NEGLIGIBLE
+        return closer(self.diff, self.high)
 
     @property
     def worse(self) -> bool:
-        return self.low is not None and self.low > 0 and self.diff is not None and self.diff >= NEGLIGIBLE
+        return farther(self.diff, self.low)
 
 
 #: A mean difference of errors smaller than this is no difference, however narrow its interval: two answers
 #: that differ in the fifth decimal (the network and Naive Bayes where the latent is the outcome itself) are
 #: the same answer.
 NEGLIGIBLE = 0.001
+
+
+def closer(diff: float | None, high: float | None) -> bool:
+    """``a`` closer to the truth than ``b``: the whole interval below 0, and by more than a negligible amount."""
+    return high is not None and high < 0 and diff is not None and diff <= -NEGLIGIBLE
+
+
+def farther(diff: float | None, low: float | None) -> bool:
+    return low is not None and low > 0 and diff is not None and diff >= NEGLIGIBLE
 
 
 class MapCell(_Model):
@@ -126,6 +134,14 @@ class MapCell(_Model):
     diff: float | None
     low: float | None
     high: float | None
+
+    @property
+    def better(self) -> bool:
+        return closer(self.diff, self.high)
+
+    @property
+    def worse(self) -> bool:
+        return farther(self.diff, self.low)
 
 
 class Power(_Model):

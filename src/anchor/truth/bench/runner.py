@@ -30,9 +30,9 @@ from pathlib import Path
 from anchor import prompts
 from anchor.config import AnchorConfig
 from anchor.errors import AnchorError
-from anchor.extras import extra_hint, extra_installed
 from anchor.evaluation.run_config import default_build_params
 from anchor.evaluation.truth_scores import run_truth_scores
+from anchor.extras import extra_hint, extra_installed
 from anchor.files import write_text_atomic
 from anchor.llm.settings import LLMSettings
 from anchor.predict.config import CasesInput, make_predict_config
@@ -95,10 +95,9 @@ def bench_worlds(plan: BenchPlan) -> tuple[WorldFile, dict[str, list[World]]]:
                      worlds=worlds), by_group
 
 
-def stages_read(run_dir: Path) -> frozenset[str]:
+def stages_read(directory: RunDirectory) -> frozenset[str]:
     """The stages whose answers a run's figures rest on: its own requests, and those of the factor spaces and
     BIRD models it took from the shared store (another run asked them, under this same setting)."""
-    directory = RunDirectory(run_dir)
     reused = directory.read_metrics().cost_reused
     return frozenset(r.stage for r in directory.call_log()) | frozenset(s for s in reused if s != "total")
 
@@ -197,8 +196,9 @@ class BenchRunner:
         t0 = time.perf_counter()
         self._predict(method, group, backend, self.out / run_dir)
         self.timings[str(run_dir)] = time.perf_counter() - t0
-        cell = self._read(base.model_copy(update={"run": str(run_dir)}), self.out / run_dir, cases)
-        stages = stages_read(self.out / run_dir)
+        directory = RunDirectory(self.out / run_dir)
+        cell = self._read(base.model_copy(update={"run": str(run_dir)}), directory, cases)
+        stages = stages_read(directory)
         if method.inference_config().rule == "paper":
             stages -= {BASE_RATE_STAGE}  # a base rate in a space another run built is never read by this rule
         earlier.append(_Done(setting, stages, cell))
@@ -227,9 +227,8 @@ class BenchRunner:
         runner.check_input()
         asyncio.run(runner.run())
 
-    def _read(self, cell: CellResult, run_dir: Path, cases: list[CaseInfo]) -> CellResult:
+    def _read(self, cell: CellResult, directory: RunDirectory, cases: list[CaseInfo]) -> CellResult:
         """The cell's estimates in case order, its scores against the truth, and its cost."""
-        directory = RunDirectory(run_dir)
         latest = {pred.id: pred for pred in directory.iter_predictions(without_cost=True)}
         p: list[float | None] = []
         status: list[str] = []

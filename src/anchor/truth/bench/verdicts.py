@@ -35,7 +35,6 @@ from anchor.truth.bench.compare import (
     compare_cells,
     compare_decisions,
     crossover,
-    mean_error,
 )
 from anchor.truth.bench.plan import DEFAULT, DEFAULT_LEVEL, DIRECT_METHODS, LATENT_LINK
 from anchor.truth.bench.results import BenchResults, Comparison, Crossover, MapCell, Power, Verdict
@@ -192,8 +191,7 @@ def _map_region(cells: list[MapCell]) -> list[str]:
     """For each group, the map's cells (d, f) where ANCHOR is closer to the truth than vanilla."""
     out = []
     for g in dict.fromkeys(c.group for c in cells):
-        won = [f"({c.direct:g}, {c.factor:g})" for c in cells if c.group == g and c.b == "vanilla"
-               and c.high is not None and c.high < 0]
+        won = [f"({c.direct:g}, {c.factor:g})" for c in cells if c.group == g and c.b == "vanilla" and c.better]
         if won:
             out.append(f"{g} {', '.join(won)}")
     return out
@@ -318,7 +316,8 @@ def claim_consistent(results: BenchResults) -> Verdict:
     where = []
     for g, info in results.groups.items():
         c = compare(results, g, DEFAULT, "anchor", "anchor-paper")
-        mine, paper = mean_error(results, g, DEFAULT, "anchor"), mean_error(results, g, DEFAULT, "anchor-paper")
+        mine, paper = (results.cell(g, DEFAULT, m).scores.mae.value  # type: ignore[union-attr]
+                       for m in ("anchor", "anchor-paper"))
         figures[g] = {"vs paper": _cmp(c), "mae": mine, "mae_paper": paper}
         lines.append(f"{g}: {_fmt(c)}, MAE {_num(mine)} against {_num(paper)}.")
         if info.prior == 0.5:

@@ -1,5 +1,6 @@
-"""anchor's own exact inference in a network world, to cross-check pgmpy's: the joint distribution of
-the nodes a question can depend on, enumerated state by state.
+"""anchor's own exact inference in a network world by enumeration, to cross-check the truth
+(:mod:`.inference`, itself held to pgmpy's): the joint distribution of the nodes a question can depend
+on, enumerated state by state.
 
 A question about some nodes given others depends only on those nodes and their ancestors: every other
 node descends from them alone and sums out to 1 (it is *barren*). So the joint is built over that

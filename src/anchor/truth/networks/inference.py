@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from anchor.truth.networks.enumeration import ancestral_set
 from anchor.truth.networks.source import PGMPY_NEEDED, NetworkError
 from anchor.truth.networks.spec import NetworkNode, NetworkSpec
 
@@ -113,6 +114,7 @@ class NetworkTable:
         #: Each binary name's (node, state): the outcome and every factor.
         self.meaning: dict[str, tuple[str, str]] = {OUTCOME: (spec.outcome_node, spec.outcome_state), **factors}
         self.states = {n.name: n.states for n in spec.nodes}
+        self._nodes = {n.name: n for n in spec.nodes}
         self._tables: dict[str, np.ndarray] = {}
         self._kept: dict[tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]], float] = {}
         self._lock = threading.Lock()
@@ -173,7 +175,7 @@ class NetworkTable:
     def _contract(self, variables: list[str], allowed: Mapping[str, frozenset[str]]) -> np.ndarray:
         """P(variables, every node of ``allowed`` in an allowed state), unnormalised, with ``variables``' axes
         in their order: the tables of the nodes reached, contracted in the order of the network file."""
-        reached = self._ancestors([*variables, *allowed])
+        reached = [self._nodes[name] for name in ancestral_set(self.spec.nodes, [*variables, *allowed])]
         label = {node.name: i for i, node in enumerate(reached)}
         operands: list[Any] = []
         for node in reached:
@@ -184,18 +186,6 @@ class NetworkTable:
         with np.errstate(invalid="ignore", over="ignore"):
             return np.asarray(_contract()(*operands, [label[v] for v in variables], optimize="greedy"),
                               dtype=np.float64)
-
-    def _ancestors(self, names: Sequence[str]) -> list[NetworkNode]:
-        """The nodes of ``names`` and their ancestors, in the network file's order (parents first)."""
-        parents = {n.name: n.parents for n in self.spec.nodes}
-        seen: set[str] = set()
-        stack = list(names)
-        while stack:
-            name = stack.pop()
-            if name not in seen:
-                seen.add(name)
-                stack.extend(parents[name])
-        return [n for n in self.spec.nodes if n.name in seen]
 
     def _table(self, node: NetworkNode) -> np.ndarray:
         table = self._tables.get(node.name)
