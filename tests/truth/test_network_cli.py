@@ -80,6 +80,7 @@ def test_network_list_names_what_pgmpy_ships(tmp_path: Path, monkeypatch: pytest
     (["--network", "asia,cancer", "--outcome", "lung=yes"], "--outcome lung=yes: give one --network with it"),
     (["--network", "asia", "--structure", "latent"], "--structure: not with --network"),
     (["--network", "asia", "--worlds", "3"], "--worlds: not with --network"),
+    (["--network", "asia", "--prior", "0.3"], "--prior: not with --network"),
     (["--outcome", "lung=yes"], "--outcome lung=yes: only with --network"),
     (["--network", "asia", "--conditions", "2"], "Invalid value for '--conditions': must be in [4, 300] (got 2)"),
 ])

@@ -77,6 +77,8 @@ def make_command(
             if given:
                 raise fail(f"{given[0]}: not with --network (a published network is the world's structure, one "
                            "world each)")
+            if getattr(context.get_parameter_source("prior"), "name", "") == "COMMANDLINE":
+                raise fail("--prior: not with --network (a published network's prior is its own, from its tables)")
             file = _network_file(worlds, networks)
         elif networks.outcome is not None:
             raise fail(f"--outcome {networks.outcome}: only with --network")
