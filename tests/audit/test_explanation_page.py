@@ -160,7 +160,10 @@ def test_the_page_says_how_the_numbers_were_read():
     consistent = InferenceResult(condition="c", p_outcome1=0.3, p_outcome2=0.7, unknown=False, nb=0.25, cbn=0.3,
                                  weights={"nb": 0.0, "cbn": 1.0}, rule="consistent", base_rate=base)
     line = one(posteriors(consistent), "data-model", "rule")
-    assert "consistent rule" in line and "P(O1 | scenario) = 0.200" in line and "model-a" in line
+    assert "consistent rule" in line and "P(O1 | scenario) = 0.200, elicited" in line and "model-a" in line
+    # the value as counted, to six digits, is the value stated: no "(stated ...)" beside it
+    pooled = consistent.model_copy(update={"base_rate": base.model_copy(update={"p_raw": 0.2000004})})
+    assert "stated" not in one(posteriors(pooled), "data-model", "rule").split("=")[1].split(",")[0]
     given = consistent.model_copy(update={"base_rate": BaseRate(p_outcome1=0.01, p_raw=0.0, source="given")})
     line = one(posteriors(given), "data-model", "rule")
     assert "= 0.010 (stated 0.000), given by the user" in line

@@ -171,6 +171,17 @@ def test_infer_readable_output(runner, server, tmp_path, space_file):
     assert not result.stdout.lstrip().startswith("{")
 
 
+def test_infer_says_which_rule_read_the_numbers_and_the_base_rate_it_counted(runner, tmp_path, space_file):
+    script = ScriptedLLM(select=lambda condition, candidates: MAPPED[condition], phi=PHI.__getitem__,
+                         latent_params=lambda line: LATENT_PARAMS, base_rate=lambda: 0.3)
+    with FakeOpenAIServer(model="model-b", responder=server_responder(script)) as server:
+        result = runner.invoke(app, ["infer", "--space", str(space_file), "-c", CONDITIONS[1],
+                                     *llm_args(server, tmp_path)], terminal_width=200)
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    flat = " ".join(result.stdout.replace("│", " ").split())  # the panel wraps its lines
+    assert "consistent rule: base rate P(O1 | scenario) = 0.300 (stated by model-b), counted once" in flat
+
+
 def test_build_against_a_server_writes_a_loadable_space(runner, server, tmp_path):
     out = tmp_path / "built" / "space.json"
     argv = ["build", *SCENARIO, "--out", str(out), "--n-target", "12", "--batch-size", "4", "--max-rounds", "3",

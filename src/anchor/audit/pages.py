@@ -210,7 +210,8 @@ def reading(result: InferenceResult) -> str:
         if base is not None:
             where = (f"elicited once for the scenario from {esc(base.model or 'the model')}"
                      if base.source == "elicited" else "given by the user")
-            raw = f" (stated {base.p_raw:.3f})" if base.p_raw != base.p_outcome1 else ""
+            # The value used is the stated one kept inside [eps, 1 - eps]: say what was stated only where they differ.
+            raw = f" (stated {base.p_raw:.3f})" if f"{base.p_raw:.3f}" != f"{base.p_outcome1:.3f}" else ""
             how += f"; base rate P(O1 | scenario) = {base.p_outcome1:.3f}{raw}, {where}, counted once"
     return f'<p class="small" data-model="rule">Inference: {how}.</p>'
 

@@ -105,6 +105,11 @@ def result_view(result: InferenceResult, space: FactorSpace) -> RenderableType:
             weights = ", ".join(f"{k} {v:.2f}" for k, v in result.weights.items())
             verdict.append(f"\n{' | '.join(models)}  -> {result.aggregation.value.upper()} ({weights})",
                            style="bright_black")
+    base = result.base_rate
+    if base is not None:
+        where = f"stated by {base.model}" if base.source == "elicited" else "given"
+        verdict.append(f"\n{result.rule} rule: base rate P(O1 | scenario) = {base.p_outcome1:.3f} ({where}), "
+                       "counted once", style="bright_black")
     parts.append(verdict)
     m = result.mapping
     if m is not None:
