@@ -336,6 +336,31 @@ def test_conditions_file_lines_and_jsonl_are_read(tmp_path):
     assert read_conditions(["zeroth"], path) == ["zeroth", "first condition", "second", "third"]
 
 
+def test_conditions_file_bom_is_not_part_of_the_first_condition(tmp_path):
+    """A spreadsheet saves UTF-8 with a byte-order mark: it is not part of the first condition."""
+    from anchor.cli.build import read_conditions
+
+    path = tmp_path / "bom.txt"
+    path.write_bytes("\ufefffirst\nsecond\n".encode())
+    assert read_conditions([], path) == ["first", "second"]
+    path.write_bytes("\ufeff{\"condition\": \"first\"}\n".encode())
+    assert read_conditions([], path) == ["first"]
+
+
+@pytest.mark.parametrize(("data", "needles"), [
+    ("first\n".encode("utf-16"), ("UTF-16", "iconv")),
+    (b'{"condition": "a", "condition": "b"}\n', ("line 1", "appears twice")),
+    (b"ok\n" + b'{"condition": "a", "x": ' + b"[" * 40 + b"]" * 40 + b"}\n", ("line 2", "nested deeper")),
+])
+def test_error_conditions_file_by_the_row_rules(runner, tmp_path, space_file, data, needles):
+    """The conditions file is read by the rules every cases file is (anchor.jsonl): another encoding, a key
+    given twice and a line nested past the row limit are each one error line naming the file and line."""
+    path = tmp_path / "conds.jsonl"
+    path.write_bytes(data)
+    result = runner.invoke(app, ["infer", "--space", str(space_file), "--conditions-file", str(path)])
+    assert_clean_error(result, str(path), *needles)
+
+
 @pytest.mark.parametrize("command", ["build", "infer"])
 def test_error_missing_outcome2(runner, tmp_path, command):
     argv = [command, "--scenario", "S.", "--outcome1", "Hot water is better."]

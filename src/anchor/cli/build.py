@@ -107,34 +107,63 @@ def build(
 
 def read_conditions(conditions: list[str], path: Path | None) -> list[str]:
     """``--condition`` values plus a file: one condition per line, or JSON Lines with a
-    'condition' (or 'text') field. Blank lines and lines starting with '#' are skipped."""
+    'condition' (or 'text') field. Blank lines and lines starting with '#' are skipped. The file is
+    read by the rules of every cases file (:mod:`anchor.jsonl`): UTF-8 with or without a byte-order
+    mark, lines of at most a row's size, JSON lines flat enough and without a key given twice."""
     found = list(conditions)
     if path is not None:
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
-            raise fail(f"cannot read {path}: {exc.strerror or exc}") from None
-        except UnicodeDecodeError:
-            raise fail(f"{path} is not a UTF-8 text file") from None
-        for n, line in enumerate(lines, 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            if line.startswith("{"):
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise fail(f"{path}, line {n}: not valid JSON ({exc.msg})") from None
-                text = obj.get("condition", obj.get("text")) if isinstance(obj, dict) else None
-                if not isinstance(text, str) or not text.strip():
-                    raise fail(f"{path}, line {n}: JSON line needs a non-empty 'condition' string")
-                found.append(text)
-            else:
-                found.append(line)
+        found += _conditions_in(path)
     found = [c for c in (" ".join(c.split()) for c in found) if c]
     if not found:
         raise fail("no condition given: use --condition TEXT (repeatable) or --conditions-file FILE")
     return found
+
+
+def _conditions_in(path: Path) -> list[str]:
+    from anchor import jsonl
+    from anchor.cases.model import MAX_ROW_BYTES
+
+    found: list[str] = []
+    try:
+        with open(path, "rb") as stream:
+            for n, raw in enumerate(jsonl.bounded_lines(stream, MAX_ROW_BYTES), 1):
+                if isinstance(raw, jsonl.LongLine):
+                    raise fail(f"{path}, line {n}: {jsonl.too_long(raw.size, MAX_ROW_BYTES)}")
+                if n == 1:
+                    jsonl.check_encoding(raw, str(path), fail)
+                    raw = raw.removeprefix(jsonl.UTF8_BOM)
+                try:
+                    line = raw.decode("utf-8").strip()
+                except UnicodeDecodeError:
+                    raise fail(f"{path}, line {n}: not valid UTF-8 text") from None
+                if line and not line.startswith("#"):
+                    found.append(_condition_of(line, path, n))
+    except OSError as exc:
+        raise fail(f"cannot read {path}: {exc.strerror or exc}") from None
+    return found
+
+
+def _condition_of(line: str, path: Path, n: int) -> str:
+    """A line's condition: the line itself, or a JSON line's 'condition' (or 'text') field."""
+    from anchor import jsonl
+
+    if not line.startswith("{"):
+        return line
+    problem = jsonl.TOO_DEEP if jsonl.nested_too_deep(line) else None
+    if problem is None:
+        try:
+            obj = jsonl.decode_json(line)
+        except json.JSONDecodeError as exc:
+            problem = jsonl.json_problem(line, exc)
+        else:
+            twice = jsonl.repeated_key(obj)
+            problem = f"the key {twice!r} appears twice in the object" if twice is not None else None
+    if problem is not None:
+        raise fail(f"{path}, line {n}: {problem}")
+    text = obj.get("condition", obj.get("text")) if isinstance(obj, dict) else None
+    if not isinstance(text, str) or not text.strip():
+        raise fail(f"{path}, line {n}: JSON line needs a non-empty 'condition' string")
+    return text
 
 
 def space_source(space_path: Path | None, scen: ScenarioOptions,
