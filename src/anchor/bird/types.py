@@ -170,11 +170,11 @@ class AbductionRecord(_Model):
 # --------------------------------------------------------------------------- CPT data and training
 
 
-class TrainingSample(_Model):
-    """One complete assignment, the LLM's verbal judgement of it, and the target it gave."""
+class JudgedAssignment(_Model):
+    """A complete assignment the LLM judged in words, and the training target its judgement gave; what is
+    assigned is the subclass's (BIRD's factor values, or the ANCHOR factors a transplant marks present)."""
 
     index: int = Field(ge=0)
-    values: list[int] = Field(description="Index of the chosen value, one per factor (factor order).")
     copy_index: int = Field(default=0, ge=0, description="Which repeat of this assignment (small products cycle).")
     reasoning: str = ""
     raw_outcome1: str | None = None
@@ -186,6 +186,12 @@ class TrainingSample(_Model):
     target: float | None = Field(default=None, ge=0, le=1)
     used: bool = False
     note: str | None = None
+
+
+class TrainingSample(JudgedAssignment):
+    """One complete assignment of BIRD's factors, the LLM's verbal judgement of it, and the target it gave."""
+
+    values: list[int] = Field(description="Index of the chosen value, one per factor (factor order).")
 
 
 class TrainedValue(_Model):
@@ -348,21 +354,11 @@ class PresenceParameter(_Model):
     n_samples: int = Field(ge=0, description="Training assignments that contained it (0 = left at its prior).")
 
 
-class TransplantSample(_Model):
-    index: int = Field(ge=0)
+class TransplantSample(JudgedAssignment):
+    """One complete assignment of ANCHOR factors (a mapped base set and random extras), judged as BIRD's are."""
+
     base: list[str] = Field(description="Factor ids of the mapped base set it completes.")
     factor_ids: list[str] = Field(description="The complete assignment: base plus random extra factors.")
-    copy_index: int = Field(default=0, ge=0)
-    reasoning: str = ""
-    raw_outcome1: str | None = None
-    raw_outcome2: str | None = None
-    level1: VerbalLevel | None = None
-    level2: VerbalLevel | None = None
-    reconciled1: VerbalLevel | None = None
-    reconciled2: VerbalLevel | None = None
-    target: float | None = Field(default=None, ge=0, le=1)
-    used: bool = False
-    note: str | None = None
 
 
 class TransplantModel(_Model):
