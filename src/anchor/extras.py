@@ -17,6 +17,7 @@ from anchor.errors import ConfigurationError
 EXTRAS: dict[str, tuple[str, str]] = {
     "bird": ("torch", "BIRD"),  # its CPT fit (anchor.bird.cpt.fit_cpt)
     "serve": ("fastapi uvicorn", "anchor serve"),  # the HTTP service (anchor.serve)
+    "serve-ray": ("fastapi uvicorn ray.serve", "anchor serve --ray"),  # anchor.serve.ray_serve (Ray Serve)
     "networks": ("pgmpy", "published networks as worlds"),  # anchor.truth.networks (they ship inside pgmpy)
 }
 

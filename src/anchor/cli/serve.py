@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -27,14 +27,20 @@ from anchor.config import ABLATIONS, AnchorConfig
 from anchor.inference.config import USER_RULE
 from anchor.secrets import redact_argv
 
+if TYPE_CHECKING:
+    from anchor.llm.settings import LLMSettings
+    from anchor.serve.ray_options import RayServeOptions
+    from anchor.serve.settings import ServeSettings
+
 SERVE_PANEL = "Service"
 LIMITS_PANEL = "Limits"
 SECURITY_PANEL = "Security"
+RAY_PANEL = "Ray Serve"
 SERVE_FLAGS = {**FLAG_NAMES, "host": "--host", "port": "--port", "state": "--state", "store": "--spaces",
                "max_body_bytes": "--max-body", "max_upload_bytes": "--max-upload", "max_cases": "--max-cases",
                "max_queue": "--queue", "batch_share": "--batch-share", "max_running_jobs": "--max-running-jobs", "max_queued_jobs": "--max-queued-jobs",
                "default_wait": "--wait", "max_wait": "--max-wait", "shutdown_seconds": "--shutdown-seconds",
-               "page_refresh": "--page-refresh"}
+               "page_refresh": "--page-refresh", "replicas": "--replicas"}
 
 
 @expand_options
@@ -78,6 +84,16 @@ def serve_command(
         "After SIGTERM, how long requests in flight may take before the service stops."))] = 30.0,
     access_log: Annotated[bool, typer.Option("--access-log/--no-access-log", rich_help_panel=SERVE_PANEL, help=(
         "One JSON line a request on stderr (never a header, a query or a body)."))] = True,
+    ray: Annotated[str | None, opt("--ray", panel=RAY_PANEL, help=(
+        "Serve as a Ray Serve application: 'local' (a Ray instance started here), 'auto' (the one `ray start` "
+        "began on this machine) or a cluster's HOST:PORT. Replicas answer online predictions, one more runs the "
+        "jobs; --state must be a folder every node reaches (a shared file system across machines)."))] = None,
+    replicas: Annotated[int | None, opt("--replicas", panel=RAY_PANEL, help=(
+        "With --ray: online replicas, each with its own engine and embedder (default 1). --concurrency is "
+        "split among them and the jobs replica."))] = None,
+    ray_autoscale: Annotated[str | None, opt("--ray-autoscale", panel=RAY_PANEL, help=(
+        "With --ray, instead of --replicas: MIN,MAX[,TARGET] online replicas, Ray Serve adding one above "
+        "TARGET requests in progress a replica (default 32). --concurrency is split as for MAX."))] = None,
     sizes: Annotated[str, opt("--sizes", panel=SERVE_PANEL, choices=SIZES, default="auto", help=(
         "ANCHOR build sizes, as anchor predict's --sizes."))] = "auto",
     ablation: Annotated[list[str] | None, opt("--ablation", "-a", panel=SERVE_PANEL, choices=tuple(ABLATIONS),
@@ -100,6 +116,7 @@ def serve_command(
     with friendly_errors(SERVE_FLAGS):
         require_extra("serve")
         from anchor.evaluation.run_config import default_build_params
+        from anchor.serve.ray_options import ray_options
         from anchor.serve.server import ServiceRunner, bind, configure_logs
         from anchor.serve.service import Service
         from anchor.serve.settings import ServeSettings, is_loopback, read_api_keys
@@ -120,6 +137,10 @@ def serve_command(
         ablations = list(dict.fromkeys([*(ablation or []), *inference.ablations(build, mapping)]))
         anchor_config = AnchorConfig(build=params, mapping=mapping.config(),
                                      inference=inference.config(USER_RULE)).with_ablations(ablations)
+        on_ray = ray_options(ray, replicas, ray_autoscale)
+        if on_ray is not None:
+            _serve_on_ray(on_ray, settings, llm, anchor_config, ablations, access_log)
+            return
         service = Service(settings, llm, anchor_config, ablations, command=shlex.join(redact_argv(invocation())))
         sock = bind(host, port)
 
@@ -134,3 +155,20 @@ def serve_command(
 
         configure_logs(access_log)
         asyncio.run(ServiceRunner(service, ready, sock).run())
+
+
+def _serve_on_ray(on_ray: RayServeOptions, settings: ServeSettings, llm: LLMSettings, anchor_config: AnchorConfig,
+                  ablations: list[str], access_log: bool) -> None:
+    """``--ray``: the same service as a Ray Serve application (anchor.serve.ray_serve), until SIGINT/SIGTERM."""
+    from anchor.extras import require_extra
+
+    require_extra("serve-ray")
+    from anchor.serve.ray_options import ready_line
+    from anchor.serve.ray_serve import serve_until_stopped
+    from anchor.serve.server import configure_logs
+
+    configure_logs(access_log)
+    serve_until_stopped(on_ray, lambda split: out.print(ready_line(on_ray, split, settings), markup=False,
+                                                        highlight=False, soft_wrap=True),
+                        settings=settings, llm=llm, anchor_config=anchor_config, ablations=ablations,
+                        command=shlex.join(redact_argv(invocation())), access_log=access_log)
