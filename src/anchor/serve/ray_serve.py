@@ -22,6 +22,8 @@ share is not lent to a busy one. ``/metrics`` is the counters of the replica tha
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import signal
 import threading
 from collections.abc import Awaitable, Callable
@@ -35,11 +37,15 @@ from anchor.errors import ConfigurationError
 from anchor.llm.settings import LLMSettings
 from anchor.secrets import register
 from anchor.serve.app import create_app
+from anchor.serve.errors import error_body
+from anchor.serve.models import PredictionRequest
+from anchor.serve.online import OnlineAnswers
 from anchor.serve.ray_options import BudgetSplit, RayServeOptions
 from anchor.serve.server import configure_logs
 from anchor.serve.service import Service
 from anchor.serve.settings import ServeSettings
 
+log = logging.getLogger("anchor.serve")
 APP_NAME = "anchor-serve"
 ONLINE = "AnchorOnline"
 JOBS = "AnchorJobs"
@@ -55,9 +61,25 @@ def forwarded(path: str) -> bool:
     return path == "/" or path == "/v1/jobs" or path.startswith(("/v1/jobs/", "/jobs/"))
 
 
+class WrittenAnswers(OnlineAnswers):
+    """Online answers that come back once their file is written: the client's next request (the explanation
+    page, the answer again) may reach another replica, which knows the answer only from its file."""
+
+    async def submit(self, request: PredictionRequest) -> tuple[list[dict[str, Any]], bool]:
+        records, complete = await super().submit(request)
+        for record in records:
+            if record["state"] != "pending":
+                await self.written(record["id"])
+        return records, complete
+
+
 class ReplicaService(Service):
     """The service of an online replica: no lock on the state folder (the replicas share it) and no jobs
     (the jobs replica runs them)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.online = WrittenAnswers(self.engine, self.state, self.settings, self.calibrators, self.budget)
 
     async def start(self) -> None:
         for sub in ("jobs", "answers"):
@@ -154,7 +176,13 @@ class JobRoutes:
             await self.app(scope, receive, marked)
             return
         body = await read_body(receive, self.most)
-        status, headers, content = await self.forward(request_of(scope), body)
+        try:
+            status, headers, content = await self.forward(request_of(scope), body)
+        except Exception as exc:  # noqa: BLE001 - the jobs replica lost (Ray starts it again) or not reached
+            log.warning("the jobs replica did not answer %s: %s", scope["path"][:200], type(exc).__name__)
+            status, headers = 503, [(b"content-type", b"application/json"), (b"retry-after", b"5")]
+            content = json.dumps(error_body(503, "the jobs replica is not answering (Ray Serve restarts it when it "
+                                                 "dies); try again")).encode("utf-8")
         await marked({"type": "http.response.start", "status": status, "headers": headers})
         await marked({"type": "http.response.body", "body": content, "more_body": False})
 
