@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
 import threading
 import time
@@ -24,13 +25,23 @@ from anchor.cli import app
 from anchor.errors import ConfigurationError
 from anchor.serve.ray_options import BudgetSplit, RayServeOptions, parse_address, ray_options
 from tests.fakeserver import FakeOpenAIServer
-from tests.serve.helpers import SCENARIO, cases_csv, llm_settings, quick_config, running, wait_for
+from tests.procs import descendants
+from tests.serve.helpers import (
+    SCENARIO,
+    ServeProcess,
+    cases_csv,
+    llm_settings,
+    quick_config,
+    running,
+    wait_for,
+)
 
 pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 runner = CliRunner()
 #: Only so that a broken deployment cannot hang the suite; no assertion depends on it.
 DEADLINE = 240.0
 REPLICA = "x-anchor-replica"
+linux_only = pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads processes from /proc (Linux)")
 
 
 def free_port() -> int:
@@ -115,6 +126,33 @@ def answered_in_the_end(http: httpx.Client, case: dict[str, Any]) -> dict[str, A
 
 
 # --------------------------------------------------------------------------- with Ray
+
+
+@linux_only
+@pytest.mark.slow
+def test_the_command_serves_on_its_own_ray_instance_and_sigterm_stops_it_cleanly(tmp_path):
+    """`anchor serve --ray local` as a user starts it (its own Ray instance): it answers, and SIGTERM
+    ends it with exit status 0 and no process of its instance left."""
+    pytest.importorskip("ray")
+    port = free_port()
+    with FakeOpenAIServer(deterministic=True) as server:
+        process = ServeProcess(["--ray", "local", "--port", str(port), "--state", str(tmp_path / "state"),
+                                "--base-url", server.base_url, "--cache-dir", str(tmp_path / "cache"),
+                                "--no-access-log"])  # its --port comes after the helper's --port 0
+        try:
+            url = process.wait_ready(DEADLINE)
+            assert url == f"http://127.0.0.1:{port}"
+            with process.client() as http:
+                answer = http.post("/v1/predictions", json=vanilla_case(1))
+            assert answer.status_code == 200 and answer.json()["state"] == "done", answer.text
+            instance = descendants(process.proc.pid)
+            process.proc.send_signal(signal.SIGTERM)
+            assert process.proc.wait(DEADLINE) == 0, "".join(process.stderr)[-2000:]
+            wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in instance), DEADLINE,
+                     "the Ray instance's processes to end")
+        finally:
+            process.stop()
+
 
 
 @pytest.mark.slow

@@ -291,15 +291,14 @@ def stop(options: RayServeOptions) -> None:
 
 def serve_until_stopped(options: RayServeOptions, ready: Callable[[BudgetSplit], None], **kwargs: Any) -> None:
     """:func:`start`, then wait for SIGINT or SIGTERM, then :func:`stop`."""
+    split = start(options, **kwargs)
     stopping = threading.Event()
+    # After ray.init, which installs its own SIGTERM handler (one that aborts the process).
     original = {sig: signal.signal(sig, lambda *_: stopping.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        split = start(options, **kwargs)
-        try:
-            ready(split)
-            stopping.wait()
-        finally:
-            stop(options)
+        ready(split)
+        stopping.wait()
     finally:
+        stop(options)
         for sig, handler in original.items():
             signal.signal(sig, handler)
