@@ -30,7 +30,6 @@ import httpx2 as httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_serve import REPO, SCENARIOS, Service, free_port, load, same_as_infer, summary  # noqa: E402
-
 from tests.procs import descendants  # noqa: E402
 
 
