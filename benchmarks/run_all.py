@@ -40,6 +40,7 @@ def main() -> None:
         ("bench_predict.py", []),  # anchor predict on 100,000 made-up rows against its own instant server
         ("bench_truth.py", []),  # anchor truth bench --quick twice: time against its budget, identical results
         ("bench_serve.py", []),  # anchor serve under load against its own 0.2 s test server; beside a job
+        ("bench_serve_ray.py", []),  # the same load on one process and on --ray local --replicas 2
         ("bench_workers.py", []),  # requests/s and CPU a request per --workers count, several servers on one port
     ]
     failed = []
