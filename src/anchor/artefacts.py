@@ -84,8 +84,27 @@ class ArtefactStore(Generic[M]):
         self.built: list[str] = []
         self._chains: dict[str, chain.Chain] = {}
 
+    # The layout of a folder of artefacts, ``<root>/<kind>/<key>.json``, is spelled here and nowhere else:
+    # a reader that looks for an artefact file (the service, a run's index page) asks these.
+
+    @staticmethod
+    def kind_folder(root: Path | str, kind: str) -> Path:
+        """The folder where ``root`` (a run directory, or a store shared by runs) keeps one kind of artefact
+        (``spaces``, ``bird``)."""
+        return Path(root) / kind
+
+    @staticmethod
+    def file(folder: Path | str, key: str) -> Path:
+        """The file of artefact ``key`` in a store's ``folder``."""
+        return Path(folder) / f"{key}.json"
+
+    @classmethod
+    def stored_file(cls, root: Path | str, kind: str, key: str) -> Path:
+        """The file of artefact ``key`` of ``kind`` under ``root``."""
+        return cls.file(cls.kind_folder(root, kind), key)
+
     def path(self, key: str) -> Path:
-        return self.folder / f"{key}.json"
+        return self.file(self.folder, key)
 
     def load_file(self, path: Path) -> M:
         """Read one artefact file (errors propagate)."""

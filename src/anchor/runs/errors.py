@@ -7,7 +7,14 @@ from anchor.errors import AnchorError
 
 
 class EvalError(AnchorError):
-    """An evaluation that cannot start or go on (bad arguments, a directory holding another run)."""
+    """An evaluation that cannot start or go on (bad arguments, a directory holding another run).
+
+    ``field``: the setting at fault, by its name without dashes (``method``, ``stage``), when one is; the
+    command line names it as its flag, the service as the request's field."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class WorkersCapped(UserWarning):

@@ -127,10 +127,7 @@ class SourceReader(Protocol):
 
 def run_stores(setup: WorkerSetup) -> dict[str, ArtefactStore[Any]]:
     """A store for every kind of artefact the method keeps, in the run directory (and its reuse folder)."""
-    return {kind.name: ArtefactStore(setup.artefacts / kind.name, load=kind.load, save=kind.save, uses=kind.uses,
-                                     reuse_from=setup.reuse / kind.name if setup.reuse is not None else None,
-                                     publish=setup.publish)
-            for kind in METHODS[setup.config.method].artefacts()}
+    return {kind.name: setup.store(kind) for kind in METHODS[setup.config.method].artefacts()}
 
 
 def worker_of(group: str, workers: int) -> int:

@@ -35,10 +35,11 @@ import contextlib
 import functools
 import os
 import warnings
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from anchor.artefacts import ArtefactStore
 from anchor.calibration.contract import CalibratorMismatchWarning, method_label
 from anchor.calibration.registry import FileCalibrator
 from anchor.compute import offload
@@ -75,6 +76,66 @@ def instance_slots(concurrency: int) -> int:
     request slot to keep the server busy. More would only make every instance finish later.
     """
     return max(2, 2 * concurrency)
+
+
+def record_model(config: RunConfig, client: LLMClient, *, harness: bool) -> None:
+    """Record in ``config`` the model the ready ``client``'s server answers with; ``harness``: its backend was
+    made by a harness's factory, whose kind is recorded (not the one the settings would name)."""
+    config.llm["model"] = client.backend.model
+    if harness:
+        config.llm["backend"] = client.backend.kind
+
+
+async def identify_embedder(config: RunConfig, embedder: Embedder, *, check: Callable[[], None] | None = None) -> None:
+    """Record the embedder's identity in ``config``, the width of its vectors included.
+
+    A server's width may cost one request (then cached), so ``check`` (a run's: is its directory free for
+    this embedder?) is called before that, on what is known without asking.
+    """
+    config.embedder = embedder_identity(embedder, learn=False).model_dump(mode="json")
+    if check is not None:
+        check()
+    if config.embedder["dimension"] is None:
+        identity = await asyncio.to_thread(embedder_identity, embedder)
+        config.embedder = identity.model_dump(mode="json")
+
+
+async def resolve_config(config: RunConfig, client: LLMClient, embedder: Callable[[], Embedder], *,
+                         harness: bool) -> RunConfig:
+    """``config`` as a run records it once its client is ready: the server's model and, for ANCHOR's methods,
+    the embedder's identity (which names their artefacts). For work answered outside a run (the service's
+    online answers); a session does the same in :meth:`RunSession.opened`, checking its directory between."""
+    record_model(config, client, harness=harness)
+    if METHODS[config.method].uses_anchor_config:
+        await identify_embedder(config, embedder())
+    return config
+
+
+def worker_setup(
+    config: RunConfig, *, settings: LLMSettings, artefacts: Path, anchor_config: AnchorConfig | None = None,
+    estimator_settings: LLMSettings | None = None, calibrator: FileCalibrator | None = None,
+    conditions: Mapping[str, list[str]] | None = None, decide: DecisionRule | None = None,
+    backends: BackendFactory | None = None,
+) -> WorkerSetup:
+    """What a worker needs to answer work under ``config`` (resolved), keeping its artefacts in the folder
+    ``artefacts`` (a run directory, or a store of artefacts named by their content): looked for first in the
+    run's ``--spaces``/``--spaces-from`` folder, and added there when they are named by content."""
+    cal = calibrator
+    return WorkerSetup(
+        config=config, settings=settings, artefacts=artefacts, anchor_config=anchor_config,
+        estimator_settings=estimator_settings, calibrator=cal.file if cal else None,
+        calibrator_path=cal.path if cal else None, calibrator_sha256=cal.sha256 if cal else None,
+        reuse=config.spaces_source(artefacts), publish=config.artefact_keys == "content",
+        conditions=dict(conditions or {}), decide=decide or DecisionRule(), backends=backends)
+
+
+def local_worker(setup: WorkerSetup, *, client: LLMClient, embedder: Callable[[], Embedder],
+                 estimator: LLMClient | None = None,
+                 stores: dict[str, ArtefactStore[Any]] | None = None) -> InstanceWorker:
+    """A worker in this process on its owner's client and embedder (made when a method first embeds: a
+    method that embeds nothing needs no MiniLM). ``stores``: artefact stores shared with other workers, by
+    kind, so that what one method's worker built is found by the others' (the service's)."""
+    return InstanceWorker(setup, client=client, estimator=estimator, embedder=embedder, stores=stores)
 
 
 class RunSession:
@@ -164,9 +225,7 @@ class RunSession:
             self.client = make_client(self.settings, backends=self.backends, ledger=CostLedger(keep=False))
         await self.client.ensure_ready()
         c = self.config
-        c.llm["model"] = self.client.backend.model
-        if self.backends is not None:
-            c.llm["backend"] = self.client.backend.kind  # not the one the settings would name
+        record_model(c, self.client, harness=self.backends is not None)
         if self.calibrator is not None:
             mismatch = self.calibrator.mismatch(model=c.llm["model"], method=method_label(c.method, c.stage,
                                                                                           c.ablations), kind=c.kind)
@@ -188,11 +247,7 @@ class RunSession:
         A server's width may cost one request (then cached), so a directory holding a run by another
         embedder is refused before that, on what is known without asking.
         """
-        self.config.embedder = embedder_identity(self.embedder, learn=False).model_dump(mode="json")
-        self.check_dir()
-        if self.config.embedder["dimension"] is None:
-            identity = await asyncio.to_thread(embedder_identity, self.embedder)
-            self.config.embedder = identity.model_dump(mode="json")
+        await identify_embedder(self.config, self.embedder, check=self.check_dir)
 
     @contextlib.asynccontextmanager
     async def opened(self) -> AsyncIterator[RunSession]:
@@ -257,13 +312,9 @@ class RunSession:
     def worker_setup(self, conditions: Mapping[str, list[str]] | None = None,
                      decide: DecisionRule | None = None) -> WorkerSetup:
         """What a worker needs to answer this run's work (the run's configuration as resolved)."""
-        c, cal = self.config, self.calibrator
-        return WorkerSetup(
-            config=c, settings=self.settings, artefacts=self.out_dir, anchor_config=self.anchor_config,
-            estimator_settings=self.estimator_settings, calibrator=cal.file if cal else None,
-            calibrator_path=cal.path if cal else None, calibrator_sha256=cal.sha256 if cal else None,
-            reuse=c.spaces_source(self.out_dir), publish=c.artefact_keys == "content",
-            conditions=dict(conditions or {}), decide=decide or DecisionRule(), backends=self.backends)
+        return worker_setup(self.config, settings=self.settings, artefacts=self.out_dir,
+                            anchor_config=self.anchor_config, estimator_settings=self.estimator_settings,
+                            calibrator=self.calibrator, conditions=conditions, decide=decide, backends=self.backends)
 
     def helpers(self, groups: int) -> int:
         """``--workers``, capped at the run's scenario ``groups`` and, for processes, the cores: a helper more
@@ -293,8 +344,9 @@ class RunSession:
         if helpers > 1:
             return ProcessPool(setup, helpers)
         # The embedder is made when a method first embeds: a run of a method that embeds nothing needs no MiniLM.
-        return LocalPool(InstanceWorker(setup, client=self.client, estimator=self.estimator,
-                                        embedder=lambda: self.embedder), self.directory)
+        assert self.client is not None
+        return LocalPool(local_worker(setup, client=self.client, estimator=self.estimator,
+                                      embedder=lambda: self.embedder), self.directory)
 
     @contextlib.asynccontextmanager
     async def started(self, setup: WorkerSetup, *, groups: int) -> AsyncIterator[WorkerPool]:

@@ -146,6 +146,13 @@ class WorkerSetup:
     """Makes the clients' backends from their settings in place of ``make_backend`` (the runner's
     ``backends``); None = the server or embedded model the settings name."""
 
+    def store(self, kind: ArtefactKind) -> ArtefactStore[Any]:
+        """A store of ``kind``'s artefacts in ``artefacts`` (looked for in ``reuse`` too)."""
+        return ArtefactStore(
+            ArtefactStore.kind_folder(self.artefacts, kind.name), load=kind.load, save=kind.save, uses=kind.uses,
+            reuse_from=ArtefactStore.kind_folder(self.reuse, kind.name) if self.reuse is not None else None,
+            publish=self.publish)
+
     def file_calibrator(self) -> FileCalibrator | None:
         if self.calibrator is None:
             return None
@@ -156,10 +163,12 @@ class InstanceWorker:
     """Answers (run, instance) pairs with the run's method. ``client``, ``estimator`` and ``embedder``
     may be handed in (the runner's own, when it answers in its own process); otherwise they are made
     from the setup by :meth:`start`. ``embedder`` is a function that gives it, called the first time a
-    method embeds: a method that embeds nothing (vanilla, CoT, ...) never needs the bundled MiniLM."""
+    method embeds: a method that embeds nothing (vanilla, CoT, ...) never needs the bundled MiniLM.
+    ``stores`` are artefact stores (by kind) shared with other workers in this process."""
 
     def __init__(self, setup: WorkerSetup, *, client: LLMClient | None = None, estimator: LLMClient | None = None,
-                 embedder: Callable[[], Embedder] | None = None) -> None:
+                 embedder: Callable[[], Embedder] | None = None,
+                 stores: dict[str, ArtefactStore[Any]] | None = None) -> None:
         self.setup = setup
         self.config = setup.config
         self.spec = METHODS[setup.config.method]
@@ -168,7 +177,8 @@ class InstanceWorker:
         self._given_embedder = embedder
         self.calibrator = setup.file_calibrator()
         self.conditions: dict[str, list[str]] = dict(setup.conditions)
-        self.stores: dict[str, ArtefactStore[Any]] = {}
+        self.stores: dict[str, ArtefactStore[Any]] = stores if stores is not None else {}
+        """The artefact stores, by kind; handed in to share them with other workers of the same folder."""
         self._methods: dict[int, Method | PairJudge] = {}
         self._owns_clients = client is None
 
@@ -208,10 +218,7 @@ class InstanceWorker:
     def store(self, kind: ArtefactKind) -> ArtefactStore[Any]:
         found = self.stores.get(kind.name)
         if found is None:
-            s = self.setup
-            found = self.stores[kind.name] = ArtefactStore(
-                s.artefacts / kind.name, load=kind.load, save=kind.save, uses=kind.uses,
-                reuse_from=s.reuse / kind.name if s.reuse is not None else None, publish=s.publish)
+            found = self.stores[kind.name] = self.setup.store(kind)
         return found
 
     def all_stores(self) -> dict[str, ArtefactStore[Any]]:

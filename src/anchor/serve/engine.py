@@ -19,19 +19,18 @@ only: when they change, this file is the one to re-point.
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from anchor.artefacts import ArtefactStore
 from anchor.calibration.registry import FileCalibrator
 from anchor.cases import CaseCheck, CaseRow
 from anchor.config import AnchorConfig
-from anchor.embedding.embed import Embedder, embedder_identity
+from anchor.embedding.embed import Embedder
 from anchor.embedding.server import make_embedder
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
@@ -44,20 +43,22 @@ from anchor.predict.config import (
     CasesInput,
     check_predict_method,
     make_predict_config,
+    method_settings,
 )
 from anchor.predict.export import carries_truth, csv_table, table_row, why_unknown
 from anchor.predict.runner import PredictRunner
 from anchor.progress import ProgressEvent
 from anchor.runs.errors import EvalError
-from anchor.runs.identity import recorded_llm
 from anchor.runs.instances import DecisionInstance
 from anchor.runs.records import Prediction, RunConfig
 from anchor.runs.rundir import RunDirectory
-from anchor.runs.worker import DecisionRule, InstanceWorker, Work, WorkerSetup
+from anchor.runs.rundir.names import SPACES
+from anchor.runs.session import local_worker, resolve_config, worker_setup
+from anchor.runs.worker import DecisionRule, InstanceWorker, Work
 from anchor.types import InferenceResult, Scenario
-from anchor.version import __version__
 
-#: What the engine raises for settings it refuses (an unknown method, a method that cannot answer a case).
+#: What the engine raises for settings it refuses (an unknown method, a method that cannot answer a case); its
+#: ``field`` names the setting at fault (``method``, ``stage``).
 EngineError = EvalError
 #: The methods, by name.
 METHOD_NAMES = tuple(METHODS)
@@ -69,7 +70,7 @@ def check_method(method: str, stage: str | None, *, online: bool) -> None:
     check_predict_method(method, stage)
     if online and METHODS[method].trains_on_conditions:
         raise EngineError(f"method {method!r} learns from every condition of a scenario before answering any: "
-                          "send its cases as a job (POST /v1/jobs)")
+                          "send its cases as a job (POST /v1/jobs)", field="method")
 
 
 def method_extra(method: str) -> str | None:
@@ -105,7 +106,6 @@ class OnlineEngine:
         self.backends = backends
         self.client: LLMClient | None = None
         self.model = settings.model or ""
-        self._embedder_identity: dict[str, Any] | None = None
         self._workers: dict[tuple[str, str | None, str | None], InstanceWorker] = {}
         self._stores: dict[str, Any] = {}  # one artefact store per kind, shared by every method's worker
 
@@ -123,47 +123,28 @@ class OnlineEngine:
     def embedder(self) -> Embedder:
         return make_embedder(self.settings)
 
-    async def _embedder_record(self) -> dict[str, Any]:
-        # As a predict run records it (EvalRunner._identify_embedder): part of every space's content key.
-        if self._embedder_identity is None:
-            identity = embedder_identity(self.embedder, learn=False)
-            if identity.dimension is None:
-                identity = await asyncio.to_thread(embedder_identity, self.embedder)
-            self._embedder_identity = identity.model_dump(mode="json")
-        return self._embedder_identity
-
     async def config(self, method: str, stage: str | None, calibrator: FileCalibrator | None) -> RunConfig:
-        """The run configuration ``anchor predict`` records for these settings (make_predict_config, with the
-        model and embedder resolved as its runner resolves them), for no cases file."""
-        spec = METHODS[method]
-        llm = recorded_llm(self.settings)
-        llm["model"] = self.model
-        return RunConfig(
-            anchor_version=__version__, dataset=CASES_DATASET, data_sha256="", kind="cases", method=method,
-            ablations=list(self.ablations) if spec.uses_anchor_config else [], runs=1, seed=self.settings.seed,
-            decision_threshold=CASES_THRESHOLD, spaces="shared", llm=llm, stage=stage,
-            anchor_config=self.anchor_config.model_dump(mode="json") if spec.uses_anchor_config and self.anchor_config
-            else None,
-            method_config=spec.method_config(CASES_DATASET) if spec.method_config else None,
-            artefact_keys="content", calibrator=calibrator.describe() if calibrator is not None else None,
-            embedder=await self._embedder_record() if spec.uses_anchor_config else None)
+        """The run configuration ``anchor predict`` records for these settings, for no cases file: made and
+        resolved (the server's model, the embedder) by the functions a predict run uses."""
+        assert self.client is not None, "start() the engine first"
+        anchor_config, ablations = method_settings(method, self.anchor_config, self.ablations)
+        config = make_predict_config(cases=None, method=method, settings=self.settings, anchor_config=anchor_config,
+                                     ablations=ablations, stage=stage, calibrator=calibrator)
+        return await resolve_config(config, self.client, lambda: self.embedder, harness=self.backends is not None)
 
     async def worker(self, method: str, stage: str | None, calibrator: FileCalibrator | None) -> InstanceWorker:
-        """The worker for (method, stage, calibrator), made on first use."""
+        """The worker for (method, stage, calibrator), made on first use: set up as a predict run sets up its
+        own, with the store as its artefact folder, and one artefact store per kind shared by every method's
+        worker (a space built for one method is found by the others)."""
         assert self.client is not None, "start() the engine first"
         key = (method, stage, calibrator.sha256 if calibrator is not None else None)
         found = self._workers.get(key)
         if found is None:
             config = await self.config(method, stage, calibrator)
-            spec = METHODS[method]
-            setup = WorkerSetup(
-                config=config, settings=self.settings, artefacts=self.store,
-                anchor_config=self.anchor_config if spec.uses_anchor_config else None,
-                calibrator=calibrator.file if calibrator else None, calibrator_path=calibrator.path if calibrator else None,
-                calibrator_sha256=calibrator.sha256 if calibrator else None, decide=DecisionRule(CASES_THRESHOLD),
-                backends=self.backends)
-            found = InstanceWorker(setup, client=self.client, embedder=lambda: self.embedder)
-            found.stores = self._stores  # a space built for one method is found by the others
+            anchor_config, _ = method_settings(method, self.anchor_config, self.ablations)
+            setup = worker_setup(config, settings=self.settings, artefacts=self.store, anchor_config=anchor_config,
+                                 calibrator=calibrator, decide=DecisionRule(CASES_THRESHOLD), backends=self.backends)
+            found = local_worker(setup, client=self.client, embedder=lambda: self.embedder, stores=self._stores)
             await found.start()
             found = self._workers.setdefault(key, found)
         return found
@@ -183,7 +164,7 @@ class OnlineEngine:
         kinds = METHODS[worker.config.method].artefacts()
         if key is None or not kinds:
             return None
-        return (self.store / kinds[-1].name / f"{key}.json").exists()  # the method's own kind comes last
+        return worker.store(kinds[-1]).path(key).exists()  # the method's own kind comes last
 
     async def answer(self, worker: InstanceWorker, case: CaseRow, rank: int = 0) -> Answer:
         """The predict engine's answer to one case (as a row of a predict run, run 0)."""
@@ -280,18 +261,15 @@ class JobRun:
                  stage: str | None, settings: LLMSettings, anchor_config: AnchorConfig | None, ablations: list[str],
                  store: Path, calibrator: FileCalibrator | None, backends: BackendFactory, command: str,
                  on_call: Callable[[CallRecord], None] | None = None) -> None:
-        spec = METHODS[method]
         cases = CasesInput.of(cases_path, format=fmt, columns=columns)
-        config = make_predict_config(cases=cases, method=method, settings=settings,
-                                     anchor_config=anchor_config if spec.uses_anchor_config else None,
-                                     ablations=ablations if spec.uses_anchor_config else [], stage=stage,
-                                     spaces=store, command=command)
+        anchor_config, ablations = method_settings(method, anchor_config, ablations)
+        config = make_predict_config(cases=cases, method=method, settings=settings, anchor_config=anchor_config,
+                                     ablations=ablations, stage=stage, spaces=store, command=command)
         self.run_dir = run_dir
         self.tally = JobTally()
         self.on_call = on_call
         self._subscribed = False
-        self.runner = PredictRunner(config, run_dir, cases=cases, settings=settings,
-                                    anchor_config=anchor_config if spec.uses_anchor_config else None,
+        self.runner = PredictRunner(config, run_dir, cases=cases, settings=settings, anchor_config=anchor_config,
                                     report=self._progress, calibrator=calibrator, table="csv", backends=backends)
 
     def _progress(self, event: ProgressEvent) -> None:
@@ -340,15 +318,7 @@ def is_run(run_dir: Path) -> bool:
 
 def prediction_lines(run_dir: Path) -> Iterator[bytes]:
     """``predictions.jsonl`` as it stands, whole lines only (a run still writing it may have half of one)."""
-    path = RunDirectory(run_dir).predictions.path
-    try:
-        fh = open(path, "rb")  # noqa: SIM115 - closed below; a reader keeps the file it opened when it is replaced
-    except OSError:
-        return
-    with fh:
-        for line in fh:
-            if line.endswith(b"\n") and line.strip():
-                yield line
+    return RunDirectory(run_dir).prediction_lines()
 
 
 def table_lines(run_dir: Path, *, truth: bool) -> Iterator[bytes]:
@@ -366,24 +336,20 @@ def job_has_truth(check: dict[str, Any]) -> bool:
 
 def row_trace(run_dir: Path, row_id: str) -> tuple[InferenceResult, str | None] | None:
     """The ANCHOR result of one row of a run and the key of its space (its last trace), or None."""
-    found: dict[str, Any] | None = None
-    path = RunDirectory(run_dir).traces.path
-    try:
-        with open(path, "rb") as fh:
-            for line in fh:
-                if not line.endswith(b"\n") or row_id.encode("utf-8") not in line:
-                    continue
-                record = json.loads(line)
-                if record.get("id") == row_id:
-                    found = record
-    except (OSError, ValueError):
-        return None
-    if found is None:
-        return None
-    result = anchor_result(found.get("result"))
-    return (result, found.get("space")) if result is not None else None
+    trace = RunDirectory(run_dir).row_trace(row_id)
+    return (trace.result, trace.space) if trace is not None else None
 
 
 def run_spaces(run_dir: Path) -> Path:
     """Where a run directory keeps the spaces it built."""
     return RunDirectory(run_dir).artefacts()
+
+
+def store_spaces(store: Path) -> Path:
+    """Where the store (``anchor predict --spaces STORE``) keeps its factor spaces."""
+    return ArtefactStore.kind_folder(store, SPACES)
+
+
+def space_file(folder: Path, key: str) -> Path:
+    """The file of space ``key`` in a folder of spaces (:func:`store_spaces`, :func:`run_spaces`)."""
+    return ArtefactStore.file(folder, key)

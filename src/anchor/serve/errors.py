@@ -11,6 +11,7 @@ to :data:`ECHO_CHARS` characters, a message to :data:`MESSAGE_CHARS`, and it lis
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 #: The version of every JSON body the service sends (errors included): docs/schemas.md.
@@ -43,6 +44,15 @@ class ApiError(Exception):
     def body(self) -> dict[str, Any]:
         return error_body(self.status, self.message, field=self.field, code=self.code)
 
+
+def refused(exc: Exception, *, status: int = 422) -> ApiError:
+    """A setting the engine refused, as the service answers it: the field is the one the error names (its
+    ``field``), and the message names settings as the request does (``stage``, not the flag ``--stage``)."""
+    return ApiError(status, FLAG.sub("", str(exc)), field=getattr(exc, "field", None))
+
+
+#: A command-line flag's dashes, where an engine message names a setting by its flag.
+FLAG = re.compile(r"(?<![\w-])--(?=[a-z])")
 
 CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
          409: "conflict", 413: "too_large", 415: "unsupported_media_type", 422: "invalid", 429: "busy",

@@ -16,7 +16,7 @@ from anchor.cases import CASE_FORMATS, CasesError, parse_column_options
 from anchor.cases.formats import detect_format
 from anchor.serve.body import JsonBodyRoute
 from anchor.serve.engine import EngineError, check_method, method_extra
-from anchor.serve.errors import API_SCHEMA_VERSION, ApiError
+from anchor.serve.errors import API_SCHEMA_VERSION, ApiError, refused
 from anchor.serve.online import new_id
 from anchor.serve.routes import check_id, service_of
 from anchor.serve.service import Service
@@ -65,8 +65,7 @@ async def submit_job(request: Request, method: str = "anchor", stage: str | None
     try:
         check_method(method, stage, online=False)
     except EngineError as exc:
-        raise ApiError(422, str(exc).replace("--method ", "method ").replace("--stage", "stage"),
-                       field="stage" if "--stage" in str(exc) else "method") from None
+        raise refused(exc) from None
     if method_extra(method) is not None:
         service.online.check_method_extra(method)
     service.calibrators.get(calibrator)

@@ -35,8 +35,10 @@ from anchor.serve.engine import (
     check_method,
     method_extra,
     public_answer,
+    space_file,
+    store_spaces,
 )
-from anchor.serve.errors import API_SCHEMA_VERSION, ApiError
+from anchor.serve.errors import API_SCHEMA_VERSION, ApiError, refused
 from anchor.serve.models import CaseIn, PredictionRequest
 from anchor.serve.settings import ServeSettings, valid_id
 from anchor.serve.state import StateFolder, now_iso
@@ -160,8 +162,7 @@ class OnlineAnswers:
         try:
             check_method(request.method, request.stage, online=True)
         except EngineError as exc:
-            field = "stage" if "--stage" in str(exc) else "method"
-            raise ApiError(422, str(exc).replace("--method ", "method ").replace("--stage", "stage"), field=field) from None
+            raise refused(exc) from None
         self.check_method_extra(request.method)
         return self.calibrators.get(request.calibrator)
 
@@ -289,7 +290,7 @@ class OnlineAnswers:
     def _links(self, answer_id: str, record: dict[str, Any], traces: list[dict[str, Any]]) -> dict[str, Any]:
         explained = bool(traces) and anchor_result(traces[0].get("result")) is not None
         space = record.get("space")
-        stored = space is not None and (self.settings.store_dir / "spaces" / f"{space}.json").exists()
+        stored = space is not None and space_file(store_spaces(self.settings.store_dir), space).exists()
         return {"self": f"/v1/predictions/{answer_id}",
                 "explanation": f"/v1/predictions/{answer_id}/explanation" if explained else None,
                 "space": f"/v1/spaces/{space}" if stored else None}

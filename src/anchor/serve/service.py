@@ -154,7 +154,7 @@ class Service:
         if key is None:
             return None
         for folder in folders:
-            path = folder / f"{key}.json"
+            path = run_engine.space_file(folder, key)
             if path.exists():
                 try:
                     return load_space(path)
@@ -173,7 +173,7 @@ class Service:
             raise ApiError(404, f"prediction {answer_id} has no explanation page: only ANCHOR's answers leave "
                                 "an audit trail", field="id")
         record, result = found
-        space = self._space(record.get("space"), self.settings.store_dir / "spaces")
+        space = self._space(record.get("space"), run_engine.store_spaces(self.settings.store_dir))
         intro = (f'<p class="muted">Prediction <code>{esc(answer_id)}</code> by {esc(record.get("method"))}, '
                  f'{esc(record.get("finished") or "")}. <a href="/v1/predictions/{esc(answer_id)}">JSON</a> · '
                  '<a href="/">the service</a></p>')
@@ -187,7 +187,7 @@ class Service:
             raise ApiError(404, f"job {job_id} has no explanation for row {row_id[:80]!r} (not answered yet, or "
                                 "not by ANCHOR)", field="row_id")
         result, key = found
-        space = self._space(key, run_engine.run_spaces(run_dir), self.settings.store_dir / "spaces")
+        space = self._space(key, run_engine.run_spaces(run_dir), run_engine.store_spaces(self.settings.store_dir))
         intro = (f'<p class="muted">Row <code>{esc(row_id)}</code> of job <code>{esc(job_id)}</code>. '
                  f'<a href="/jobs/{esc(job_id)}">the job</a> · <a href="/">the service</a></p>')
         return explanation_document(space, [result], title=f"Job {job_id}, row {row_id}", intro=intro,

@@ -14,7 +14,7 @@ from typing import Any
 
 from anchor.audit.pages import space_html
 from anchor.cases import CaseLimits
-from anchor.serve.engine import OnlineEngine
+from anchor.serve.engine import OnlineEngine, space_file, store_spaces
 from anchor.serve.errors import API_SCHEMA_VERSION, ApiError
 from anchor.serve.models import SpaceRequest
 from anchor.serve.settings import valid_id
@@ -31,7 +31,7 @@ SPACE_METHOD = "anchor"
 
 class Spaces:
     def __init__(self, store: Path, engine: OnlineEngine) -> None:
-        self.folder = store / "spaces"
+        self.folder = store_spaces(store)
         self.engine = engine
         self.building: dict[str, tuple[Scenario, str, asyncio.Task[None]]] = {}
         self.errors: dict[str, str] = {}
@@ -40,7 +40,7 @@ class Spaces:
     def path(self, space_id: str) -> Path:
         if not valid_id(space_id):
             raise ApiError(422, f"{space_id[:60]!r} is not a space id (letters, digits, '.', '_', '-')", field="id")
-        return self.folder / f"{space_id}.json"
+        return space_file(self.folder, space_id)
 
     # ------------------------------------------------------------------ reading
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from anchor.artefacts import ArtefactStore
 from anchor.audit.pages import explanation_document, space_html
 from anchor.errors import AnchorError
 from anchor.evaluation import datasets
@@ -254,10 +255,10 @@ def write_run_index(run_dir: Path | str, out_dir: Path | str | None = None, *,
     result = RunIndexResult(index=out / "index.html")
     space_pages: dict[str, str] = {}
     for key in sorted({rec.space for sides in traces.values() for rec in sides.values() if rec.space}):
-        path = run.artefacts() / f"{key}.json"
+        path = ArtefactStore.file(run.artefacts(), key)
         source = config.spaces_source(run_dir)
         if not path.exists() and source is not None:
-            path = RunDirectory(source).artefacts() / f"{key}.json"  # reused from an earlier run
+            path = ArtefactStore.file(RunDirectory(source).artefacts(), key)  # reused from an earlier run
         try:
             space = load_space(path)
         except SpaceFileError as exc:

@@ -24,6 +24,7 @@ from typing import IO, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from anchor.artefacts import ArtefactStore
 from anchor.files import write_atomic, write_atomic_stream
 from anchor.llm.ledger import CallRecord, collapse_sent
 from anchor.runs.instances import DecisionInstance, PairwiseInstance
@@ -94,7 +95,7 @@ class RunDirectory:
 
     def artefacts(self, kind: str = names.SPACES) -> Path:
         """The folder of one kind of per-scenario artefact (``spaces``: ANCHOR's factor spaces)."""
-        return self.path / kind
+        return ArtefactStore.kind_folder(self.path, kind)
 
     def table_path(self, fmt: str) -> Path:
         """The predictions as a table (``anchor predict --format csv|parquet``)."""
@@ -310,6 +311,11 @@ class RunDirectory:
 
         return dict(value for _, value in self.predictions.parsed(status))
 
+    def prediction_lines(self) -> Iterator[bytes]:
+        """``predictions.jsonl`` as it stands, whole lines only, as written: for a reader that passes them on
+        while the run may still be writing (the service's results of a job)."""
+        return self.predictions.written()
+
     def count_predictions(self) -> int:
         """Non-blank lines written so far (to say how far an unfinished run got), workers' shards included."""
         try:
@@ -385,6 +391,18 @@ class RunDirectory:
         is the one its prediction used."""
         self.schema_version()
         return {(t.run, t.id, t.side): t for t in self.traces.read(skipped=skipped)}
+
+    def row_trace(self, iid: str) -> AnchorTrace | None:
+        """The last trace written for instance ``iid`` (any run or side), typed, when it is ANCHOR's; None when
+        there is none yet, it is another method's trail, or it cannot be read. Read while the run may be
+        writing (whole lines only), without parsing the other instances' lines."""
+        record = self.traces.last_of(iid)
+        if record is None:
+            return None
+        try:
+            return AnchorTrace.model_validate(record)
+        except ValidationError:
+            return None
 
     def anchor_traces(self, *, skipped: Skipped | None = None
                       ) -> tuple[dict[tuple[int, str], dict[int, AnchorTrace]], int]:

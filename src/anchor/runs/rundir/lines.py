@@ -151,6 +151,37 @@ class JsonLines(Generic[M]):
                 if body.strip():
                     yield n, begin, len(raw), body, complete
 
+    def written(self) -> Iterator[bytes]:
+        """This file's lines as they stand, each one whole and as written (its newline included), for a reader
+        that passes them on while a run may still be writing: the line a writer is in the middle of is left
+        out, and so are the workers' lines not copied here yet. A file that cannot be opened has none; the
+        one opened is read to its end, even when it is replaced meanwhile (a predict run's reordering)."""
+        try:
+            fh = open(self.path, "rb")  # noqa: SIM115 - closed by the `with` below; opened apart to pass over a missing file
+        except OSError:
+            return
+        with fh:
+            for line in fh:
+                if line.endswith(b"\n") and line.strip():
+                    yield line
+
+    def last_of(self, iid: str) -> dict[str, Any] | None:
+        """The last whole line of this file whose record's ``id`` is ``iid``, as a JSON object, or None (also
+        when a line holding the id is not JSON). A line that does not hold the id's text is passed over
+        unparsed, so a long log is searched in about the time it takes to read."""
+        needle = iid.encode("utf-8")
+        found: dict[str, Any] | None = None
+        for line in self.written():
+            if needle not in line:
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                return None
+            if isinstance(record, dict) and record.get("id") == iid:
+                found = record
+        return found
+
     def parsed(self, parse: Callable[[str], T], *, skipped: Skipped | None = None) -> Iterator[tuple[int, T]]:
         """(line number, ``parse(line)``) of every line, one at a time; ``parse`` raises
         :class:`LineProblem` for a line that is not a record. The unfinished last line a kill leaves is
