@@ -3,15 +3,19 @@
 ``anchor serve`` implements no method and no run of its own. It drives what ``anchor predict`` drives:
 
 * **Online answers** (:class:`OnlineEngine`): the predict engine's ``InstanceWorker``, the piece that turns
-  one case into its ``Prediction`` and trace, with the run configuration a predict run records for the
-  same settings (kind ``cases``, per-scenario artefacts named by their content). Its artefact folder is
-  the service's space store itself, so an answer finds the spaces ``anchor predict --spaces STORE`` built
-  and what it builds is there for the next run.
+  one case into its ``Prediction`` and trace, under the run configuration a predict run records for the
+  same settings (kind ``cases``, per-scenario artefacts named by their content). Nothing of it is made
+  here: the configuration comes from ``make_predict_config`` (with no cases file) and is resolved, and
+  the worker set up, by the functions a run session uses (:mod:`anchor.runs.session`). Its artefact folder
+  is the service's space store itself, so an answer finds the spaces ``anchor predict --spaces STORE``
+  built and what it builds is there for the next run.
 * **Batch jobs** (:class:`JobRun`): a ``PredictRunner`` over the job's cases file into the job's run
   directory, with the store as ``--spaces``. A restart runs the same runner on the same directory: it
   resumes as ``anchor predict`` resumes.
-* **Reading a run directory back**: its predictions as JSON lines or predict's CSV table, and a row's
-  explanation page.
+* **Reading a run directory back**, through ``RunDirectory``: its predictions as JSON lines or predict's
+  CSV table, and a row's explanation page.
+
+A setting the engine refuses is an ``EngineError`` whose ``field`` names it (``method``, ``stage``).
 
 The run engine (:mod:`anchor.runs`) and the method registry (:mod:`anchor.methods`) are reached from here
 only: when they change, this file is the one to re-point.
