@@ -37,6 +37,8 @@ from anchor.llm.settings import (
     ENV_CONTEXT_TOKENS,
     ENV_EMBED_API_KEY,
     ENV_EMBED_BASE_URL,
+    ENV_EMBED_BATCH_WINDOW_MS,
+    ENV_EMBED_MAX_BATCH,
     ENV_EMBED_MODEL,
     ENV_MODEL,
     ENV_RETRIES,
@@ -110,12 +112,23 @@ class ConnectionOptions:
     embed_api_key: Annotated[str | None, opt("--embed-api-key", panel=EMBED_PANEL, env=ENV_EMBED_API_KEY, help=(
         "API key of the embeddings server, if it wants one; prefer the environment variable. Never "
         "written to any file or log."))] = None
+    embed_max_batch: Annotated[int | None, opt("--embed-max-batch", panel=EMBED_PANEL, env=ENV_EMBED_MAX_BATCH,
+                                               bound=(LLMSettings, "embed_max_batch"), help=(
+        "Most texts that concurrent calls (online requests, a job's rows, several cases being mapped) put into "
+        "one embedding call: one MiniLM pass, or one request to --embed-base-url. Default: 32 for the bundled "
+        "MiniLM (its CPU a text stops falling past 8), 128 for a server. Vectors do not depend on it."))] = None
+    embed_batch_window_ms: Annotated[float | None, opt("--embed-window-ms", panel=EMBED_PANEL,
+                                                       env=ENV_EMBED_BATCH_WINDOW_MS,
+                                                       bound=(LLMSettings, "embed_batch_window_ms"), help=(
+        "Milliseconds a batch may wait for more calls when the embedder is free and calls keep coming (a lone "
+        "call never waits). Default 0: only calls that arrive while the embedder is busy are gathered."))] = None
 
     FIELDS: typing.ClassVar[dict[str, str]] = {
         "base_url": "base_url", "model": "model", "api_key": "api_key", "timeout": "timeout",
         "retries": "transport_retries", "parse_retries": "parse_retries", "concurrency": "max_concurrency",
         "context_tokens": "context_tokens", "embed_base_url": "embed_base_url", "embed_model": "embed_model",
-        "embed_api_key": "embed_api_key",
+        "embed_api_key": "embed_api_key", "embed_max_batch": "embed_max_batch",
+        "embed_batch_window_ms": "embed_batch_window_ms",
     }
 
 

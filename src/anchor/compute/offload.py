@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import math
 import os
 import threading
 import time
@@ -48,6 +49,7 @@ import numpy as np
 
 from anchor.compute.workerproc import WorkerProcess
 from anchor.embedding.embed import (
+    DEFAULT_MAX_BATCH,
     Embedder,
     LongTextEmbedder,
     MiniLMEmbedder,
@@ -124,22 +126,60 @@ def _in_process(embedder: Embedder) -> bool:
 # --------------------------------------------------------------------------- embedding
 
 
+def batching_of(embedder: Embedder) -> tuple[float, int]:
+    """(window in seconds, largest batch in texts) of ``embedder``'s gathered calls: its ``batch_window_ms``
+    and ``max_batch`` attributes (set by its constructor), else no window and :data:`DEFAULT_MAX_BATCH`."""
+    window = max(0.0, float(getattr(embedder, "batch_window_ms", 0.0) or 0.0)) / 1000.0
+    largest = int(getattr(embedder, "max_batch", DEFAULT_MAX_BATCH) or DEFAULT_MAX_BATCH)
+    return window, max(1, largest)
+
+
 class _Batcher:
-    """Merges the encode requests of one embedder that arrive while the model is busy."""
+    """Gathers the encode calls of one embedder into one model call each (its micro-batches).
+
+    Calls that arrive while the model is busy go together as its next batch, up to the embedder's largest
+    batch (whole calls: one with more texts than that goes alone, and the embedder splits it). When the
+    model is free a batch starts at once, unless the embedder has a window and another call came less than
+    a window ago: then the batch waits up to the window (or until it is full) for more. A lone call in an
+    idle service therefore never waits. Each caller gets its own rows; an error goes to every caller of
+    its batch; a caller that gives up is left out, and the others are not disturbed.
+    """
 
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
+        self.window, self.max_batch = batching_of(embedder)
         self.pending: list[tuple[list[str], asyncio.Future[np.ndarray]]] = []
         self.draining = False
+        self.batches = 0  # model calls made (for the tests and benchmarks)
+        self._last_arrival = -math.inf
+        self._full: asyncio.Event | None = None
 
     async def encode(self, texts: list[str]) -> np.ndarray:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[np.ndarray] = loop.create_future()
+        now = loop.time()
+        recent, self._last_arrival = now - self._last_arrival < self.window, now
         self.pending.append((texts, future))
         if not self.draining:
             self.draining = True
-            loop.create_task(self._drain())
+            loop.create_task(self._drain(gather=recent))
+        elif self._full is not None and self._queued() >= self.max_batch:
+            self._full.set()
         return await future
+
+    def _queued(self) -> int:
+        return sum(len(texts) for texts, future in self.pending if not future.done())
+
+    def _take(self) -> list[tuple[list[str], asyncio.Future[np.ndarray]]]:
+        """The next batch: the waiting calls in order, whole, up to the largest batch (at least one)."""
+        live = [(texts, future) for texts, future in self.pending if not future.done()]
+        taken, size = 0, 0
+        for texts, _ in live:
+            if taken and size + len(texts) > self.max_batch:
+                break
+            taken, size = taken + 1, size + len(texts)
+        self.pending = live[taken:]
+        return live[:taken]
 
     async def _run(self, texts: list[str]) -> np.ndarray:
         if _in_process(self.embedder):
@@ -148,11 +188,23 @@ class _Batcher:
             return await asyncio.wrap_future(job)
         return await asyncio.get_running_loop().run_in_executor(embedding_thread(), self.embedder.encode, texts)
 
-    async def _drain(self) -> None:
+    async def _drain(self, gather: bool) -> None:
         try:
+            if gather and self._queued() < self.max_batch:
+                # Calls are coming in: give the model's next batch up to the window to fill.
+                self._full = asyncio.Event()
+                try:
+                    await asyncio.wait_for(self._full.wait(), self.window)
+                except TimeoutError:
+                    pass
+                finally:
+                    self._full = None
             while self.pending:
-                batch, self.pending = self.pending, []
+                batch = self._take()
+                if not batch:
+                    continue
                 merged = list(dict.fromkeys(t for texts, _ in batch for t in texts))
+                self.batches += 1
                 try:
                     vectors = np.asarray(await self._run(merged), dtype=np.float32)
                 except BaseException as exc:  # noqa: BLE001 - handed to every waiter

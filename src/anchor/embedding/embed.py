@@ -52,6 +52,15 @@ KNOWN_DIMENSIONS = {MINILM_ID: MINILM_DIMENSION}
 BUNDLED = "bundled"
 #: Vectors an embedder keeps in memory by default (about 2 KB each at MiniLM's width: some 40 MB).
 MEMORY_LIMIT = 20_000
+#: Most texts the calls gathered into one model call may hold (``anchor.compute.offload``). MiniLM's CPU a
+#: text, measured on a shared 2-core machine (benchmarks/bench_embed.py): 12.6 ms one at a time, 10.3 at 8,
+#: 10.1 at 32, 9.8 at 64, 10.1 at 128: flat past 8, while a larger batch keeps its first caller waiting
+#: longer (a batch of 32 is about a third of a second of one core).
+DEFAULT_MAX_BATCH = 32
+#: Milliseconds a batch may wait for more calls when the model is free: none by default. Calls are gathered
+#: anyway while the model is busy, which is when gathering pays; a window only trades a lone caller's
+#: latency for a fifth of MiniLM's CPU on calls that arrive in bursts.
+DEFAULT_BATCH_WINDOW_MS = 0.0
 
 _EMBED_THREAD_NAME = "anchor-embed"
 _EXECUTOR: ThreadPoolExecutor | None = None
@@ -164,6 +173,14 @@ def minilm_dir() -> Path:
     return folder
 
 
+def check_batching(max_batch: int, batch_window_ms: float) -> None:
+    """Refuse a largest batch below 1 or a negative window, naming the flag that sets it."""
+    if max_batch < 1:
+        raise ConfigurationError(f"--embed-max-batch must be at least 1, got {max_batch}")
+    if not 0 <= batch_window_ms <= 1000:
+        raise ConfigurationError(f"--embed-window-ms must be between 0 and 1000, got {batch_window_ms:g}")
+
+
 class VectorStore:
     """SQLite map from (model, text) to a float32 vector; shared by processes, WAL mode."""
 
@@ -267,11 +284,16 @@ class MiniLMEmbedder:
         batch_size: int = 64,
         cache_path: Path | str | None = None,
         memory_limit: int = MEMORY_LIMIT,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        batch_window_ms: float = DEFAULT_BATCH_WINDOW_MS,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
+        check_batching(max_batch, batch_window_ms)
         self._model_dir = Path(model_dir) if model_dir is not None else None
         self.batch_size = batch_size
+        # How concurrent calls are gathered into one model call (anchor.compute.offload); not the vectors.
+        self.max_batch, self.batch_window_ms = max_batch, batch_window_ms
         self.memory = VectorMemory(memory_limit)
         self.cache_path = Path(cache_path) if cache_path is not None else None
         self._store = VectorStore(self.cache_path) if self.cache_path is not None else None

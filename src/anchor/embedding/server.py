@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from anchor.embedding.embed import (
+    DEFAULT_BATCH_WINDOW_MS,
     KNOWN_DIMENSIONS,
     MEMORY_LIMIT,
     Embedder,
@@ -49,6 +50,7 @@ from anchor.embedding.embed import (
     MiniLMEmbedder,
     VectorMemory,
     VectorStore,
+    check_batching,
     decode_vector,
     minilm_dir,
 )
@@ -79,7 +81,8 @@ class ServerEmbedder:
     def __init__(self, base_url: str, model: str = DEFAULT_SERVER_MODEL, *, api_key: str | None = None,
                  timeout: float = 120.0, retries: int = 6, batch_size: int = 128,
                  cache_path: Path | str | None = None, backoff_base: float = 0.5, backoff_max: float = 30.0,
-                 retry_after_max: float = 120.0, memory_limit: int = MEMORY_LIMIT) -> None:
+                 retry_after_max: float = 120.0, memory_limit: int = MEMORY_LIMIT,
+                 max_batch: int | None = None, batch_window_ms: float = DEFAULT_BATCH_WINDOW_MS) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ConfigurationError(f"--embed-base-url must start with http:// or https://, got {display_url(base_url)!r}")
         if not model or not model.strip():
@@ -88,7 +91,12 @@ class ServerEmbedder:
             raise ValueError("batch_size must be >= 1 and retries >= 0")
         self.base_url = base_url.rstrip("/")
         self.model_id = model.strip()
+        # Concurrent calls are gathered into one (anchor.compute.offload); by default up to one request's
+        # worth of texts, so a gathered batch's new texts go in one /embeddings request.
+        max_batch = batch_size if max_batch is None else max_batch
+        check_batching(max_batch, batch_window_ms)
         self.batch_size = batch_size
+        self.max_batch, self.batch_window_ms = max_batch, batch_window_ms
         self.retries = retries
         self.backoff_base, self.backoff_max, self.retry_after_max = backoff_base, backoff_max, retry_after_max
         register(api_key)
@@ -263,12 +271,14 @@ def make_embedder(settings: LLMSettings) -> Embedder:
         key = settings.embed_api_key.get_secret_value() if settings.embed_api_key else None
         return ServerEmbedder(settings.embed_base_url, settings.embed_model or DEFAULT_SERVER_MODEL, api_key=key,
                               timeout=settings.timeout, retries=settings.transport_retries,
-                              cache_path=settings.vector_cache_path)
+                              cache_path=settings.vector_cache_path, max_batch=settings.embed_max_batch,
+                              batch_window_ms=settings.embed_batch_window_ms)
     if settings.embed_model and settings.embed_model != MiniLMEmbedder.model_id:
         raise ConfigurationError(f"--embed-model {settings.embed_model!r} needs --embed-base-url (the bundled "
                                  f"embedder is {MiniLMEmbedder.model_id})")
     check_embedder(settings)
-    return MiniLMEmbedder(cache_path=settings.vector_cache_path)
+    return MiniLMEmbedder(cache_path=settings.vector_cache_path, batch_window_ms=settings.embed_batch_window_ms,
+                          **({"max_batch": settings.embed_max_batch} if settings.embed_max_batch is not None else {}))
 
 
 def check_embedder(settings: LLMSettings) -> None:

@@ -33,6 +33,8 @@ ENV_HTTP_CLIENT = "ANCHOR_LLM_HTTP_CLIENT"
 ENV_EMBED_BASE_URL = "ANCHOR_EMBED_BASE_URL"
 ENV_EMBED_MODEL = "ANCHOR_EMBED_MODEL"
 ENV_EMBED_API_KEY = "ANCHOR_EMBED_API_KEY"
+ENV_EMBED_MAX_BATCH = "ANCHOR_EMBED_MAX_BATCH"
+ENV_EMBED_BATCH_WINDOW_MS = "ANCHOR_EMBED_WINDOW_MS"
 #: n_ctx of the embedded model when no context size is set (SmolLM2-135M was trained for 8,192).
 EMBEDDED_CONTEXT_TOKENS = 8192
 
@@ -55,6 +57,8 @@ ENV_FIELDS: dict[str, str] = {
     ENV_EMBED_BASE_URL: "embed_base_url",
     ENV_EMBED_MODEL: "embed_model",
     ENV_EMBED_API_KEY: "embed_api_key",
+    ENV_EMBED_MAX_BATCH: "embed_max_batch",
+    ENV_EMBED_BATCH_WINDOW_MS: "embed_batch_window_ms",
 }
 
 
@@ -91,6 +95,12 @@ class LLMSettings(BaseModel):
     embed_base_url: str | None = Field(default=None, description="Embeddings server; None = the bundled MiniLM.")
     embed_model: str | None = None
     embed_api_key: SecretStr | None = None
+    embed_max_batch: int | None = Field(default=None, ge=1, le=4096, description=(
+        "Most texts of concurrent calls embedded in one model call (or one request to the embeddings server); "
+        "None = the embedder's default (32 for the bundled MiniLM, a request's 128 for a server)."))
+    embed_batch_window_ms: float = Field(default=0.0, ge=0, le=1000, description=(
+        "Milliseconds a batch of texts may wait for more calls while calls keep arriving (a lone call never "
+        "waits); 0 = gather only the calls that arrive while the embedder is busy."))
 
     @classmethod
     def from_env(cls, **overrides: object) -> LLMSettings:
