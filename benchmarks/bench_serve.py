@@ -17,6 +17,17 @@
    ``--job-rows`` rows is sent and 30 more are made while it runs: the online p99 with the job, over its
    idle value (target: at most 2).
 
+**CPU an answer.** Every load (the sweep's and the full one) reports the CPU seconds the service's whole
+process tree spent on it (the service, its embedding and clustering helpers, and any worker processes;
+read from ``/proc``) divided by its answers: ``cpu_ms_per_answer``. Each client count runs twice, the
+second time with the same conditions: first with **new** conditions (MiniLM embeds each), then with
+**cached** ones (their vectors are in the embedding helper's memory; the LLM is still asked, ``--no-cache``).
+The CPU of the test server and of the load generator is reported beside it (they share the machine).
+``--workers N`` is passed to ``anchor serve`` (several service processes); a service that does not know
+the flag is reported and the benchmark stops there. ``--profile DIR`` runs the load's service under
+``py-spy record`` (all its processes) and writes, per load, the collapsed stacks and a table of where
+the samples went (``benchmarks/profile_table.py``).
+
 Prints a summary and writes every figure as JSON (``--json``). The load generator runs on the same
 machine as the service and the test server: on a small machine they share its cores, and the figures
 say so (``cpu_count``).
@@ -78,6 +89,27 @@ def rss_mb(pid: int) -> float:
     return round(int(re.search(r"VmRSS:\s+(\d+)", text).group(1)) / 1024, 1)
 
 
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int, *, children: bool = False) -> float:
+    """CPU seconds (user + system) of one process; with ``children``, also of its children that ended."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    used = int(fields[11]) + int(fields[12]) + ((int(fields[13]) + int(fields[14])) if children else 0)
+    return used / TICK
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of a process, the children it reaped and every live descendant: all a service used."""
+    total = cpu_s(pid, children=True)
+    for child in descendants(pid):
+        try:
+            total += cpu_s(child)
+        except (OSError, IndexError):
+            pass  # ended meanwhile (its time is in its parent's once reaped)
+    return total
+
+
 def tree_rss_mb(pid: int) -> dict[str, float]:
     """Resident memory of the service's process and of its helpers (what it holds in all)."""
     helpers = 0.0
@@ -90,13 +122,22 @@ def tree_rss_mb(pid: int) -> dict[str, float]:
     return {"rss_mb": main, "helpers_rss_mb": round(helpers, 1), "all_rss_mb": round(main + helpers, 1)}
 
 
+class Refused(RuntimeError):
+    """The service would not start with these flags (its first line of error output says why)."""
+
+
 class Service:
     #: Every service started and not stopped yet: stopped on the way out, whatever ended the benchmark.
     running: list[Service] = []
 
-    def __init__(self, args: list[str], log: Path) -> None:
+    def __init__(self, args: list[str], log: Path, profile: Path | None = None) -> None:
         self.log = log.open("w")
-        self.proc = subprocess.Popen([sys.executable, "-c", ENTRY, "serve", "--port", "0", *args],
+        command = [sys.executable, "-c", ENTRY, "serve", "--port", "0", *args]
+        if profile is not None:  # py-spy starts the service, so it may sample it and its helpers
+            spy = Path(sys.executable).with_name("py-spy")
+            command = [str(spy), "record", "--subprocesses", "--rate", "50", "--format", "raw", "--output",
+                       str(profile), "--", *command]
+        self.proc = subprocess.Popen(command,
                                      stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=REPO,
                                      env={**os.environ, "HF_HUB_OFFLINE": "1"})
         Service.running.append(self)
@@ -105,15 +146,26 @@ class Service:
         found = re.search(r"listening at (\S+)", line)
         if not found:
             self.stop()
-            raise SystemExit(f"anchor serve did not start: {line!r}; see {log}")
+            lines = [ln.strip(" │\t") for ln in log.read_text().splitlines() if ln.strip(" │\t")]
+            said = next((ln for ln in lines if "rror" in ln or "such option" in ln), lines[0] if lines else "")
+            raise Refused(f"anchor serve did not start: {said or line!r} (see {log})")
         self.url = found.group(1).rstrip(" (")
+
+    @property
+    def pid(self) -> int:
+        """The service's own process (under py-spy: py-spy's child)."""
+        if Path(self.proc.args[0]).name == "py-spy":
+            kids = [p for p in descendants(self.proc.pid) if p != self.proc.pid]
+            return kids[0] if kids else self.proc.pid
+        return self.proc.pid
 
     def stop(self) -> None:
         """SIGTERM, as a supervisor stops it; killed if it has not ended two minutes later."""
         if self in Service.running:
             Service.running.remove(self)
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            # The service itself (under py-spy, py-spy's child: py-spy writes its samples when it ends).
+            os.kill(self.pid, signal.SIGTERM)
             try:
                 self.proc.wait(120)
             except subprocess.TimeoutExpired:
@@ -144,6 +196,21 @@ async def load(url: str, clients: int, per_client: int, tag: str) -> list[dict[s
 
         results = await asyncio.gather(*(client(c) for c in range(clients)))
     return [r for rs in results for r in rs]
+
+
+def measured(service: Service, fake: subprocess.Popen, clients: int, per_client: int,
+             tag: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One load, with the CPU it cost the service's process tree, the test server and this process."""
+    before = (tree_cpu_s(service.pid), tree_cpu_s(fake.pid), sum(os.times()[:2]))
+    started = time.perf_counter()
+    results = asyncio.run(load(service.url, clients, per_client, tag))
+    figures = summary(results, time.perf_counter() - started)
+    service_s, fake_s, own_s = (a - b for a, b in zip(
+        (tree_cpu_s(service.pid), tree_cpu_s(fake.pid), sum(os.times()[:2])), before, strict=True))
+    figures["cpu"] = {"service_s": round(service_s, 2), "test_server_s": round(fake_s, 2),
+                      "load_generator_s": round(own_s, 2)}
+    figures["cpu_ms_per_answer"] = round(1000 * service_s / max(1, len(results)), 2)
+    return results, figures
 
 
 def summary(results: list[dict[str, Any]], wall: float) -> dict[str, Any]:
@@ -235,6 +302,15 @@ def main() -> None:
     parser.add_argument("--stream", type=int, default=30, help="online predictions idle and beside the job "
                         "(0: no job check)")
     parser.add_argument("--skip-infer", action="store_true", help="do not compare with anchor infer")
+    parser.add_argument("--workers", type=int, default=None, help="passed to anchor serve as --workers N "
+                        "(service processes); skipped, with a note, where the service does not know it")
+    parser.add_argument("--serve-arg", action="append", default=[], metavar="ARG",
+                        help="one more argument for the load's anchor serve (repeatable), e.g. "
+                             "--serve-arg=--embed-window-ms --serve-arg=2")
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                        help="run the load's service under py-spy record and write its samples here")
+    parser.add_argument("--no-cached", action="store_true", help="only new conditions at each client count "
+                        "(the --clients load still runs --runs times)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the working folder here")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -271,28 +347,43 @@ def main() -> None:
         builder.stop()
         print(f"3 spaces built in {report['build_s']} s: {', '.join(spaces)}", flush=True)
 
-        # 2. Online load, twice, on a fresh service that asks the LLM every time.
-        service = Service([*base, "--no-cache", "--concurrency", str(args.concurrency), "--queue", "100000"],
-                          work / "serve.log")
+        # 2. Online load on a fresh service that asks the LLM every time: each client count with new
+        # conditions, then the same conditions again (their vectors cached), then the full load --runs times.
+        extra = [*(["--workers", str(args.workers)] if args.workers is not None else []), *args.serve_arg]
+        if args.profile is not None:
+            args.profile.mkdir(parents=True, exist_ok=True)
+        try:
+            service = Service([*base, "--no-cache", "--concurrency", str(args.concurrency), "--queue", "100000",
+                               *extra], work / "serve.log",
+                              profile=args.profile / "serve.raw" if args.profile is not None else None)
+        except Refused as exc:
+            report["refused"] = str(exc)
+            print(f"not measured: {exc}", flush=True)
+            return
+        report["serve_args"] = extra
         asyncio.run(load(service.url, 3, 1, "warm"))
         report["sweep"] = {}
         for clients in [int(c) for c in args.sweep.split(",") if c.strip()]:
-            started = time.perf_counter()
-            results = asyncio.run(load(service.url, clients, args.per_client, f"sweep{clients}-"))
-            report["sweep"][clients] = summary(results, time.perf_counter() - started)
-            print(f"{clients} client(s): {json.dumps(report['sweep'][clients])}", flush=True)
-        report.update({f"{k}_start": v for k, v in tree_rss_mb(service.proc.pid).items()})
+            for kind in ("new",) if args.no_cached else ("new", "cached"):
+                _, figures = measured(service, fake, clients, args.per_client, f"sweep{clients}-")
+                report["sweep"][f"{clients} {kind}"] = figures
+                print(f"{clients} client(s), {kind} conditions: {json.dumps(figures)}", flush=True)
+        report.update({f"{k}_start": v for k, v in tree_rss_mb(service.pid).items()})
         runs = []
         for n in range(1, args.runs + 1):
-            started = time.perf_counter()
-            results = asyncio.run(load(service.url, args.clients, args.per_client, "load"))
-            figures = summary(results, time.perf_counter() - started)
-            figures.update(tree_rss_mb(service.proc.pid))
+            results, figures = measured(service, fake, args.clients, args.per_client, "load")
+            figures["conditions"] = "new" if n == 1 else "cached"
+            figures.update(tree_rss_mb(service.pid))
             runs.append(figures)
             print(f"run {n}: {json.dumps(figures)}", flush=True)
             if n == 1:
                 first = results
         report["runs"] = runs
+        report["cpu_ms_per_answer"] = {**{k: v["cpu_ms_per_answer"] for k, v in report["sweep"].items()},
+                                       **{f"{args.clients} {r['conditions']} (run {i})": r["cpu_ms_per_answer"]
+                                          for i, r in enumerate(runs, 1)}}
+        print("CPU of the service's process tree, ms an answer: " + json.dumps(report["cpu_ms_per_answer"]),
+              flush=True)
         # 3. The same answers as anchor infer.
         if args.skip_infer or not runs:
             print("anchor infer: not compared (" + ("--skip-infer" if args.skip_infer else "--runs 0") + ")")
@@ -300,12 +391,17 @@ def main() -> None:
             report["same_as_infer"] = same_as_infer(server, store, first, work)
             print(f"anchor infer: {json.dumps(report['same_as_infer'])}", flush=True)
         service.stop()
+        if args.profile is not None:
+            from profile_table import table
+
+            (args.profile / "serve.txt").write_text(table(args.profile / "serve.raw"))
+            print(f"profile: {args.profile / 'serve.raw'} and {args.profile / 'serve.txt'}", flush=True)
 
         # 4. Online beside a job.
         if not args.job_rows or not args.stream:
             print(f"beside a job: not checked ({'--job-rows 0' if not args.job_rows else '--stream 0'})")
             return
-        service = Service([*base, "--no-cache", "--concurrency", str(args.job_concurrency)], work / "job.log")
+        service = Service([*base, "--no-cache", "--concurrency", str(args.job_concurrency), *extra], work / "job.log")
         asyncio.run(load(service.url, 3, 1, "warm2"))
         idle = asyncio.run(stream(service.url, args.stream, "idle"))
         cases = work / "job.csv"
