@@ -67,6 +67,7 @@ class Transport:
         self.parallel = ParallelLimit(self._limit, name=scrub(getattr(backend, "name", "the server")))
         self._slots: dict[int, RequestSlots] = {}
         self._sleep = sleep
+        self._checked_sampling: Backend | None = None
 
     @property
     def concurrency(self) -> int:
@@ -101,7 +102,10 @@ class Transport:
 
     async def _send_choices(self, stage: str, messages: list[Message], **kwargs: Any) -> TimedMulti:
         backend = self.backend
-        assert isinstance(backend, SamplingBackend)
+        if backend is not self._checked_sampling:
+            # Checked once per backend: isinstance against a runtime Protocol walks its members every time.
+            assert isinstance(backend, SamplingBackend)
+            self._checked_sampling = backend
         timed = await self._transmit(stage, lambda: backend.complete_choices(messages, **kwargs),
                                      estimate_prompt_tokens(messages))
         return TimedMulti(timed.completion, timed.seconds, timed.started,  # type: ignore[arg-type]
