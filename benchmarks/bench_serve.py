@@ -25,8 +25,9 @@ second time with the same conditions: first with **new** conditions (MiniLM embe
 The CPU of the test server and of the load generator is reported beside it (they share the machine).
 ``--workers N`` is passed to ``anchor serve`` (several service processes); a service that does not know
 the flag is reported and the benchmark stops there. ``--profile DIR`` runs the load's service under
-``py-spy record`` (all its processes) and writes, per load, the collapsed stacks and a table of where
-the samples went (``benchmarks/profile_table.py``).
+``py-spy record --gil --subprocesses`` (samples taken while a thread holds the GIL: Python's own CPU,
+not the BLAS products MiniLM runs without it) and writes its collapsed stacks and a table of where the
+samples went (``benchmarks/profile_table.py``).
 
 Prints a summary and writes every figure as JSON (``--json``). The load generator runs on the same
 machine as the service and the test server: on a small machine they share its cores, and the figures
@@ -135,8 +136,8 @@ class Service:
         command = [sys.executable, "-c", ENTRY, "serve", "--port", "0", *args]
         if profile is not None:  # py-spy starts the service, so it may sample it and its helpers
             spy = Path(sys.executable).with_name("py-spy")
-            command = [str(spy), "record", "--subprocesses", "--rate", "50", "--format", "raw", "--output",
-                       str(profile), "--", *command]
+            command = [str(spy), "record", "--subprocesses", "--gil", "--rate", "50", "--format", "raw",
+                       "--output", str(profile), "--", *command]
         self.proc = subprocess.Popen(command,
                                      stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=REPO,
                                      env={**os.environ, "HF_HUB_OFFLINE": "1"})
