@@ -144,6 +144,8 @@ class Service:
         Service.running.append(self)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
+        while line.startswith("py-spy>") or line == "\n":  # py-spy's own banner comes first under --profile
+            line = self.proc.stdout.readline()
         found = re.search(r"listening at (\S+)", line)
         if not found:
             self.stop()

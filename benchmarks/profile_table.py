@@ -28,8 +28,12 @@ def table(path: Path, top: int = 40) -> str:
         if not stack or not count.isdigit():
             continue
         frames = stack.split(";")
-        process = frames[0] if frames[0].startswith("process ") else "process"
-        frames = [_frame(f) for f in (frames[1:] if frames[0].startswith("process ") else frames)]
+        process = "process"
+        if frames[0].startswith("process "):
+            # The process's frame holds its command line, which may itself hold ';' (python -c "a; b").
+            end = next((i for i, f in enumerate(frames) if f.endswith('"')), 0)
+            process, frames = ";".join(frames[:end + 1]), frames[end + 1:]
+        frames = [_frame(f) for f in frames]
         inclusive, own, total = per_process.setdefault(process, (Counter(), Counter(), [0]))
         n = int(count)
         total[0] += n
