@@ -47,7 +47,7 @@ def table(path: Path, top: int = 40) -> str:
         out.append(f"{'incl %':>7} {'self %':>7}  function")
         for f, n in inclusive.most_common(top):
             out.append(f"{100 * n / total[0]:7.1f} {100 * own[f] / total[0]:7.1f}  {f[:160]}")
-        out.append(f"  top of the stack:")
+        out.append("  top of the stack:")
         for f, n in own.most_common(top // 2):
             out.append(f"  {100 * n / total[0]:7.1f}  {f[:160]}")
         out.append("")
