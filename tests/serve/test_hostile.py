@@ -4,6 +4,7 @@ are its predict run's own table. Against a real server each time."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import signal
 import socket
@@ -56,11 +57,16 @@ def test_metrics_labels_take_a_closed_set_of_values_whatever_the_requests(tmp_pa
               if line.startswith("anchor_serve_http_requests_total{")]
     methods = {re.search(r'method="([^"]*)"', s).group(1) for s in series}
     assert methods <= METHOD_LABELS, methods
-    # Refused before routing (no key): on a route or not, one series.
-    assert 'anchor_serve_http_requests_total{route="unmatched",method="other",status="401"}' in series
     assert 'anchor_serve_http_requests_total{route="/openapi.json",method="GET",status="200"}' in series
     assert 'anchor_serve_http_requests_total{route="/docs",method="GET",status="200"}' in series
-    assert len(series) == 3, series  # 600 requests of 300 methods: no series of their own
+    if importlib.util.find_spec("httptools") is not None:
+        # uvicorn's httptools parser (the serve extra's uvicorn[standard]) answers a method HTTP does not
+        # define with 400 itself: the service never sees those 600 requests.
+        assert len(series) == 2, series
+    else:
+        # h11 lets any token through: refused before routing (no key), on a route or not, one series.
+        assert 'anchor_serve_http_requests_total{route="unmatched",method="other",status="401"}' in series
+        assert len(series) == 3, series  # 600 requests of 300 methods: no series of their own
 
 
 def test_uploads_racing_for_the_last_place_in_the_job_queue_get_429_while_it_is_held(tmp_path):
