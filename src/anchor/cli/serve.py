@@ -40,7 +40,22 @@ SERVE_FLAGS = {**FLAG_NAMES, "host": "--host", "port": "--port", "state": "--sta
                "max_body_bytes": "--max-body", "max_upload_bytes": "--max-upload", "max_cases": "--max-cases",
                "max_queue": "--queue", "batch_share": "--batch-share", "max_running_jobs": "--max-running-jobs", "max_queued_jobs": "--max-queued-jobs",
                "default_wait": "--wait", "max_wait": "--max-wait", "shutdown_seconds": "--shutdown-seconds",
-               "page_refresh": "--page-refresh", "replicas": "--replicas"}
+               "page_refresh": "--page-refresh", "replicas": "--replicas", "workers": "--workers"}
+
+
+def parse_workers(value: str) -> int:
+    """``--workers``: a number of processes, or ``auto`` (one a core this process may use)."""
+    import os
+
+    if value.strip().lower() == "auto":
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise fail(f"--workers {value}: give a number of processes (1 or more) or 'auto'")
+    return n
 
 
 @expand_options
@@ -48,6 +63,10 @@ def serve_command(
     host: Annotated[str, opt("--host", panel=SERVE_PANEL, default="127.0.0.1", help=(
         "Address to listen on. Anything but a loopback address needs API keys (or --insecure)."))] = "127.0.0.1",
     port: Annotated[int, opt("--port", panel=SERVE_PANEL, default=8080, help="Port (0: a free one).")] = 8080,
+    workers: Annotated[str, opt("--workers", panel=SERVE_PANEL, default="1", help=(
+        "Service processes behind the one address, each with its own event loop and embedding helper, sharing "
+        "the state folder: its jobs, one LLM budget (--concurrency over them all), /metrics and the live page. "
+        "'auto': one a core."))] = "1",
     state: Annotated[Path, opt("--state", panel=SERVE_PANEL, default=Path("anchor-serve"), help=(
         "The service's folder: its jobs (each a predict run directory), its online answers and, unless --spaces "
         "says otherwise, its space store. Restarted on the same folder, it resumes its jobs."))] = Path("anchor-serve"),
@@ -121,8 +140,9 @@ def serve_command(
         from anchor.serve.service import Service
         from anchor.serve.settings import ServeSettings, is_loopback, read_api_keys
 
+        n_workers = parse_workers(workers)
         keys = read_api_keys(api_key_file)
-        settings = ServeSettings(
+        settings = ServeSettings(workers=n_workers,
             host=host, port=port, state=state, store=spaces, calibrators=calibrators, api_keys=keys,
             insecure=insecure, cors_origins=tuple(cors_origin or ()), max_body_bytes=max_body,
             max_upload_bytes=max_upload, max_cases=max_cases, max_queue=queue, batch_share=batch_share,
@@ -137,11 +157,17 @@ def serve_command(
         ablations = list(dict.fromkeys([*(ablation or []), *inference.ablations(build, mapping)]))
         anchor_config = AnchorConfig(build=params, mapping=mapping.config(),
                                      inference=inference.config(USER_RULE)).with_ablations(ablations)
+        command = shlex.join(redact_argv(invocation()))
         on_ray = ray_options(ray, replicas, ray_autoscale)
         if on_ray is not None:
+            if n_workers > 1:
+                raise fail(f"--workers {workers} --ray: choose one (under --ray, --replicas sets the processes)")
             _serve_on_ray(on_ray, settings, llm, anchor_config, ablations, access_log)
             return
-        service = Service(settings, llm, anchor_config, ablations, command=shlex.join(redact_argv(invocation())))
+        if n_workers > 1:
+            _serve_workers(settings, llm, anchor_config, ablations, command, access_log)
+            return
+        service = Service(settings, llm, anchor_config, ablations, command=command)
         sock = bind(host, port)
 
         def ready(url: str) -> None:
@@ -172,3 +198,28 @@ def _serve_on_ray(on_ray: RayServeOptions, settings: ServeSettings, llm: LLMSett
                                                         highlight=False, soft_wrap=True),
                         settings=settings, llm=llm, anchor_config=anchor_config, ablations=ablations,
                         command=shlex.join(redact_argv(invocation())), access_log=access_log)
+
+
+def _serve_workers(settings, llm, anchor_config, ablations, command, access_log) -> None:  # noqa: ANN001
+    """``--workers N``: the N processes under uvicorn's supervisor (anchor.serve.workers)."""
+    from anchor.serve.server import bind, configure_logs
+    from anchor.serve.settings import is_loopback
+    from anchor.serve.workers import WorkerSpec, serve_workers
+
+    spec = WorkerSpec(settings=settings, llm=llm, anchor_config=anchor_config, ablations=ablations,
+                      command=command, access_log=access_log)
+    sock = bind(settings.host, settings.port)
+    resumed = [0]
+
+    def ready(url: str) -> None:
+        more = f"; {resumed[0]} job(s) resumed" if resumed[0] else ""
+        model = llm.model or "the server's"
+        out.print(f"anchor serve: listening at {url} ({settings.workers} workers, model {model}, "
+                  f"LLM budget {llm.max_concurrency} over them all, state {settings.state}, store "
+                  f"{settings.store_dir}{more})", markup=False, highlight=False, soft_wrap=True)
+        if not settings.api_keys and not is_loopback(settings.host):
+            err.print("warning: --insecure: no API keys, and anyone who can reach this address can use the "
+                      "service", markup=False, highlight=False, soft_wrap=True)
+
+    configure_logs(access_log)
+    serve_workers(spec, sock, ready, resumed)

@@ -14,6 +14,17 @@ a small machine a job that filled the budget slowed every online answer down wit
 cores, however early the online requests got their slots. The budget is thread-safe: a waiter is a
 future of its own event loop, resolved from whichever thread frees the slot.
 
+With ``--workers N`` the service is N processes, each with a budget of its own that orders its requests
+as above, and the N must still hold at most ``limit`` requests in flight between them. :class:`SlotFiles`
+is that limit: ``limit`` lock files in the state folder (``budget/K.lock``), and a request in flight holds
+one of them (an ``flock``) beside its process's slot. File locks rather than a shared-memory semaphore
+because the kernel lets go of a dead process's locks: a process killed with requests in flight
+(``kill -9``) gives their slots back, where a semaphore would lose them for good. A process whose request
+found every file held tries again every few milliseconds (only then: when the LLM is that busy, a slot
+frees after one of its answers, which takes far longer); while it has an online request waiting so, it
+holds ``budget/online.lock`` shared, and no process lets a batch request take a free file meanwhile
+(online first, across the processes as within one).
+
 :class:`GatedBackend` wraps a backend so that each request waits for a slot; :meth:`SharedBudget.factory`
 gives the ``backends=`` hook that the predict engine's clients are made with.
 """
@@ -23,11 +34,14 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import fcntl
+import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 from anchor.llm import parallel
 from anchor.llm.base import Backend, RawCompletion
@@ -37,6 +51,73 @@ from anchor.llm.settings import LLMSettings, make_backend
 ONLINE = 0
 BATCH = 1
 CLASS_NAMES = {ONLINE: "online", BATCH: "batch"}
+#: How soon a process whose requests wait for a slot file tries the files again.
+RETRY_SECONDS = 0.005
+
+
+class SlotFiles:
+    """The LLM budget of the service's processes together: ``limit`` lock files in ``folder``, one held by
+    each request in flight (see the module docstring). Used under :class:`SharedBudget`'s lock."""
+
+    def __init__(self, folder: Path, limit: int) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.files: list[IO[bytes]] = [open(folder / f"{k}.lock", "ab") for k in range(limit)]  # noqa: SIM115
+        self._online = open(folder / "online.lock", "ab")  # noqa: SIM115 - held shared while online requests wait
+        self._probe = open(folder / "online.lock", "ab")  # noqa: SIM115 - a second description, to test it
+        self._free = list(range(limit))
+        """Files this process does not hold, in the order it tries them (each process from its own start)."""
+        start = os.getpid() % limit
+        self._free = self._free[start:] + self._free[:start]
+        self._held: list[int] = []
+        self._spare: list[int] = []
+        """Held files whose request has ended: handed to the next request here, else let go."""
+        self._online_waiting = False
+
+    def take(self, batch: bool) -> bool:
+        """One file for a request, without waiting; False when every file is held (or, for a batch request,
+        when a process has online requests waiting for one)."""
+        if self._spare:
+            self._held.append(self._spare.pop())
+            return True
+        if batch and not self._online_waiting and self._online_elsewhere():
+            return False
+        for i, k in enumerate(self._free):
+            try:
+                fcntl.flock(self.files[k].fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue
+            del self._free[i]
+            self._held.append(k)
+            return True
+        return False
+
+    def release(self) -> None:
+        """A request ended: its file becomes spare (the caller lets go of the spare ones after handing on)."""
+        self._spare.append(self._held.pop())
+
+    def drop_spare(self) -> None:
+        while self._spare:
+            k = self._spare.pop()
+            fcntl.flock(self.files[k].fileno(), fcntl.LOCK_UN)
+            self._free.append(k)
+
+    def online_waiting(self, waiting: bool) -> None:
+        """Say to the other processes whether online requests here wait for a file."""
+        if waiting != self._online_waiting:
+            fcntl.flock(self._online.fileno(), fcntl.LOCK_SH if waiting else fcntl.LOCK_UN)
+            self._online_waiting = waiting
+
+    def _online_elsewhere(self) -> bool:
+        try:
+            fcntl.flock(self._probe.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(self._probe.fileno(), fcntl.LOCK_UN)
+        return False
+
+    def close(self) -> None:
+        for fh in (*self.files, self._online, self._probe):
+            fh.close()
 
 
 @dataclass(order=True)
@@ -49,12 +130,15 @@ class _Waiter:
 class SharedBudget:
     """At most ``limit`` LLM requests in flight across the process (see the module docstring)."""
 
-    def __init__(self, limit: int, batch_share: float = 1.0) -> None:
+    def __init__(self, limit: int, batch_share: float = 1.0, slots: SlotFiles | None = None) -> None:
         if limit < 1:
             raise ValueError(f"the LLM concurrency budget must be at least 1, got {limit}")
         if not 0 < batch_share <= 1:
             raise ValueError(f"the batch share must be in (0, 1], got {batch_share}")
         self.limit = limit
+        self.slots = slots
+        """The other processes' share of the budget (``--workers``), None when this process is the service."""
+        self._retry: threading.Timer | None = None
         self.batch_cap = max(1, int(limit * batch_share))
         """Slots batch requests may hold while online answers are in progress."""
         self.in_flight = 0
@@ -78,6 +162,9 @@ class SharedBudget:
             return False
         return cls == ONLINE or not self.online_active or self.batch_in_flight < self.batch_cap
 
+    def _slot_file(self, cls: int) -> bool:
+        return self.slots is None or self.slots.take(batch=cls == BATCH)
+
     def _take(self, cls: int) -> None:
         self.in_flight += 1
         self.batch_in_flight += cls == BATCH
@@ -98,12 +185,15 @@ class SharedBudget:
             key = (cls, parallel.current_priority(), next(self._arrivals))
             # At once when there is room and no waiter comes first (a batch request held back by its share
             # does not hold back an online one).
-            if self._room(cls) and (not self._live_waiters() or key < self._waiters[0].key):
+            if (self._room(cls) and (not self._live_waiters() or key < self._waiters[0].key)
+                    and self._slot_file(cls)):
                 self._take(cls)
                 return
             waiter = _Waiter(key, loop, loop.create_future())
             heapq.heappush(self._waiters, waiter)
             self.waited[cls] += 1
+            if self.slots is not None:
+                self._blocked_on_files()
         started = time.monotonic()
         try:
             await waiter.future
@@ -119,6 +209,8 @@ class SharedBudget:
         with self._lock:
             self.in_flight -= 1
             self.batch_in_flight -= cls == BATCH
+            if self.slots is not None:
+                self.slots.release()
             self._hand_on()
 
     def _live_waiters(self) -> bool:
@@ -128,7 +220,8 @@ class SharedBudget:
 
     def _hand_on(self) -> None:
         """Give free slots to the best waiters (called with the lock held)."""
-        while self._live_waiters() and self._room(self._waiters[0].key[0]):
+        while (self._live_waiters() and self._room(self._waiters[0].key[0])
+               and self._slot_file(self._waiters[0].key[0])):
             waiter = heapq.heappop(self._waiters)
             cls = waiter.key[0]
             self._take(cls)
@@ -137,6 +230,27 @@ class SharedBudget:
             except RuntimeError:  # its loop has closed: the slot goes to the next one
                 self.in_flight -= 1
                 self.batch_in_flight -= cls == BATCH
+                if self.slots is not None:
+                    self.slots.release()
+        if self.slots is not None:
+            self.slots.drop_spare()
+            self._blocked_on_files()
+
+    def _blocked_on_files(self) -> None:
+        """(With the lock held.) Whether the best waiter here waits for another process's slot file: if so,
+        try again shortly, and while it is online, keep the other processes' batch requests back."""
+        assert self.slots is not None
+        blocked = self._live_waiters() and self._room(self._waiters[0].key[0])
+        self.slots.online_waiting(blocked and self._waiters[0].key[0] == ONLINE)
+        if blocked and self._retry is None:
+            self._retry = threading.Timer(RETRY_SECONDS, self._try_again)
+            self._retry.daemon = True
+            self._retry.start()
+
+    def _try_again(self) -> None:
+        with self._lock:
+            self._retry = None
+            self._hand_on()
 
     def _grant(self, future: asyncio.Future[None], cls: int) -> None:
         """On the waiter's own loop: wake it, or pass the slot on when it gave up meanwhile."""

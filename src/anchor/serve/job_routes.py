@@ -76,13 +76,15 @@ async def submit_job(request: Request, method: str = "anchor", stage: str | None
     fmt = _format(format, request.headers.get("content-type", ""))
     job_id = check_id(id) if id is not None else new_id("j")
     folder = service.state.job_dir(job_id)
-    if job_id in service.jobs.records or folder.exists():
-        why = ("exists already" if job_id in service.jobs.records or (folder / "job.json").exists()
-               else "is being sent (its file is not whole yet)")
-        raise ApiError(409, f"job {job_id!r} {why}; choose another id", field="id")
     name = "cases" + SUFFIXES[fmt]
     with service.jobs.place():
-        folder.mkdir(parents=True)
+        try:
+            # The folder made here is the id taken, whichever process is sent the same id at the same time.
+            folder.mkdir(parents=True)
+        except FileExistsError:
+            why = ("exists already" if service.jobs.known(job_id) or (folder / "job.json").exists()
+                   else "is being sent (its file is not whole yet)")
+            raise ApiError(409, f"job {job_id!r} {why}; choose another id", field="id") from None
         try:
             size = await _save(request, folder / name)
             if size == 0:
@@ -114,7 +116,7 @@ async def _save(request: Request, path: Any) -> int:
 
 def _job(service: Service, job_id: str) -> str:
     check_id(job_id)
-    if job_id not in service.jobs.records:
+    if not service.jobs.known(job_id):
         raise ApiError(404, f"no job {job_id!r}", field="id")
     return job_id
 
@@ -123,7 +125,8 @@ def _job(service: Service, job_id: str) -> str:
 async def jobs(request: Request) -> JSONResponse:
     """Every job, oldest first, with its state and progress."""
     service = service_of(request)
-    views = await asyncio.to_thread(lambda: [service.jobs.view(j) for j in list(service.jobs.records)])
+    await service.jobs.refresh()  # the jobs sent to the other processes too
+    views = await asyncio.to_thread(lambda: [service.jobs.view(j) for j in service.jobs.ids()])
     return JSONResponse({"schema_version": API_SCHEMA_VERSION, "jobs": views})
 
 

@@ -70,7 +70,7 @@ def _job_row(view: dict[str, Any]) -> str:
 
 def live_main(service: Service, answers: list[dict[str, Any]], pending: list[Any]) -> str:
     """The live page's content; ``answers`` and ``pending`` were taken on the event loop (which changes them)."""
-    jobs = [service.jobs.view(j) for j in reversed(list(service.jobs.records))]
+    jobs = [service.jobs.view(j) for j in reversed(service.jobs.ids())]
     b = service.budget
     status = (f'<p class="muted" data-field="status">{esc(service.engine.model)} · anchor {esc(service.describe()["version"])}'
               f" · LLM requests in flight {b.in_flight} of {b.limit}, waiting {b.waiting()} · online cases waiting "
@@ -137,6 +137,7 @@ def job_main(service: Service, job_id: str) -> str:
 async def live(request: Request) -> HTMLResponse:
     """The live page: jobs with their progress, the spaces, the latest predictions."""
     service = service_of(request)
+    await service.jobs.refresh()  # the jobs sent to the other processes too
     answers = list(reversed(service.online.recent.values()))[:50]
     pending = list(service.online.pending.values())[:50]
     main = await asyncio.to_thread(live_main, service, answers, pending)
@@ -148,7 +149,7 @@ async def job_page(job_id: str, request: Request) -> HTMLResponse:
     """One job's page: its progress and the rows answered so far, each linking to its explanation."""
     service = service_of(request)
     check_id(job_id)
-    if job_id not in service.jobs.records:
+    if not service.jobs.known(job_id):
         raise ApiError(404, f"no job {job_id!r}", field="id")
     main = await asyncio.to_thread(job_main, service, job_id)
     return HTMLResponse(_document(f"Job {job_id}", main, service.settings.page_refresh))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from typing import Annotated, Any
 
@@ -153,7 +154,8 @@ async def health(request: Request) -> JSONResponse:
     service = service_of(request)
     body = {"schema_version": API_SCHEMA_VERSION, "status": "ok" if service.accepting else "stopping",
             "uptime_s": round(time.time() - service.started, 1), "model": service.engine.model,
-            "pending": len(service.online.pending), "jobs": service.jobs.by_state()}
+            "pending": len(service.online.pending), "jobs": service.jobs.by_state(),
+            "process": os.getpid()}
     return JSONResponse(body, status_code=200 if service.accepting else 503)
 
 

@@ -3,6 +3,7 @@ engine, online answers, spaces, jobs, metrics; started and stopped with the serv
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,10 +15,10 @@ from anchor.cases import CasesError
 from anchor.config import AnchorConfig
 from anchor.llm.settings import LLMSettings
 from anchor.serve import engine as run_engine
-from anchor.serve.budget import BATCH, ONLINE, SharedBudget
+from anchor.serve.budget import BATCH, ONLINE, SharedBudget, SlotFiles
 from anchor.serve.errors import API_SCHEMA_VERSION, ApiError
 from anchor.serve.jobs import Jobs
-from anchor.serve.metrics import Metrics
+from anchor.serve.metrics import PUBLISH_SECONDS, Metrics, SharedMetrics
 from anchor.serve.online import Calibrators, OnlineAnswers
 from anchor.serve.settings import ServeSettings
 from anchor.serve.spaces import Spaces
@@ -35,9 +36,13 @@ class Service:
         self.anchor_config = anchor_config
         self.ablations = list(ablations or [])
         self.command = command
-        self.state = StateFolder(settings.state)
-        self.metrics = Metrics()
-        self.budget = SharedBudget(llm.max_concurrency, settings.batch_share)
+        # With --workers N this is one of N processes: the supervisor holds the folder's lock, and the budget
+        # and the counters are shared through files of the state folder.
+        self.shared = settings.workers > 1
+        self.state = StateFolder(settings.state, shared=self.shared)
+        self.metrics = SharedMetrics(settings.state / "metrics") if self.shared else Metrics()
+        slots = SlotFiles(settings.state / "budget", llm.max_concurrency) if self.shared else None
+        self.budget = SharedBudget(llm.max_concurrency, settings.batch_share, slots)
         self.engine = run_engine.OnlineEngine(settings=llm, anchor_config=anchor_config, ablations=self.ablations,
                                               store=settings.store_dir, backends=self.budget.factory(ONLINE))
         self.calibrators = Calibrators(settings.calibrators)
@@ -48,6 +53,7 @@ class Service:
         self.accepting = True
         self.started = time.time()
         self.resumed = 0
+        self._publisher: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ lifetime
 
@@ -58,9 +64,11 @@ class Service:
             await self.engine.start()
             assert self.engine.client is not None
             self.engine.client.ledger.subscribe(self.metrics.call_observer("online"))
-            self.resumed = self.jobs.load()
+            self.resumed = self.jobs.load(tidy_first=not self.shared)
             self.jobs.start()
             self._gauges()
+            if self.shared:
+                self._publisher = asyncio.get_running_loop().create_task(self._publish_forever(), name="metrics")
         except BaseException:
             self.state.release()
             raise
@@ -68,21 +76,31 @@ class Service:
     async def stop(self) -> None:
         """Stop accepting, record what is in flight (interrupted answers, jobs left queued), close."""
         self.accepting = False
+        if self._publisher is not None:
+            self._publisher.cancel()
         await self.online.close()
         await self.spaces.close()
         await self.jobs.close(self.settings.shutdown_seconds)
         await self.engine.close()
         self.state.release()
+        if self.budget.slots is not None:
+            self.budget.slots.close()
+
+    async def _publish_forever(self) -> None:
+        while True:
+            await asyncio.sleep(PUBLISH_SECONDS)
+            self.metrics.publish()
 
     def _gauges(self) -> None:
         m, b = self.metrics, self.budget
         m.gauge("anchor_serve_llm_budget", "The service's LLM concurrency budget (requests in flight at most).",
                 lambda: [({}, b.limit)])
-        m.gauge("anchor_serve_llm_in_flight", "LLM requests in flight.", lambda: [({}, b.in_flight)])
+        m.gauge("anchor_serve_llm_in_flight", "LLM requests in flight.", lambda: [({}, b.in_flight)], per_process=True)
         m.gauge("anchor_serve_llm_waiting", "LLM requests waiting for a slot of the budget, by class.",
-                lambda: [({"class": "online"}, b.waiting(ONLINE)), ({"class": "batch"}, b.waiting(BATCH))])
+                lambda: [({"class": "online"}, b.waiting(ONLINE)), ({"class": "batch"}, b.waiting(BATCH))],
+                per_process=True)
         m.gauge("anchor_serve_online_pending", "Online cases admitted and not yet answered (the queue).",
-                lambda: [({}, len(self.online.pending))])
+                lambda: [({}, len(self.online.pending))], per_process=True)
         m.gauge("anchor_serve_jobs", "Jobs by state.", lambda: [({"state": s}, n) for s, n in self.jobs.by_state().items()])
 
     # ------------------------------------------------------------------ limits and settings

@@ -65,6 +65,8 @@ class ServeSettings(BaseModel):
     kept_answers: int = Field(default=1000, ge=1, description="Online answers kept in memory (the rest on disk).")
     shutdown_seconds: float = Field(default=30.0, ge=0, description="After SIGTERM, how long requests in flight get.")
     page_refresh: float = Field(default=2.0, gt=0, description="Seconds between the live page's refreshes.")
+    workers: int = Field(default=1, ge=1, description="Service processes behind the one address, sharing the state "
+                                                      "folder (--workers).")
 
     @property
     def store_dir(self) -> Path:

@@ -2,11 +2,18 @@
 
 ```
 STATE/
-  .lock               held by the running service (a second one on the folder is refused)
+  .lock               held by the running service (a second one on the folder is refused); with
+                      --workers N, by the process that supervises the N
+  budget/K.lock       with --workers N: the LLM budget's slots, one file each (serve/budget.py)
+  metrics/            with --workers N: each process's counters (Prometheus multiprocess files)
   store/spaces/       the space store (the default; --spaces names another, such as predict's)
   jobs/ID/job.json    a job: its settings, state and check summary (JobRecord)
   jobs/ID/cases.EXT   the cases file as it was sent
   jobs/ID/run/        the job's predict run directory (anchor predict's --out)
+  jobs/ID/.lock       held (flock) by the process running the job: exactly one does, and the kernel
+                      lets go of it when that process dies, however it dies
+  jobs/ID/cancel      a DELETE made in another process than the one running the job
+  jobs/ID/progress.json  the running job's figures, for the other processes to show
   answers/ID.json     an online answer: the case, the answer and its traces (for the explanation page)
 ```
 
@@ -60,11 +67,17 @@ class JobRecord(BaseModel):
     note: str | None = None
     summary: dict[str, Any] | None = None
     starts: int = Field(default=0, description="How many times the service has started (or resumed) its run.")
+    process: int | None = Field(default=None, description="The id of the process that runs it (or ran it last): "
+                                                          "one of the service's processes with --workers.")
 
 
 class StateFolder:
-    def __init__(self, root: Path) -> None:
+    """``shared=True``: one of the processes of a service whose supervisor holds the folder's lock (it
+    takes no lock of its own)."""
+
+    def __init__(self, root: Path, *, shared: bool = False) -> None:
         self.root = Path(root)
+        self.shared = shared
         self._lock: IO[str] | None = None
 
     # ------------------------------------------------------------------ the lock
@@ -77,6 +90,9 @@ class StateFolder:
             fh = open(self.root / ".lock", "a+")  # noqa: SIM115 - held for the service's lifetime
         except OSError as exc:
             raise ConfigurationError(f"--state {self.root}: {exc.strerror or exc}") from None
+        if self.shared:
+            fh.close()
+            return
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -105,6 +121,26 @@ class StateFolder:
 
     def run_dir(self, job_id: str) -> Path:
         return self.job_dir(job_id) / "run"
+
+    def claim(self, job_id: str) -> IO[bytes] | None:
+        """Take the job's lock (``jobs/ID/.lock``) without waiting: the open file while this process holds
+        it (closing it lets go), None when another process holds it."""
+        try:
+            fh = open(self.job_dir(job_id) / ".lock", "ab")  # noqa: SIM115 - held while the job runs
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.close()
+            return None
+        return fh
+
+    def cancel_marker(self, job_id: str) -> Path:
+        return self.job_dir(job_id) / "cancel"
+
+    def progress_path(self, job_id: str) -> Path:
+        return self.job_dir(job_id) / "progress.json"
 
     def write_job(self, record: JobRecord) -> None:
         write_text_atomic(self.job_dir(record.id) / "job.json", record.model_dump_json(indent=2))
