@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from anchor.llm import parallel
-from anchor.serve.budget import BATCH, ONLINE, GatedBackend, SharedBudget
+from anchor.serve.budget import BATCH, ONLINE, GatedBackend, SharedBudget, SlotFiles
 
 
 async def test_a_freed_slot_goes_to_online_before_batch_then_by_priority_then_arrival():
@@ -134,3 +134,44 @@ async def test_while_online_answers_are_in_progress_batch_keeps_to_its_share_of_
     assert budget.batch_in_flight == 3
     with pytest.raises(ValueError, match="batch share"):
         SharedBudget(4, batch_share=0)
+
+
+def slot_budgets(folder, n: int, limit: int) -> list[SharedBudget]:
+    """``n`` budgets sharing ``limit`` slot files, as the processes of ``--workers n`` do. Two open
+    descriptions of a file conflict under ``flock`` as two processes do, so budgets of this one process
+    stand for them."""
+    return [SharedBudget(limit, slots=SlotFiles(folder, limit)) for _ in range(n)]
+
+
+async def test_the_processes_of_a_service_share_one_limit_through_slot_files(tmp_path):
+    a, b = slot_budgets(tmp_path, 2, 2)
+    await a.acquire(ONLINE)
+    await a.acquire(BATCH)
+    elsewhere = asyncio.create_task(b.acquire(ONLINE))
+    await asyncio.sleep(0)
+    assert not elsewhere.done() and b.waiting(ONLINE) == 1  # a holds both files: b waits, though its own is free
+    a.release(BATCH)
+    await asyncio.wait_for(elsewhere, 5)
+    here = asyncio.create_task(a.acquire(BATCH))  # a has room of its own, but no file is free
+    await asyncio.sleep(0)
+    assert not here.done() and a.in_flight + b.in_flight == 2
+    b.release(ONLINE)
+    await asyncio.wait_for(here, 5)
+    a.release(BATCH)
+    a.release(ONLINE)
+    assert a.in_flight == b.in_flight == 0
+
+
+async def test_a_freed_slot_file_goes_to_an_online_request_of_another_process_before_a_batch_one(tmp_path):
+    a, b, c = slot_budgets(tmp_path, 3, 1)
+    await a.acquire(BATCH)
+    batch = asyncio.create_task(b.acquire(BATCH))
+    await asyncio.sleep(0)
+    online = asyncio.create_task(c.acquire(ONLINE))
+    await asyncio.sleep(0)
+    a.release(BATCH)
+    await asyncio.wait_for(online, 5)  # b retried meanwhile, and kept back while c's online request waited
+    assert not batch.done()
+    c.release(ONLINE)
+    await asyncio.wait_for(batch, 5)
+    b.release(BATCH)

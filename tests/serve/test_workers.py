@@ -11,6 +11,7 @@ import os
 import re
 import signal
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx2 as httpx
 import pytest
@@ -90,6 +91,20 @@ def test_two_processes_share_one_port_the_metrics_and_the_state_folder(tmp_path)
             assert [sample(t, posts) for t in scrapes] == [12, 12]  # every answer once, whichever is scraped
             assert [sample(t, llm) for t in scrapes] == [12, 12] == [len(server.requests)] * 2
             assert all("anchor_serve_llm_in_flight 0" in t for t in scrapes)
+
+            # One LLM budget over both processes: each asks 4 at once, and the server sees 4 in all (--concurrency),
+            # the other 4 waiting for a slot, whichever process they are in.
+            server.hold(after=server.completions)
+            with ThreadPoolExecutor(2) as pool:
+                sent_together = [pool.submit(http.post, "/v1/predictions", json={"method": "vanilla", "cases": [
+                    {**SCENARIO, "condition": f"Held {i} of {http is first}."} for i in range(4)]})
+                    for http in (first, second)]
+                waiting = 'anchor_serve_llm_waiting{class="online"}'
+                server.wait_until(lambda: server.held == 4)
+                wait_for(lambda: sample(first.get("/metrics").text, waiting) == 4, what="4 requests waiting")
+                assert server.held == 4
+                server.release()
+                assert [f.result().status_code for f in sent_together] == [200, 200]
 
             # A second service on the same folder is refused, whatever its --workers.
             for workers in ("1", "2"):
