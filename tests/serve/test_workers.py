@@ -10,8 +10,10 @@ import json
 import os
 import re
 import signal
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import httpx2 as httpx
 import pytest
@@ -20,34 +22,50 @@ from typer.testing import CliRunner
 from anchor.cli import app
 from tests.fakeserver import FakeOpenAIServer
 from tests.serve.helpers import SCENARIO, ServeProcess, cases_csv, vanilla, wait_for
-from tests.serve.test_jobs import conditions_asked, job_state, predict_reference, untimed
+from tests.serve.test_jobs import conditions_asked, predict_reference, untimed
 
 pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 runner = CliRunner()
 
 
-def pinned_clients(url: str, n: int = 2) -> list[httpx.Client]:
-    """``n`` kept-alive clients, each talking to a different process (a connection stays with the process
-    that accepted it; the kernel chooses which, so new ones are opened until each process has one)."""
-    found: dict[int, httpx.Client] = {}
-    spare: list[httpx.Client] = []
-    for _ in range(400):
-        client = httpx.Client(base_url=url, timeout=120)
-        pid = client.get("/healthz").json()["process"]
-        if pid in found:
-            spare.append(client)
-        else:
-            found[pid] = client
-        if len(found) == n:
-            break
-    for client in spare:
-        client.close()
-    assert len(found) == n, f"{len(found)} processes answered 400 connections"
-    return list(found.values())
+def processes(url: str, n: int = 2) -> list[int]:
+    """The ids of ``n`` different processes serving ``url`` (the kernel chooses which process accepts a
+    connection, so new ones are opened until ``n`` have answered)."""
+    found: set[int] = set()
+    deadline = time.monotonic() + 120  # only keeps a broken service from hanging the test
+    while len(found) < n and time.monotonic() < deadline:
+        found.add(httpx.get(f"{url}/healthz", timeout=120).json()["process"])
+    assert len(found) == n, f"{len(found)} processes answered in 120 s"
+    return sorted(found)
 
 
-def process_of(client: httpx.Client) -> int:
-    return client.get("/healthz").json()["process"]
+def on(url: str, pid: int, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    """One request answered by process ``pid``: sent over a connection that process accepted."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with httpx.Client(base_url=url, timeout=120) as client:
+            if client.get("/healthz").json()["process"] == pid:
+                return client.request(method, path, **kwargs)
+    raise AssertionError(f"process {pid} accepted no connection in 120 s")
+
+
+def stop_tree(service: ServeProcess) -> None:
+    """The supervisor killed at the end of a test: its processes stop on their own (they watch for it)."""
+    children = _children(service.proc.pid)
+    service.stop()
+    for pid in children:
+        wait_for(lambda pid=pid: not _alive(pid), what=f"process {pid}, orphaned, to stop")
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+    except OSError:
+        return []
+
+
+def job_state(http: Any, job_id: str, url: str) -> str:
+    return http.get(f"{url}/v1/jobs/{job_id}", timeout=120).json()["state"]
 
 
 def sample(text: str, name: str) -> float:
@@ -70,24 +88,24 @@ def test_two_processes_share_one_port_the_metrics_and_the_state_folder(tmp_path)
         service = ServeProcess(["--base-url", server.base_url, *args])
         try:
             service.wait_ready()
-            first, second = pinned_clients(service.url)
-            assert process_of(first) != process_of(second)
+            url = service.url
+            a, b = processes(url)
             answers = []
             for i in range(6):
-                for http in (first, second):
-                    sent = http.post("/v1/predictions", json={**SCENARIO, "condition": f"Case {i} of {http is first}.",
-                                                              "method": "vanilla"})
+                for pid in (a, b):
+                    sent = on(url, pid, "POST", "/v1/predictions", json={
+                        **SCENARIO, "condition": f"Case {i} of {pid}.", "method": "vanilla"})
                     assert sent.status_code == 200, sent.text
                     answers.append(sent.json())
             # An answer given by one process is read back through the other (its file in the state folder,
             # written just after the answer is sent).
-            wait_for(lambda: second.get(f"/v1/predictions/{answers[0]['id']}").status_code == 200,
+            wait_for(lambda: on(url, b, "GET", f"/v1/predictions/{answers[0]['id']}").status_code == 200,
                      what="the answer read through the other process")
 
             posts = 'anchor_serve_http_requests_total{route="/v1/predictions",method="POST",status="200"}'
             llm = 'anchor_serve_llm_requests_total{stage="baseline.vanilla",class="online",outcome="ok"}'
-            wait_for(lambda: sample(first.get("/metrics").text, posts) >= 12, what="the answers counted")
-            scrapes = [first.get("/metrics").text, second.get("/metrics").text]
+            wait_for(lambda: sample(on(url, a, "GET", "/metrics").text, posts) >= 12, what="the answers counted")
+            scrapes = [on(url, pid, "GET", "/metrics").text for pid in (a, b)]
             assert [sample(t, posts) for t in scrapes] == [12, 12]  # every answer once, whichever is scraped
             assert [sample(t, llm) for t in scrapes] == [12, 12] == [len(server.requests)] * 2
             assert all("anchor_serve_llm_in_flight 0" in t for t in scrapes)
@@ -95,16 +113,25 @@ def test_two_processes_share_one_port_the_metrics_and_the_state_folder(tmp_path)
             # One LLM budget over both processes: each asks 4 at once, and the server sees 4 in all (--concurrency),
             # the other 4 waiting for a slot, whichever process they are in.
             server.hold(after=server.completions)
-            with ThreadPoolExecutor(2) as pool:
-                sent_together = [pool.submit(http.post, "/v1/predictions", json={"method": "vanilla", "cases": [
-                    {**SCENARIO, "condition": f"Held {i} of {http is first}."} for i in range(4)]})
-                    for http in (first, second)]
-                waiting = 'anchor_serve_llm_waiting{class="online"}'
-                server.wait_until(lambda: server.held == 4)
-                wait_for(lambda: sample(first.get("/metrics").text, waiting) == 4, what="4 requests waiting")
-                assert server.held == 4
+            try:
+                with ThreadPoolExecutor(2) as pool:
+                    together = [pool.submit(on, url, pid, "POST", "/v1/predictions", json={"method": "vanilla", "cases": [
+                        {**SCENARIO, "condition": f"Held {i} of {pid}."} for i in range(4)]}) for pid in (a, b)]
+                    waiting = 'anchor_serve_llm_waiting{class="online"}'
+                    server.wait_until(lambda: server.held == 4)
+                    wait_for(lambda: sample(httpx.get(f"{url}/metrics").text, waiting) == 4, what="4 requests waiting")
+                    assert server.held == 4
+                    # A case still pending in one process (202) is pending when polled through the other.
+                    late = on(url, a, "POST", "/v1/predictions", json={**SCENARIO, "condition": "Late.",
+                                                                        "method": "vanilla", "wait": 0})
+                    assert late.status_code == 202, late.text
+                    polled = on(url, b, "GET", late.headers["location"])
+                    assert polled.status_code == 202 and polled.json()["state"] == "pending"
+                    server.release()
+                    assert [f.result().status_code for f in together] == [200, 200]
+            finally:
                 server.release()
-                assert [f.result().status_code for f in sent_together] == [200, 200]
+            wait_for(lambda: on(url, b, "GET", late.headers["location"]).status_code == 200, what="the late answer")
 
             # A second service on the same folder is refused, whatever its --workers.
             for workers in ("1", "2"):
@@ -112,23 +139,21 @@ def test_two_processes_share_one_port_the_metrics_and_the_state_folder(tmp_path)
                 code = intruder.proc.wait(120)
                 assert code != 0 and "another anchor serve uses this folder" in "".join(intruder.stderr) + (
                     intruder.proc.stdout.read() if intruder.proc.stdout else "")
-            pids = [process_of(first), process_of(second)]
-            first.close()
-            second.close()
             service.proc.send_signal(signal.SIGTERM)  # stops every process, cleanly
             assert service.proc.wait(120) == 0, "".join(service.stderr)[-2000:]
-            for pid in pids:
+            for pid in (a, b):
                 wait_for(lambda pid=pid: not _alive(pid), what=f"process {pid} to end")
         finally:
-            service.stop()
+            stop_tree(service)
 
 
 def _alive(pid: int) -> bool:
+    """Running (not ended, nor ended and not yet reaped by its parent)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
         return False
-    return True
 
 
 def test_a_job_whose_process_is_killed_finishes_in_another(tmp_path):
@@ -141,30 +166,32 @@ def test_a_job_whose_process_is_killed_finishes_in_another(tmp_path):
         service = ServeProcess(["--base-url", server.base_url, *args])
         try:
             service.wait_ready()
-            first, second = pinned_clients(service.url)
+            url = service.url
+            a, b = processes(url)
             server.hold(after=15)
-            sent = first.post("/v1/jobs?method=vanilla&id=long", content=cases.read_bytes(),
-                              headers={"Content-Type": "text/csv"})
-            assert sent.status_code == 202, sent.text
-            # Seen by the other process at once: its record, the list, the live page.
-            assert second.get("/v1/jobs/long").status_code == 200
-            assert [j["id"] for j in second.get("/v1/jobs").json()["jobs"]] == ["long"]
-            assert 'data-job="long"' in second.get("/").text
-            server.wait_until(lambda: server.held == 4)
-            runner_pid = first.get("/v1/jobs/long").json()["process"]
-            assert runner_pid in (process_of(first), process_of(second))
-            survivor = second if runner_pid == process_of(first) else first
-            os.kill(runner_pid, signal.SIGKILL)
-            wait_for(lambda: not _alive(runner_pid), what="the killed process to end")
-            server.release()
-            wait_for(lambda: job_state(survivor, "long") == "done", what="the job taken on by another process")
-            record = survivor.get("/v1/jobs/long").json()
-            lines = survivor.get("/v1/jobs/long/results").text.splitlines()
-            first.close()
-            second.close()
+            try:
+                sent = on(url, a, "POST", "/v1/jobs?method=vanilla&id=long", content=cases.read_bytes(),
+                          headers={"Content-Type": "text/csv"})
+                assert sent.status_code == 202, sent.text
+                # Seen by the other process at once: its record, the list, the live page.
+                assert on(url, b, "GET", "/v1/jobs/long").status_code == 200
+                assert [j["id"] for j in on(url, b, "GET", "/v1/jobs").json()["jobs"]] == ["long"]
+                assert 'data-job="long"' in on(url, b, "GET", "/").text
+                server.wait_until(lambda: server.held == 4)
+                runner_pid = httpx.get(f"{url}/v1/jobs/long").json()["process"]
+                assert runner_pid in (a, b)
+                os.kill(runner_pid, signal.SIGKILL)
+                wait_for(lambda: not _alive(runner_pid), what="the killed process to end")
+            finally:
+                server.release()
+            wait_for(lambda: job_state(httpx, "long", url) == "done", what="the job taken on by another process")
+            asked = Counter(conditions_asked(server))
+            record = httpx.get(f"{url}/v1/jobs/long").json()
+            lines = httpx.get(f"{url}/v1/jobs/long/results").text.splitlines()
+            cancelled = _cancel_through_another_process(service, server, cases_csv(
+                tmp_path / "other.csv", [f"Another statement {i} holds." for i in range(40)]))
         finally:
-            service.stop()
-        asked = Counter(conditions_asked(server))
+            stop_tree(service)
         reference = predict_reference(server, cases, tmp_path / "reference")
     assert record["process"] != runner_pid and record["starts"] == 2
     twice = [c for c, n in asked.items() if n > 1]
@@ -176,3 +203,23 @@ def test_a_job_whose_process_is_killed_finishes_in_another(tmp_path):
     answered = {c["request_id"] for c in calls if c["outcome"] == "ok"}
     assert len(answered) == 40 and len(sent_ids - answered) == len(twice)
     assert len(sent_ids) == sum(asked.values())  # the ledger: every request the server saw, once
+    assert cancelled["state"] == "cancelled" and cancelled["progress"]["rows_done"] < 40
+
+
+def _cancel_through_another_process(service: ServeProcess, server: FakeOpenAIServer, cases) -> dict:
+    """DELETE of a running job sent to a process that does not run it: the one that does stops it."""
+    url = service.url
+    server.hold(after=server.completions + 2)
+    try:
+        sent = httpx.post(f"{url}/v1/jobs?method=vanilla&id=short", content=cases.read_bytes(),
+                          headers={"Content-Type": "text/csv"}, timeout=120)
+        assert sent.status_code == 202, sent.text
+        server.wait_until(lambda: server.held == 4)
+        runner_pid = httpx.get(f"{url}/v1/jobs/short").json()["process"]
+        other = next(pid for pid in processes(url) if pid != runner_pid)  # the killed process was replaced
+        deleted = on(url, other, "DELETE", "/v1/jobs/short")
+        assert deleted.status_code == 202, deleted.text
+        wait_for(lambda: job_state(httpx, "short", url) == "cancelled", what="the job cancelled by its own process")
+    finally:
+        server.release()
+    return httpx.get(f"{url}/v1/jobs/short").json()

@@ -47,6 +47,8 @@ async def predict(body: PredictionRequest, request: Request) -> JSONResponse:
     service = service_of(request)
     records, complete = await service.online.submit(body)
     status = 200 if complete else 202
+    if not complete and service.shared:  # a poll may reach another process: say there who answers it
+        await asyncio.to_thread(_note_pending, service, [r for r in records if r.get("state") == "pending"])
     headers = {} if complete else {"Retry-After": POLL_SECONDS}
     if body.cases is None:
         record = records[0]
@@ -70,9 +72,18 @@ async def prediction(prediction_id: str, request: Request) -> JSONResponse:
         return JSONResponse(_public(service.online.view(prediction_id)), status_code=202,
                             headers={"Retry-After": POLL_SECONDS})
     record = await asyncio.to_thread(service.online.get, prediction_id)
+    if record is None and service.shared:
+        pending = await asyncio.to_thread(service.state.read_pending, prediction_id)
+        if pending is not None:
+            return JSONResponse(_public(pending), status_code=202, headers={"Retry-After": POLL_SECONDS})
     if record is None:
         raise ApiError(404, f"no prediction {prediction_id!r}", field="id")
     return JSONResponse(_public(record))
+
+
+def _note_pending(service: Service, records: list[dict[str, Any]]) -> None:
+    for record in records:
+        service.state.write_pending(record["id"], record)
 
 
 @router.get("/v1/predictions/{prediction_id}/explanation", tags=["predictions"], response_class=HTMLResponse)

@@ -15,6 +15,8 @@ STATE/
   jobs/ID/cancel      a DELETE made in another process than the one running the job
   jobs/ID/progress.json  the running job's figures, for the other processes to show
   answers/ID.json     an online answer: the case, the answer and its traces (for the explanation page)
+  answers/ID.pending  with --workers N: an answer still pending when its request came back (202), and the
+                      process answering it, for a poll that reaches another process
 ```
 
 Every id that names a file here was checked (:func:`anchor.serve.settings.valid_id`): no path leaves
@@ -175,6 +177,22 @@ class StateFolder:
 
     def write_answer(self, answer_id: str, record: dict[str, Any]) -> None:
         write_text_atomic(self.answer_path(answer_id), json.dumps(record, ensure_ascii=False))
+
+    def write_pending(self, answer_id: str, view: dict[str, Any]) -> None:
+        record = {"process": os.getpid(), "view": view}
+        write_text_atomic(self.root / "answers" / f"{answer_id}.pending", json.dumps(record, ensure_ascii=False))
+
+    def read_pending(self, answer_id: str) -> dict[str, Any] | None:
+        """The view of an answer another process still works on, or None (none, or that process has died:
+        its pending answers died with it)."""
+        assert valid_id(answer_id), answer_id
+        try:
+            record = json.loads((self.root / "answers" / f"{answer_id}.pending").read_bytes())
+            os.kill(int(record["process"]), 0)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        view = record.get("view")
+        return view if isinstance(view, dict) else None
 
     def read_answer(self, answer_id: str) -> dict[str, Any] | None:
         try:

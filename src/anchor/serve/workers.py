@@ -15,8 +15,11 @@ cache. The supervisor holds the folder's lock, so a second service on the folder
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import shutil
+import signal
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +38,8 @@ from anchor.serve.state import StateFolder
 
 #: How long the supervisor waits for a process to start serving (it loads the embedding model first).
 START_SECONDS = 300
+#: How often a process checks that its supervisor still lives.
+ORPHAN_CHECK_SECONDS = 0.5
 
 
 class WorkerSpec(BaseModel):
@@ -79,12 +84,23 @@ class WithService:
 
                     await send({"type": "lifespan.startup.failed", "message": scrub(str(exc))})
                     return
+                watch = asyncio.get_running_loop().create_task(self._stop_when_orphaned(os.getppid()))
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                watch.cancel()
                 self.service.accepting = False
                 await self.service.stop()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+    @staticmethod
+    async def _stop_when_orphaned(parent: int) -> None:
+        """A supervisor killed outright (``kill -9``) cannot stop its processes: each stops itself, as on
+        SIGTERM, when it finds it has another parent, rather than serve on with no one to replace it."""
+        while os.getppid() == parent:
+            await asyncio.sleep(ORPHAN_CHECK_SECONDS)
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 class WorkerConfig(uvicorn.Config):
