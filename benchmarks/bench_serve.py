@@ -316,6 +316,7 @@ def main() -> None:
                         "(the --clients load still runs --runs times)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the working folder here")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--workers", default="1", help="anchor serve --workers (processes behind the one port)")
     args = parser.parse_args()
     for flag in ("clients", "per_client", "concurrency", "job_concurrency"):
         if getattr(args, flag) < 1:
@@ -331,7 +332,7 @@ def main() -> None:
                             stderr=(work / "fakeserver.log").open("w"))
     server = f"http://127.0.0.1:{port}/v1"
     report: dict[str, Any] = {"cpu_count": os.cpu_count(), "load_average": os.getloadavg(), "latency_s": args.latency,
-                              "clients": args.clients, "per_client": args.per_client}
+                              "clients": args.clients, "per_client": args.per_client, "workers": args.workers}
     try:
         for _ in range(100):
             try:
@@ -340,7 +341,8 @@ def main() -> None:
             except httpx.HTTPError:
                 time.sleep(0.1)
         state, store = work / "state", work / "state" / "store"
-        base = ["--base-url", server, "--state", str(state), "--sizes", "quick", "--no-access-log"]
+        base = ["--base-url", server, "--state", str(state), "--sizes", "quick", "--no-access-log",
+                "--workers", args.workers]
         # 1. Three stored scenarios.
         builder = Service([*base, "--cache-dir", str(work / "cache"), "--concurrency", "64"], work / "build.log")
         started = time.perf_counter()

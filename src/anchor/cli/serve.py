@@ -200,7 +200,8 @@ def _serve_on_ray(on_ray: RayServeOptions, settings: ServeSettings, llm: LLMSett
                         command=shlex.join(redact_argv(invocation())), access_log=access_log)
 
 
-def _serve_workers(settings, llm, anchor_config, ablations, command, access_log) -> None:  # noqa: ANN001
+def _serve_workers(settings: ServeSettings, llm: LLMSettings, anchor_config: AnchorConfig, ablations: list[str],
+                   command: str, access_log: bool) -> None:
     """``--workers N``: the N processes under uvicorn's supervisor (anchor.serve.workers)."""
     from anchor.serve.server import bind, configure_logs
     from anchor.serve.settings import is_loopback

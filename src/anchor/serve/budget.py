@@ -32,9 +32,9 @@ gives the ``backends=`` hook that the predict engine's clients are made with.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import heapq
 import itertools
-import fcntl
 import os
 import threading
 import time

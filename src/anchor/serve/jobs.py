@@ -29,10 +29,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from anchor.files import write_text_atomic
 from anchor.secrets import scrub
 from anchor.serve.engine import JobRun, JobTally
 from anchor.serve.errors import API_SCHEMA_VERSION, ApiError
-from anchor.files import write_text_atomic
 from anchor.serve.settings import valid_id
 from anchor.serve.state import UNFINISHED, JobRecord, StateFolder, now_iso
 

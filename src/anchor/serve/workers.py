@@ -137,11 +137,24 @@ class Supervisor(Multiprocess):
         self.ready(f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}")
 
 
+def check_installed() -> None:
+    """One line naming --workers when what it runs on is missing or too old."""
+    import importlib.util
+    import inspect
+
+    if importlib.util.find_spec("prometheus_client") is None:
+        raise ConfigurationError("--workers: needs prometheus_client (pip install 'anchor[serve]')")
+    if "target" in inspect.signature(Multiprocess.__init__).parameters:
+        raise ConfigurationError(f"--workers: needs a newer uvicorn (installed {uvicorn.__version__}; "
+                                 "pip install -U uvicorn)")
+
+
 def serve_workers(spec: WorkerSpec, sock: socket.socket, ready: Callable[[str], None],
                   resumed: list[int] | None = None) -> None:
     """Run the N processes until SIGTERM or Ctrl-C (``ready`` is told the address once all serve, after
     ``resumed[0]`` is set to the jobs left unfinished before, which they resume). Raises ConfigurationError
     when the state folder is another service's, or a process could not start."""
+    check_installed()
     state = StateFolder(spec.settings.state)
     try:
         state.acquire()
