@@ -68,8 +68,10 @@ class JobHandle:
 
 class Jobs:
     def __init__(self, state: StateFolder, make_run: Callable[[JobRecord], JobRun], *, max_running: int,
-                 max_queued: int) -> None:
+                 max_queued: int, shared: bool = False) -> None:
         self.state = state
+        self.shared = shared
+        """One of several processes (``--workers``): the running jobs' figures are written for the others."""
         self.make_run = make_run
         self.max_running = max_running
         self.max_queued = max_queued
@@ -144,7 +146,7 @@ class Jobs:
                 marker.unlink(missing_ok=True)
                 handle.cancel_requested = True
                 self._cancel(handle)
-            if handle.run is not None:
+            if self.shared and handle.run is not None:
                 t = handle.tally
                 write_text_atomic(self.state.progress_path(job_id), json.dumps(
                     {"rows_done": t.done, "rows_total": t.total or handle.record.check.get("good"),

@@ -49,7 +49,7 @@ class Service:
         self.online = OnlineAnswers(self.engine, self.state, settings, self.calibrators, self.budget)
         self.spaces = Spaces(settings.store_dir, self.engine)
         self.jobs = Jobs(self.state, self._make_run, max_running=settings.max_running_jobs,
-                         max_queued=settings.max_queued_jobs)
+                         max_queued=settings.max_queued_jobs, shared=self.shared)
         self.accepting = True
         self.started = time.time()
         self.resumed = 0
