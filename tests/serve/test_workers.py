@@ -223,3 +223,32 @@ def _cancel_through_another_process(service: ServeProcess, server: FakeOpenAISer
     finally:
         server.release()
     return httpx.get(f"{url}/v1/jobs/short").json()
+
+
+def test_two_processes_building_the_same_space_at_once_store_one_whole_space(tmp_path):
+    """Each process builds it (the store has no lock between processes), and what the store keeps is one whole
+    space, the same through either process."""
+    from anchor.space.io import load_space
+
+    args = ["--workers", "2", "--state", str(tmp_path / "state"), "--cache-dir", str(tmp_path / "cache"),
+            "--sizes", "quick", "--shutdown-seconds", "2"]
+    with FakeOpenAIServer(deterministic=True) as server:
+        service = ServeProcess(["--base-url", server.base_url, *args])
+        try:
+            service.wait_ready()
+            url = service.url
+            a, b = processes(url)
+            with ThreadPoolExecutor(2) as pool:
+                started = list(pool.map(lambda pid: on(url, pid, "POST", "/v1/spaces", json={**SCENARIO, "wait": 0}),
+                                        (a, b)))
+            assert [s.status_code for s in started] == [202, 202], [s.text for s in started]
+            location = started[0].headers["location"]
+            assert started[1].headers["location"] == location
+            for pid in (a, b):
+                wait_for(lambda pid=pid: on(url, pid, "GET", location).status_code == 200, what="the space stored")
+            spaces = [on(url, pid, "GET", location).json() for pid in (a, b)]
+        finally:
+            stop_tree(service)
+    stored = list((tmp_path / "state" / "store" / "spaces").glob("*.json"))
+    assert [p.name for p in stored] == [f"{spaces[0]['id']}.json"]
+    assert load_space(stored[0]).factors and spaces[0] == spaces[1]

@@ -74,6 +74,7 @@ class WithService:
         if scope["type"] != "lifespan":
             await self.app(scope, receive, send)
             return
+        watch: asyncio.Task[None] | None = None
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
@@ -85,14 +86,27 @@ class WithService:
                     await send({"type": "lifespan.startup.failed", "message": scrub(str(exc))})
                     return
                 watch = asyncio.get_running_loop().create_task(self._stop_when_orphaned(os.getppid()))
+                self._refuse_when_told_to_stop()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                watch.cancel()
+                if watch is not None:
+                    watch.cancel()
                 self.service.accepting = False
                 await self.service.stop()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
+    def _refuse_when_told_to_stop(self) -> None:
+        """As one process does: from SIGTERM (or Ctrl-C) on, new requests get 503 while those in flight
+        finish; then uvicorn's own handler (installed before the app starts) stops the server."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            uvicorns = signal.getsignal(sig)
+            if callable(uvicorns):
+                def handler(number: int, frame: Any, then: Callable[..., Any] = uvicorns) -> None:
+                    self.service.accepting = False
+                    then(number, frame)
+
+                signal.signal(sig, handler)
 
     @staticmethod
     async def _stop_when_orphaned(parent: int) -> None:
@@ -108,6 +122,7 @@ class WorkerConfig(uvicorn.Config):
 
     def __init__(self, spec: WorkerSpec) -> None:
         s = spec.settings
+        # The app is named for uvicorn's checks; load_app builds it (in each process, from the spec).
         super().__init__("anchor.serve.workers:WithService", workers=s.workers, log_level="warning",
                          access_log=False, lifespan="on", server_header=False,
                          timeout_graceful_shutdown=max(1, round(s.shutdown_seconds)))
