@@ -101,6 +101,10 @@ def test_two_processes_share_one_port_the_metrics_and_the_state_folder(tmp_path)
             # written just after the answer is sent).
             wait_for(lambda: on(url, b, "GET", f"/v1/predictions/{answers[0]['id']}").status_code == 200,
                      what="the answer read through the other process")
+            # The live page lists every process's latest answers, whichever process shows it.
+            for pid in (a, b):
+                wait_for(lambda pid=pid: all(f'data-answer="{r["id"]}"' in on(url, pid, "GET", "/").text
+                                             for r in answers), what="every answer on the live page")
 
             posts = 'anchor_serve_http_requests_total{route="/v1/predictions",method="POST",status="200"}'
             llm = 'anchor_serve_llm_requests_total{stage="baseline.vanilla",class="online",outcome="ok"}'

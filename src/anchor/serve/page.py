@@ -138,7 +138,8 @@ async def live(request: Request) -> HTMLResponse:
     """The live page: jobs with their progress, the spaces, the latest predictions."""
     service = service_of(request)
     await service.jobs.refresh()  # the jobs sent to the other processes too
-    answers = list(reversed(service.online.recent.values()))[:50]
+    answers = (await asyncio.to_thread(service.state.latest_answers, 50) if service.shared  # every process's
+               else list(reversed(service.online.recent.values()))[:50])
     pending = list(service.online.pending.values())[:50]
     main = await asyncio.to_thread(live_main, service, answers, pending)
     return HTMLResponse(_document("anchor serve", main, service.settings.page_refresh))

@@ -15,6 +15,8 @@ STATE/
   jobs/ID/cancel      a DELETE made in another process than the one running the job
   jobs/ID/progress.json  the running job's figures, for the other processes to show
   answers/ID.json     an online answer: the case, the answer and its traces (for the explanation page)
+  answers/.recent     with --workers N: the ids of the answers, one a line as they are written (the live
+                      page lists the latest of every process from its end)
   answers/ID.pending  with --workers N: an answer still pending when its request came back (202), and the
                       process answering it, for a poll that reaches another process
 ```
@@ -39,6 +41,8 @@ from anchor.files import write_text_atomic
 from anchor.serve.errors import API_SCHEMA_VERSION
 from anchor.serve.settings import valid_id
 
+#: The ids of the answers as they are written, with --workers (``answers/.recent``).
+RECENT = ".recent"
 JobState = Literal["queued", "running", "done", "failed", "cancelled"]
 #: States a job leaves only by being started (again): the service resumes them when it starts.
 UNFINISHED: tuple[JobState, ...] = ("queued", "running")
@@ -177,6 +181,33 @@ class StateFolder:
 
     def write_answer(self, answer_id: str, record: dict[str, Any]) -> None:
         write_text_atomic(self.answer_path(answer_id), json.dumps(record, ensure_ascii=False))
+        if self.shared:
+            # One write of one short line to a file opened to append: the processes' lines never mix.
+            fd = os.open(self.root / "answers" / RECENT, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, f"{answer_id}\n".encode())
+            finally:
+                os.close(fd)
+
+    def latest_answers(self, n: int) -> list[dict[str, Any]]:
+        """The last ``n`` answers written by any of the service's processes, newest first, without traces."""
+        try:
+            with open(self.root / "answers" / RECENT, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                start = max(0, fh.tell() - n * 160)  # an id is 128 characters at most
+                fh.seek(start)
+                lines = fh.read().decode("utf-8", "replace").splitlines()
+        except OSError:
+            return []
+        out: list[dict[str, Any]] = []
+        for answer_id in dict.fromkeys(reversed(lines[1:] if start else lines)):  # the first may be cut
+            if len(out) == n:
+                break
+            record = self.read_answer(answer_id) if valid_id(answer_id) else None
+            if record is not None:
+                record.pop("traces", None)
+                out.append(record)
+        return out
 
     def write_pending(self, answer_id: str, view: dict[str, Any]) -> None:
         record = {"process": os.getpid(), "view": view}
