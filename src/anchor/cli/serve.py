@@ -92,7 +92,8 @@ def serve_command(
     batch_share: Annotated[float, opt("--batch-share", panel=LIMITS_PANEL, default=0.25, help=(
         "The share of the LLM budget (--concurrency) jobs may hold while online answers are in progress."))] = 0.25,
     max_running_jobs: Annotated[int, opt("--max-running-jobs", panel=LIMITS_PANEL, default=1, help=(
-        "Jobs answered at once (they share the LLM budget, behind online predictions)."))] = 1,
+        "Jobs answered at once, in each process with --workers (they share the LLM budget, behind online "
+        "predictions)."))] = 1,
     max_queued_jobs: Annotated[int, opt("--max-queued-jobs", panel=LIMITS_PANEL, default=100, help=(
         "Jobs waiting to start; beyond it, 429."))] = 100,
     wait: Annotated[float, opt("--wait", panel=LIMITS_PANEL, default=30.0, help=(
