@@ -74,8 +74,8 @@ def sample(text: str, name: str) -> float:
 
 
 def test_workers_flag_refuses_a_bad_value_in_one_line(tmp_path):
-    for bad in ("0", "-2", "many"):
-        result = runner.invoke(app, ["serve", "--workers", bad, "--state", str(tmp_path / "s"), "--port", "0"])
+    for bad in (["0"], ["-2"], ["many"], ["2", "--ray", "local", "--port", "8123"]):  # --ray has replicas instead
+        result = runner.invoke(app, ["serve", "--state", str(tmp_path / "s"), "--port", "0", "--workers", *bad])
         assert result.exit_code != 0
         lines = [line for line in result.output.splitlines() if line.strip()]
         assert len(lines) == 1 and "--workers" in lines[0], result.output
