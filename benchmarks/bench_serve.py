@@ -316,7 +316,6 @@ def main() -> None:
                         "(the --clients load still runs --runs times)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the working folder here")
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--workers", default="1", help="anchor serve --workers (processes behind the one port)")
     args = parser.parse_args()
     for flag in ("clients", "per_client", "concurrency", "job_concurrency"):
         if getattr(args, flag) < 1:
@@ -341,8 +340,7 @@ def main() -> None:
             except httpx.HTTPError:
                 time.sleep(0.1)
         state, store = work / "state", work / "state" / "store"
-        base = ["--base-url", server, "--state", str(state), "--sizes", "quick", "--no-access-log",
-                "--workers", args.workers]
+        base = ["--base-url", server, "--state", str(state), "--sizes", "quick", "--no-access-log"]
         # 1. Three stored scenarios.
         builder = Service([*base, "--cache-dir", str(work / "cache"), "--concurrency", "64"], work / "build.log")
         started = time.perf_counter()
