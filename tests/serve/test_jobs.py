@@ -97,6 +97,29 @@ def test_a_running_job_is_cancelled_and_keeps_the_rows_it_answered(tmp_path):
     assert again.status_code == 409 and again.json()["error"]["field"] == "id"
 
 
+def test_a_job_that_has_finished_cancelling_is_409_before_its_thread_is_cleared(tmp_path, monkeypatch):
+    """The job's thread writes 'cancelled', then hands the job back to the service's loop, which forgets the
+    running job a moment later: a DELETE in that moment found it still running and got 202 (seen under
+    load). Here the loop never forgets it, so the moment lasts."""
+    from anchor.serve.jobs import Jobs
+
+    monkeypatch.setattr(Jobs, "_ended", lambda self, handle: None)
+    cases = cases_csv(tmp_path / "cases.csv", [f"Row {i} is true." for i in range(10)])
+    with FakeOpenAIServer(responder=vanilla) as server, running(tmp_path / "state", server,
+                                                               llm={"max_concurrency": 2}) as live, live.client() as http:
+        server.hold(after=1)
+        try:
+            http.post("/v1/jobs?method=vanilla&id=slow-to-clear", content=cases.read_bytes(),
+                      headers={"Content-Type": "text/csv"})
+            server.wait_until(lambda: server.held == 2)
+            assert http.delete("/v1/jobs/slow-to-clear").status_code == 202
+            wait_for(lambda: job_state(http, "slow-to-clear") == "cancelled", what="the cancellation")
+        finally:
+            server.release()
+        again = http.delete("/v1/jobs/slow-to-clear")
+    assert again.status_code == 409 and again.json()["error"]["field"] == "id"
+
+
 def test_a_running_job_whose_cancellation_ends_at_once_is_still_answered_202(tmp_path, monkeypatch):
     """The job's thread may finish cancelling before the route looks at the record again: the answer says
     what the request found (a running job, cancellation under way), not what came of it since."""

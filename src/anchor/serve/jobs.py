@@ -247,6 +247,9 @@ class Jobs:
         from the record afterwards: a running job may have finished cancelling on its own before the caller
         looks."""
         handle = self.running.get(job_id)
+        if handle is not None and handle.record.state not in UNFINISHED:
+            # Its thread has ended the job (written the record) and not yet handed it back to this loop.
+            raise ApiError(409, f"job {job_id} is {handle.record.state} already: nothing to cancel", field="id")
         if handle is not None:
             handle.cancel_requested = True
             self._cancel(handle)
