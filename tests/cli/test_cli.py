@@ -419,7 +419,8 @@ def test_infer_with_a_stored_space_never_imports_umap(tmp_path, space_file):
         print(json.dumps({{"marker": "done", "code": code, "requests": server.completions,
                            "umap": sorted(m for m in sys.modules if m == "umap" or m.startswith("umap.")),
                            "minilm_loaded": bool(sys.modules["anchor.embedding.minilm"]._LOADED),
-                           "heavy": sorted(m for m in ("torch", "sentence_transformers", "sklearn") if m in sys.modules)}}))
+                           "heavy": sorted(m for m in ("torch", "sentence_transformers", "sklearn") if m in sys.modules),
+                           "unused": sorted(m for m in {UNUSED_BY_INFER!r} if m in sys.modules)}}))
     """)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANCHOR_")}
     env["HF_HUB_OFFLINE"] = "1"
@@ -439,6 +440,79 @@ def test_infer_with_a_stored_space_never_imports_umap(tmp_path, space_file):
     # Nor the other slow imports: torch and sentence-transformers (MiniLM runs in numpy), scikit-learn
     # (exact nearest neighbours in numpy).
     assert report["heavy"] == [], f"anchor infer imported {report['heavy']}"
+    # Nor another command's machinery, nor the openai SDK's types for APIs other than chat completions.
+    assert report["unused"] == [], f"anchor infer imported {report['unused']}"
+
+
+#: Modules ``anchor infer`` on a stored space has no use for: other commands and their machinery, and
+#: the SDK's type packages of the APIs anchor does not call (``anchor.llm.sdk``).
+UNUSED_BY_INFER = ("anchor.cli.analyze", "anchor.cli.evaluate", "anchor.cli.reproduce", "anchor.cli.serve",
+                   "anchor.cli.truth", "anchor.cli.calibrate", "anchor.cli.predict", "anchor.analysis",
+                   "anchor.reproduce", "anchor.serve.server", "matplotlib", "openai.types.responses.response",
+                   "openai.types.eval_create_params", "openai.types.graders", "openai.types.realtime",
+                   "openai.types.beta")
+
+
+def test_a_command_imports_only_its_own_module():
+    """``anchor infer --help`` loads the infer command's module, not every command's (nor the SDK)."""
+    snippet = textwrap.dedent("""
+        import json, sys
+        sys.argv = ["anchor", "infer", "--help"]
+        from anchor.cli import main
+        try:
+            main()
+        except SystemExit:
+            pass
+        print(json.dumps(sorted(m for m in sys.modules if m.startswith(("anchor.cli.", "openai", "matplotlib")))))
+    """)
+    proc = subprocess.run([sys.executable, "-c", snippet], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "80"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    loaded = set(json.loads(proc.stdout.splitlines()[-1]))
+    assert "--conditions-file" in proc.stdout and "anchor.cli.build" in loaded
+    others = {f"anchor.cli.{name}" for name in ("analyze", "evaluate", "predict", "reproduce", "serve", "truth",
+                                                "calibrate", "audit", "cost", "backend")}
+    assert loaded & others == set()
+    assert not any(m.startswith(("openai", "matplotlib")) for m in loaded), sorted(loaded)
+
+
+def test_anchor_help_lists_every_command_with_its_summary():
+    from anchor.cli.app import COMMANDS
+
+    result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    rows = {line.strip("│ ").split(" ", 1)[0]: line for line in result.stdout.splitlines() if line.startswith("│ ")}
+    for name in COMMANDS:
+        assert name in rows and len(rows[name].strip("│ ").split()) > 2, (name, result.stdout)
+    assert "Did you mean 'infer'?" in CliRunner().invoke(app, ["infr"]).stderr
+
+
+def test_the_sdk_types_are_read_on_first_use():
+    """anchor.llm.sdk: openai.types' re-exports still resolve, each importing its own module then."""
+    snippet = textwrap.dedent("""
+        import json, sys
+        from anchor.llm.sdk import openai
+        before = "openai.types.batch" in sys.modules
+        batch = openai.types.Batch
+        from openai.types.chat import ChatCompletion
+        print(json.dumps({"before": before, "after": "openai.types.batch" in sys.modules,
+                          "batch": batch.__module__, "chat": ChatCompletion.__name__,
+                          "responses": "openai.types.responses.response" in sys.modules}))
+    """)
+    proc = subprocess.run([sys.executable, "-c", snippet], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout) == {"before": False, "after": True, "batch": "openai.types.batch",
+                                       "chat": "ChatCompletion", "responses": False}
+
+
+def test_a_package_init_that_does_more_than_reexport_runs_as_it_is():
+    from anchor.llm.sdk import reexports
+
+    assert reexports(b'"""Doc."""\nfrom __future__ import annotations\nfrom .a import B as B, C\n') == {
+        "B": ("a", "B"), "C": ("a", "C")}
+    assert reexports(b"from .a import B as B\nB.model_rebuild()\n") is None
+    assert reexports(b"from .a import *\n") is None
+    assert reexports(b"from typing import Any\n") is None
 
 
 def test_abort_is_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,16 +1,20 @@
-"""The ``anchor`` application: the typer app, its command groups, and one-line usage errors.
+"""The ``anchor`` application: the typer app, its commands by name, and one-line usage errors.
 
-Imports run one way: this module imports the command modules and registers their functions; the
-command modules never import this one.
+Imports run one way: this module names the command modules and loads the one a command line asks
+for; the command modules never import this one. A command module is imported only when its command
+runs, is asked for its help, or is listed (``anchor --help``): each pulls in the machinery it
+drives, and ``anchor infer`` should not pay for the analyses, the evaluation or the service.
 """
 
 from __future__ import annotations
 
 import gc
+import importlib
 import inspect
 import re
 import sys
 import traceback
+from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 import typer
@@ -28,8 +32,6 @@ try:  # typer's copy keeps Abort beside its other exceptions, not in _click.exce
 except ImportError:  # pragma: no cover - older typer uses click's
     from click.exceptions import Abort  # type: ignore[no-redef,assignment]
 
-from anchor.cli import analyze, backend, build, calibrate, cost, evaluate, predict, reproduce, serve, truth
-from anchor.cli import audit as audit_cli
 from anchor.cli.console import fail, set_invocation
 from anchor.secrets import scrub
 
@@ -50,7 +52,9 @@ def _tidy_help(command: Command) -> None:
         paragraphs = inspect.cleandoc(command.help).split("\n\n")
         command.help = "\n\n".join(p if p.startswith("\b") else _with_example_block(" ".join(p.split("\n")))
                                      for p in paragraphs)
-    for sub in getattr(command, "commands", {}).values():  # a group (typer's is no click Group)
+    subcommands = getattr(command, "commands", {})  # a group (typer's is no click Group)
+    # A lazy group's commands are tidied as they load (load_command), not all loaded here.
+    for sub in (subcommands.loaded if isinstance(subcommands, LazyCommands) else subcommands).values():
         _tidy_help(sub)
 
 
@@ -130,9 +134,91 @@ class _OneLineErrors(TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
+#: Every top-level command, in the order ``anchor --help`` lists them: name -> (module, attribute). An
+#: attribute that is a typer app is a command group (``anchor analyze ...``), a function a command.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "build": ("anchor.cli.build", "build"),
+    "infer": ("anchor.cli.build", "infer"),
+    "demo": ("anchor.cli.build", "demo"),
+    "explain": ("anchor.cli.audit", "explain"),
+    "predict": ("anchor.cli.predict", "predict_command"),
+    "eval": ("anchor.cli.evaluate", "eval_command"),
+    "report": ("anchor.cli.evaluate", "report_command"),
+    "cost": ("anchor.cli.cost", "cost_command"),
+    "reproduce": ("anchor.cli.reproduce", "reproduce_command"),
+    "serve": ("anchor.cli.serve", "serve_command"),
+    "warm-up": ("anchor.cli.backend", "warm_up"),
+    "llm": ("anchor.cli.backend", "llm_app"),
+    "cache": ("anchor.cli.backend", "cache_app"),
+    "analyze": ("anchor.cli.analyze", "app"),
+    "calibrate": ("anchor.cli.calibrate", "app"),
+    "truth": ("anchor.cli.truth", "app"),
+}
+
+#: The settings of ``app`` that typer hands down to the commands it builds.
+_APP_SETTINGS: dict[str, Any] = {"rich_markup_mode": "rich", "pretty_exceptions_enable": False}
+
+
+def load_command(name: str) -> Command:
+    """The click command (or group) ``name`` of ``COMMANDS``, built by typer as if registered on ``app``."""
+    module, attribute = COMMANDS[name]
+    target = getattr(importlib.import_module(module), attribute)
+    holder = typer.Typer(add_completion=False, **_APP_SETTINGS)
+    if isinstance(target, typer.Typer):
+        holder.add_typer(target, name=name)
+    else:
+        holder.command(name)(target)
+    command: Command = typer.main.get_group(holder).commands[name]
+    _tidy_help(command)
+    return command
+
+
+class LazyCommands(MutableMapping[str, Command]):
+    """A group's commands by name: every name of ``table`` is listed at once, its command built on the
+    first read (``load_command``); a command added by ``add_command`` is kept as given."""
+
+    def __init__(self, table: dict[str, tuple[str, str]]) -> None:
+        self.table = table
+        self.loaded: dict[str, Command] = {}
+
+    def __getitem__(self, name: str) -> Command:
+        if name not in self.loaded:
+            if name not in self.table:
+                raise KeyError(name)
+            self.loaded[name] = load_command(name)
+        return self.loaded[name]
+
+    def __setitem__(self, name: str, command: Command) -> None:
+        self.loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        raise TypeError("anchor's commands cannot be removed")
+
+    def __contains__(self, name: object) -> bool:  # without loading it
+        return name in self.table or name in self.loaded
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.table
+        yield from (name for name in self.loaded if name not in self.table)
+
+    def __len__(self) -> int:
+        return len(self.table.keys() | self.loaded.keys())
+
+
+class _AnchorGroup(_OneLineErrors):
+    """``anchor`` itself: its commands are ``COMMANDS``, each module imported when first needed."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.commands = LazyCommands(COMMANDS)
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        return list(self.commands)  # the names only: typer's reads every command
+
+
 app = typer.Typer(
     name="anchor",
-    cls=_OneLineErrors,
+    cls=_AnchorGroup,
     help=(
         "Calibrated, auditable probabilities for two competing outcomes from an LLM's judgments "
         "(the ANCHOR method: factor spaces, hierarchical mapping, Naive Bayes + latent causal BN).\n\n"
@@ -142,32 +228,14 @@ app = typer.Typer(
     ),
     no_args_is_help=True,
     add_completion=False,
-    rich_markup_mode="rich",
-    pretty_exceptions_enable=False,
+    **_APP_SETTINGS,
 )
-llm_app = typer.Typer(help="Check the configured LLM backend.", no_args_is_help=True)
-cache_app = typer.Typer(help="Inspect or clear the caches (answers, vectors, what servers accept).",
-                        no_args_is_help=True)
-app.add_typer(llm_app, name="llm")
-app.add_typer(cache_app, name="cache")
-app.add_typer(analyze.app, name="analyze")
-app.add_typer(calibrate.app, name="calibrate")
-app.add_typer(truth.app, name="truth")
 
-app.command("build")(build.build)
-app.command("infer")(build.infer)
-app.command("demo")(build.demo)
-app.command("explain")(audit_cli.explain)
-app.command("predict")(predict.predict_command)
-app.command("eval")(evaluate.eval_command)
-app.command("report")(evaluate.report_command)
-app.command("cost")(cost.cost_command)
-app.command("reproduce")(reproduce.reproduce_command)
-app.command("serve")(serve.serve_command)
-llm_app.command("ping")(backend.llm_ping)
-cache_app.command("info")(backend.cache_info)
-cache_app.command("clear")(backend.cache_clear)
-app.command("warm-up")(backend.warm_up)
+
+@app.callback()
+def _anchor() -> None:
+    # typer builds a group only for an app with a callback or commands; the commands come from COMMANDS.
+    pass
 
 
 def main() -> None:

@@ -140,3 +140,12 @@ def warm_up(json_out: JsonOut = False) -> None:
                 out.print(f"MiniLM: {minilm} ({note})", markup=False, highlight=False)
             out.print(f"UMAP: first fit in {info['umap_seconds']:.2f} s")
             out.print(f"UMAP kernels: {loaded} loaded from numba's cache, {compiled} compiled into it")
+
+
+#: ``anchor llm ...`` and ``anchor cache ...`` (registered on ``anchor`` by ``anchor.cli.app``).
+llm_app = typer.Typer(help="Check the configured LLM backend.", no_args_is_help=True)
+cache_app = typer.Typer(help="Inspect or clear the caches (answers, vectors, what servers accept).",
+                        no_args_is_help=True)
+llm_app.command("ping")(llm_ping)
+cache_app.command("info")(cache_info)
+cache_app.command("clear")(cache_clear)
