@@ -9,8 +9,13 @@ ratios are printed beside ours. The answers are random, so what either method fi
 meaningless: the figures are the shape of the cost (how many requests of what size each stage
 makes, and how they chain), not the paper's measurement on Qwen2.5-72B.
 
+The server's latency can grow with tokens and its slots be limited, as on a GPU server (``--per-prompt-token
+0.0003 --per-completion-token 0.03 --slots 16``, the issue-49 measurement), and it can ignore ``n`` as
+llama.cpp's server does (``--ignore-n``): the ledger must still equal the server's counts.
+
     python benchmarks/bench_cost_compare.py [--limit 20] [--latency 0.05] [--concurrency 16]
-                                            [--sizes paper|quick] [--json PATH]
+                                            [--per-prompt-token S] [--per-completion-token S] [--slots N]
+                                            [--ignore-n] [--sizes paper|quick] [--json PATH]
 """
 
 from __future__ import annotations
@@ -54,6 +59,11 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=20, help="Common2Sense pairs (default 20).")
     parser.add_argument("--latency", type=float, default=0.05, help="Seconds per request at the server.")
     parser.add_argument("--concurrency", type=int, default=16, help="Requests in flight at once (both runs).")
+    parser.add_argument("--per-prompt-token", type=float, default=0.0, help="Seconds per prompt token.")
+    parser.add_argument("--per-completion-token", type=float, default=0.0,
+                        help="Seconds per token of a request's longest answer.")
+    parser.add_argument("--slots", type=int, help="Requests the server serves at once (the rest wait).")
+    parser.add_argument("--ignore-n", action="store_true", help="The server answers one choice whatever n says.")
     parser.add_argument("--sizes", choices=("paper", "quick"), default="paper", help="ANCHOR's stage-1 sizes.")
     parser.add_argument("--json", type=Path, help="Write the results here.")
     args = parser.parse_args()
@@ -63,7 +73,9 @@ def main() -> None:
         elapsed = {}
         counted = {}
         for method in ("bird", "anchor"):
-            with FakeOpenAIServer(deterministic=True, latency=args.latency) as server:
+            with FakeOpenAIServer(deterministic=True, latency=args.latency, per_prompt_token=args.per_prompt_token,
+                                  per_completion_token=args.per_completion_token, slots=args.slots,
+                                  honour_n=not args.ignore_n) as server:
                 elapsed[method] = run_eval(server.base_url, method, tmp_path / method, tmp_path / f"cache-{method}",
                                            args.limit, args.concurrency, args.sizes)
                 counted[method] = server.stats()
@@ -79,7 +91,9 @@ def main() -> None:
     mapping = doc["per_scenario"]["phases"].get("mapping", {}).get("ratio", {})
     ours = {"time": total["seconds"], "tokens": total["tokens"], "calls": total["requests"],
             "mapping tokens": mapping.get("tokens"), "mapping time": mapping.get("seconds")}
-    print(f"ANCHOR / BIRD per scenario ({doc['slice']['scenarios']} scenarios, latency {args.latency} s, "
+    print(f"ANCHOR / BIRD per scenario ({doc['slice']['scenarios']} scenarios, latency {args.latency} s "
+          f"+ {args.per_prompt_token} s a prompt token + {args.per_completion_token} s an answer token, "
+          f"slots {args.slots or 'unlimited'}, n {'ignored' if args.ignore_n else 'honoured'}, "
           f"concurrency {args.concurrency}, ANCHOR sizes {args.sizes}):")
     print(f"{'':16}{'ours':>8}{'paper':>8}")
     for key, paper in PAPER.items():

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from anchor.llm import chain
+from anchor.llm.base import MultiCompletion
 from anchor.llm.cache import ResponseCache
 from anchor.llm.chain import Chain
 from anchor.llm.client import LLMClient
@@ -337,3 +338,41 @@ def test_a_run_written_before_the_window_existed_is_read_as_built_and_not_resume
     earlier = config()
     earlier["anchor_config"]["build"]["abduction_steering"] = "merged"
     assert first_difference(run_identity(earlier), run_identity(config())) is None
+
+
+# --------------------------------------------------------------------------- rounds started together share a request
+
+
+@dataclass
+class SamplingByRound(ScriptedBackend):
+    """A scripted backend that answers a request for ``n`` samples as vLLM does: choice ``j`` is the
+    answer a lone request seeded ``seed + j`` gets. ``choice_requests`` keeps each such request's n."""
+
+    honours_n: bool | None = True
+    choice_requests: list[int] = field(default_factory=list)
+
+    async def complete_choices(self, messages, *, n, json_schema, schema_name, temperature, max_tokens,  # noqa: ANN001, ANN201
+                               seed):
+        self.choice_requests.append(n)
+        choices = [await self.complete(messages, json_schema=json_schema, schema_name=schema_name,
+                                       temperature=temperature, max_tokens=max_tokens, seed=seed + j,
+                                       top_logprobs=None) for j in range(n)]
+        return MultiCompletion(choices=choices, prompt_tokens=choices[0].prompt_tokens,
+                               completion_tokens=sum(c.completion_tokens for c in choices))
+
+
+def test_rounds_started_together_ask_for_their_sentences_in_one_request(embedder, noodles):
+    # The generation prompt is the same for every round (rounds are independent): the rounds a merge
+    # starts are that prompt's samples, one request for all where the backend returns several answers.
+    p = params(max_rounds=8, abduction_window=5, n_target=100, patience=8)
+    alone, _, alone_backend, _ = abduce(embedder, noodles, ByRound(DISTINCT), p)
+    together, _, backend, _ = abduce(embedder, noodles, None, p,
+                                     backend=SamplingByRound(ByRound(DISTINCT)))
+    assert together.factors == alone.factors == [f for t in range(1, 9) for f in DISTINCT[t]]
+    assert [(r.round, r.sentences, r.extracted) for r in together.rounds] == [
+        (r.round, r.sentences, r.extracted) for r in alone.rounds]
+    # Rounds 1-5 start at once: one request for 5 samples; then one round starts at each merge.
+    assert backend.choice_requests == [5]
+    generation = [r for r in backend.requests if r.schema_name == "Sentences"]
+    assert len(generation) == len(alone_backend.calls_for("Sentences")) == 8  # the same answers, seeded alike
+    assert sorted(r.seed for r in generation) == sorted(r.seed for r in alone_backend.calls_for("Sentences"))

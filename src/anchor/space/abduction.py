@@ -67,11 +67,13 @@ class BeyondStop:
     """Rounds that had started when the stop was decided, still running.
 
     ``collect`` waits for them once the build has done the rest of its work (they hold nothing it
-    needs); ``cancel`` stops them when the build fails instead.
+    needs); ``cancel`` stops them, and the generation requests they wait on, when the build fails instead.
     """
 
-    def __init__(self, tasks: Iterable[asyncio.Task[tuple[RoundWork, chain.Chain]]] = ()) -> None:
+    def __init__(self, tasks: Iterable[asyncio.Task[tuple[RoundWork, chain.Chain]]] = (),
+                 helpers: Iterable[asyncio.Task] = ()) -> None:  # type: ignore[type-arg]
         self._tasks = list(tasks)
+        self._helpers = list(helpers)
 
     async def collect(self) -> list[AbductionRound]:
         rounds = []
@@ -82,7 +84,7 @@ class BeyondStop:
         return rounds
 
     async def cancel(self) -> None:
-        await _cancel(self._tasks)
+        await _cancel([*self._tasks, *self._helpers])
 
 
 async def _cancel(tasks: Iterable[asyncio.Task]) -> None:  # type: ignore[type-arg]
@@ -90,6 +92,25 @@ async def _cancel(tasks: Iterable[asyncio.Task]) -> None:  # type: ignore[type-a
     for task in pending:
         task.cancel()
     await asyncio.gather(*pending, return_exceptions=True)
+
+
+def _retrieved(task: asyncio.Task) -> None:  # type: ignore[type-arg]
+    """Mark a shared generation request's failure as seen: the rounds waiting on it re-raise it, and
+    rounds cancelled before it ended no longer wait for it."""
+    if not task.cancelled():
+        task.exception()
+
+
+def _distinct(sentences: list[str], b: int) -> list[str]:
+    """The first ``b`` different sentences of an answer, spaces tidied."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for s in sentences:
+        s = " ".join(s.split())
+        if s and text_key(s) not in seen:
+            seen.add(text_key(s))
+            out.append(s)
+    return out[:b]
 
 
 @dataclass
@@ -125,17 +146,29 @@ class Abductor:
         running: dict[int, asyncio.Task[tuple[RoundWork, chain.Chain]]] = {}
         started = idle = 0
 
+        batches: list[asyncio.Task[tuple[list[list[str]], chain.Chain]]] = []
+
         def start_rounds() -> None:
             """Start the next rounds the window allows, but none that the stop tests would most
-            likely make useless (see ``_enough_in_flight``)."""
+            likely make useless (see ``_enough_in_flight``). Their generation prompts are one prompt
+            sampled once a round, so the rounds started together share one request for their sentences
+            (several samples in one request where the server honours ``n``; ``_generate``)."""
             nonlocal started
             done = len(rounds)
+            first = started + 1
             while started < p.max_rounds and started - done < p.abduction_window:
                 if started > done and self._enough_in_flight(started - done, len(merged), done, idle):
-                    return
+                    break
                 started += 1
-                work = self._work(validator, scenario, started, done, merged)
-                running[started] = asyncio.get_running_loop().create_task(chain.traced(work))
+            if started < first:
+                return
+            loop = asyncio.get_running_loop()
+            batch = loop.create_task(chain.traced(self._generate(scenario, first, started - first + 1)))
+            batch.add_done_callback(_retrieved)
+            batches.append(batch)
+            for t in range(first, started + 1):
+                work = self._work(validator, scenario, t, done, merged, batch, t - first)
+                running[t] = loop.create_task(chain.traced(work))
 
         report(ProgressEvent("abduction", 0, p.max_rounds, "starting", {"factors": 0}))
         start_rounds()
@@ -163,10 +196,10 @@ class Abductor:
                     break
                 start_rounds()
         except BaseException:
-            await _cancel(running.values())
+            await _cancel([*running.values(), *batches])
             raise
         return AbductionOutcome(list(merged.texts), found_in, rounds, stop, merged.vectors,
-                                BeyondStop(running[t] for t in sorted(running)))
+                                BeyondStop((running[t] for t in sorted(running)), batches))
 
     def _enough_in_flight(self, in_flight: int, merged: int, done: int, idle: int) -> bool:
         """Whether the rounds in flight are likely to end the abduction, so that one more would run
@@ -181,34 +214,33 @@ class Abductor:
         return merged + in_flight * merged / done >= p.n_target or (idle > 0 and idle + in_flight >= p.patience)
 
     async def _work(self, validator: CandidateValidator, scenario: Scenario, t: int, known_through: int,
-                    known: Merged) -> RoundWork:
-        """Round ``t`` up to its merge: generate (told nothing of the other rounds), extract, validate
-        against ``known`` (the factors merged when it started)."""
-        sentences = await self._generate(scenario, t)
+                    known: Merged, batch: asyncio.Task[tuple[list[list[str]], chain.Chain]], j: int) -> RoundWork:
+        """Round ``t`` up to its merge: its sentences (answer ``j`` of ``batch``, the generation of the
+        rounds started with it, each told nothing of the others), extract, validate against ``known``
+        (the factors merged when it started)."""
+        answers, ended = await asyncio.shield(batch)
+        chain.merge(ended)
+        sentences = answers[j]
         extracted = await self._extract(sentences, t)
         validated = await validator.validate(extracted, known, t)
         return RoundWork(t, known_through, known, [], sentences, extracted, validated)
 
     # ------------------------------------------------------------------ the two LLM steps before validation
 
-    async def _generate(self, scenario: Scenario, t: int) -> list[str]:
+    async def _generate(self, scenario: Scenario, first: int, rounds: int) -> list[list[str]]:
+        """The sentences of rounds ``first`` to ``first + rounds - 1``: the generation prompt's samples
+        with those indices (cached and seeded per round, so the answers are those of one request per
+        round, however many requests they took)."""
         b = self.params.batch_size
-        answer = await self.client.ask(
+        answers = await self.client.ask_samples(
             prompts.GENERATE_SENTENCES,
             schema=prompts.text_list_schema("Sentences", "sentences", b, 240),
-            sample_index=t,
+            samples=rounds, first_sample=first,
             temperature=self.params.abduction_temperature,
             scenario=scenario.text or "(none)", outcome1=scenario.outcome1, outcome2=scenario.outcome2,
             known=_NOTHING_COVERED, n=b,
         )
-        seen: set[str] = set()
-        out: list[str] = []
-        for s in answer.sentences:  # type: ignore[attr-defined]
-            s = " ".join(s.split())
-            if s and text_key(s) not in seen:
-                seen.add(text_key(s))
-                out.append(s)
-        return out[:b]
+        return [_distinct(answer.sentences, b) for answer in answers]  # type: ignore[attr-defined]
 
     async def _extract(self, sentences: list[str], t: int) -> list[str]:
         if not sentences:
