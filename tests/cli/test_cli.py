@@ -491,7 +491,9 @@ def test_the_sdk_types_are_read_on_first_use():
     """anchor.llm.sdk: openai.types' re-exports still resolve, each importing its own module then."""
     snippet = textwrap.dedent("""
         import json, sys
-        from anchor.llm.sdk import openai
+        from anchor.llm.sdk import install_lazy_types
+        assert install_lazy_types()
+        import openai
         before = "openai.types.batch" in sys.modules
         batch = openai.types.Batch
         from openai.types.chat import ChatCompletion
@@ -503,6 +505,22 @@ def test_the_sdk_types_are_read_on_first_use():
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout) == {"before": False, "after": True, "batch": "openai.types.batch",
                                        "chat": "ChatCompletion", "responses": False}
+
+
+def test_a_program_importing_anchor_as_a_library_gets_the_sdk_as_it_ships():
+    """The lazy type packages are the command line's: the library's backend imports the stock SDK, and
+    the finder is not left in the process."""
+    snippet = textwrap.dedent("""
+        import json, sys
+        import anchor.llm.openai_backend
+        from anchor.llm.sdk import _LazyTypesFinder, install_lazy_types
+        print(json.dumps({"finder": any(isinstance(f, _LazyTypesFinder) for f in sys.meta_path),
+                          "batch": "openai.types.batch" in sys.modules, "late": install_lazy_types()}))
+    """)
+    proc = subprocess.run([sys.executable, "-c", snippet], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # Once openai is imported whole, the finder is not put in afterwards either.
+    assert json.loads(proc.stdout) == {"finder": False, "batch": True, "late": False}
 
 
 def test_a_package_init_that_does_more_than_reexport_runs_as_it_is():

@@ -243,6 +243,9 @@ def main() -> None:
     # collector's sight: they live as long as the process, yet each full collection walked them
     # all, and the last one, at exit, took about 0.2 s of CPU with the SDK loaded. Nothing that
     # needs finalising is left to that collection: commands close their files and connections.
+    from anchor.llm.sdk import install_lazy_types
+
+    install_lazy_types()  # the SDK's type modules read on first use: this process is anchor's own
     gc.freeze()
     try:
         app()

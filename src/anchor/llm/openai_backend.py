@@ -26,6 +26,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import openai
+
 from anchor.errors import (
     BackendError,
     ConfigurationError,
@@ -37,7 +39,6 @@ from anchor.llm.base import Message, MultiCompletion, RawCompletion, TokenLogpro
 from anchor.llm.context import DEFAULT_SERVER_CONTEXT_TOKENS
 from anchor.llm.endpoint import HTTP_CLIENTS, retry_after_seconds, sdk_endpoint
 from anchor.llm.memory import ServerMemory
-from anchor.llm.sdk import openai
 from anchor.secrets import display_url, register, register_url, scrub
 
 log = logging.getLogger("anchor.llm")

@@ -8,8 +8,9 @@ Batch``), so this module gives each such package an ``__init__`` that reads a re
 first use instead: ``openai.types.Batch`` still works, and imports ``openai.types.batch`` then. A
 package whose ``__init__`` holds anything else (a newer SDK may) is imported as it stands.
 
-Import ``openai`` from here (``from anchor.llm.sdk import openai``) where start-up time matters: the
-lazy packages are in place from then on, for every later importer in the process too.
+Only anchor's own command line turns this on (:func:`install_lazy_types`, first thing in
+``anchor.cli.main``): a finder that changes how another package loads is the business of the program
+that owns the process, so a program that imports anchor as a library gets the SDK exactly as it ships.
 """
 
 from __future__ import annotations
@@ -89,13 +90,15 @@ class _LazyTypesFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
-def _install() -> None:
-    if "openai" not in sys.modules and not any(isinstance(f, _LazyTypesFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _LazyTypesFinder())
+def install_lazy_types() -> bool:
+    """Make ``openai.types``' re-exporting packages lazy for the rest of this process, if ``openai`` is not
+    imported yet (True: in place). Called by anchor's command line only (see the module docstring)."""
+    if any(isinstance(f, _LazyTypesFinder) for f in sys.meta_path):
+        return True
+    if "openai" in sys.modules:
+        return False
+    sys.meta_path.insert(0, _LazyTypesFinder())
+    return True
 
 
-_install()
-
-import openai  # noqa: E402 - after the finder, on purpose
-
-__all__ = ["openai", "reexports"]
+__all__ = ["install_lazy_types", "reexports"]
