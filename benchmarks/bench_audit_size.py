@@ -31,8 +31,8 @@ from anchor.audit import explain_html, space_html
 from anchor.evaluation.datasets import scenario_key
 from anchor.evaluation.report import run_index_html, write_run_index
 from anchor.evaluation.report.run_index import index_rows
-from anchor.runs.records import Prediction, RunConfig
-from anchor.space.config import BuildParams
+from anchor.rundir.records import Prediction, RunConfig
+from anchor.settings.space import BuildParams
 from anchor.space.io import save_space
 from anchor.types import (
     AbductionRound,

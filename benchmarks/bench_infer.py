@@ -26,7 +26,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def synthetic_space(n: int, seed: int = 0):
-    from anchor.space.config import BuildParams
+    from anchor.settings.space import BuildParams
     from anchor.types import (
         Cluster,
         ClusteringStats,

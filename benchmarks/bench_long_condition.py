@@ -44,7 +44,7 @@ def document(chars: int, seed: int = 0) -> str:
 
 
 def space(embedder):  # noqa: ANN001, ANN201
-    from anchor.space.config import BuildParams
+    from anchor.settings.space import BuildParams
     from anchor.types import (
         Cluster,
         ClusteringStats,

@@ -28,7 +28,7 @@ import numpy as np
 
 from anchor.mapping.retrieval import FlatIndex, HierarchicalIndex
 from anchor.mapping.retrievers import RETRIEVER_NAMES, make_retriever
-from anchor.space.config import BuildParams
+from anchor.settings.space import BuildParams
 from anchor.types import Cluster, ClusteringStats, Factor, FactorSpace, LLMIdentity, Scenario, StopReason
 
 DIM = 384

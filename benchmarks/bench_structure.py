@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from anchor.mapping.retrieval import FlatIndex, HierarchicalIndex
-from anchor.space.config import BuildParams
+from anchor.settings.space import BuildParams
 from anchor.space.structure import HDBSCANClusterer, UMAPReducer, hdbscan_min_cluster_size, umap_params
 from anchor.types import Cluster, ClusteringStats, Factor, FactorSpace, LLMIdentity, Scenario, StopReason
 

@@ -179,7 +179,7 @@ def timeless(run: Path) -> list[dict[str, Any]]:
 def ledger(run: Path) -> int:
     """Requests the run directory records (answered or failed attempts, and those cut off), as anchor cost counts."""
     from anchor.llm.ledger import total
-    from anchor.runs.rundir import RunDirectory
+    from anchor.rundir import RunDirectory
 
     cost = total(RunDirectory(run).call_log())
     return cost.llm_calls + cost.interrupted

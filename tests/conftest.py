@@ -21,7 +21,7 @@ from anchor.llm import chain, transport  # noqa: E402
 from anchor.llm.client import LLMClient  # noqa: E402
 from anchor.llm.ledger import CostLedger  # noqa: E402
 from anchor.llm.scripted import Responder, ScriptedBackend  # noqa: E402
-from anchor.space.config import BuildParams  # noqa: E402
+from anchor.settings.space import BuildParams  # noqa: E402
 from anchor.types import (  # noqa: E402
     Cluster,
     ClusteringStats,
@@ -35,7 +35,7 @@ from anchor.types import (  # noqa: E402
     StopReason,
 )
 
-# Property tests (tests/inference/test_bayes.py, tests/evaluation/test_metrics.py): no time limit per
+# Property tests (tests/inference/test_bayes.py, tests/test_metrics.py): no time limit per
 # example (Hypothesis's default of 200 ms fails an example for running slowly on a loaded machine, not
 # for a wrong answer), and examples drawn from a seed fixed per test, so that every run of the suite
 # checks the same ones.

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from anchor.llm.scripted import ScriptedRequest
-from anchor.runs.records import MetricsReport, Prediction
+from anchor.rundir.records import MetricsReport, Prediction
 from tests.fakeserver import FakeOpenAIServer
 
 

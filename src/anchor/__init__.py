@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from anchor.lazy import lazy_exports
-from anchor.space.config import BuildParams
+from anchor.settings.space import BuildParams
 
 # Light types are imported eagerly; the pipeline (which pulls in numpy, scikit-learn and the
 # LLM stack) only when first used, so `import anchor` stays cheap.
@@ -35,8 +35,8 @@ _LAZY = {
     "Anchor": "anchor.pipeline",
     "AnchorConfig": "anchor.config",
     "ABLATIONS": "anchor.config",
-    "MappingConfig": "anchor.mapping.config",
-    "InferenceConfig": "anchor.inference.config",
+    "MappingConfig": "anchor.settings.mapping",
+    "InferenceConfig": "anchor.settings.inference",
     "LLMSettings": "anchor.llm.settings",
     "LLMClient": "anchor.llm.client",
     "load_space": "anchor.space.io",
@@ -45,11 +45,11 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from anchor.config import ABLATIONS, AnchorConfig
-    from anchor.inference.config import InferenceConfig
     from anchor.llm.client import LLMClient
     from anchor.llm.settings import LLMSettings
-    from anchor.mapping.config import MappingConfig
     from anchor.pipeline import Anchor
+    from anchor.settings.inference import InferenceConfig
+    from anchor.settings.mapping import MappingConfig
     from anchor.space.io import load_space, save_space
 
 

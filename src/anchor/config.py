@@ -10,9 +10,9 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, Field
 
-from anchor.inference.config import InferenceConfig
-from anchor.mapping.config import MappingConfig
-from anchor.space.config import BuildParams
+from anchor.settings.inference import InferenceConfig
+from anchor.settings.mapping import MappingConfig
+from anchor.settings.space import BuildParams
 from anchor.types import AggregationMethod
 
 #: Ablations of the paper (Table "Ablation results") and the BMA variant, by CLI name.

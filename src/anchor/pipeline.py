@@ -26,6 +26,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from anchor.answering import answered
 from anchor.artefacts import INSTANCE_FAILURES, ArtefactFailed, ArtefactStore, content_key
 from anchor.calibration.contract import CalibratorMismatchWarning, method_label
 from anchor.calibration.registry import FileCalibrator, read_calibrator
@@ -35,7 +36,6 @@ from anchor.config import AnchorConfig
 from anchor.embedding.embed import Embedder, embedder_identity
 from anchor.embedding.server import make_embedder
 from anchor.files import write_text_atomic
-from anchor.inference.config import USER_RULE, InferenceConfig
 from anchor.inference.engine import InferenceEngine
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
@@ -45,8 +45,8 @@ from anchor.llm.sync import iterate_sync, run_sync
 from anchor.mapping.mapper import ConditionMapper
 from anchor.mapping.retrievers import Retriever, make_retriever
 from anchor.progress import ProgressEvent, Reporter, silent
-from anchor.runs.answering import answered
 from anchor.secrets import scrub
+from anchor.settings.inference import USER_RULE, InferenceConfig
 from anchor.space.builder import FactorSpaceBuilder
 from anchor.space.io import load_space, save_space, space_settings
 from anchor.space.structure import Clusterer, Reducer
@@ -88,7 +88,7 @@ class Anchor:
         # helper process, while this process sets up the LLM client and reads the space.
         offload.warm_up(self.embedder)
         self.client = client if client is not None else make_client(self.settings)
-        # Without a configuration it answers as `anchor predict` does (the rule of anchor.inference.config.USER_RULE).
+        # Without a configuration it answers as `anchor predict` does (the rule of anchor.settings.inference.USER_RULE).
         self.config = config or AnchorConfig(inference=InferenceConfig(rule=USER_RULE))
         self.reducer = reducer
         self.clusterer = clusterer

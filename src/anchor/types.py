@@ -15,7 +15,7 @@ from typing import Literal
 import numpy as np
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from anchor.space.config import BuildParams, with_legacy_build
+from anchor.settings.space import BuildParams, with_legacy_build
 from anchor.text import same_text
 
 FACTOR_SPACE_SCHEMA_VERSION = 1

@@ -7,10 +7,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from anchor.evaluation.driver import EvalRunner
-from anchor.evaluation.metrics import pairwise_prediction
 from anchor.evaluation.run_config import make_run_config
 from anchor.llm.settings import LLMSettings
-from anchor.runs.records import MetricsReport, Prediction
+from anchor.metrics import pairwise_prediction
+from anchor.rundir.records import MetricsReport, Prediction
 from anchor.types import Scenario
 
 

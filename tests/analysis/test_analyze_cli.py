@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from anchor.cli import app
 from anchor.llm.scripted import ScriptedRequest
-from anchor.runs.records import RunConfig
+from anchor.rundir.records import RunConfig
 from anchor.space.io import load_space
 from tests.fakeserver import FakeOpenAIServer
 from tests.helpers import ScriptedLLM

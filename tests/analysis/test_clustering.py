@@ -21,7 +21,7 @@ from anchor.analysis.clustering import (
     sqrt_rule_k,
     write_clustering,
 )
-from anchor.space.config import BuildParams
+from anchor.settings.space import BuildParams
 from anchor.space.io import SpaceFileError, save_space
 from anchor.types import (
     ClusteringStats,

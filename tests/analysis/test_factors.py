@@ -15,7 +15,7 @@ from anchor.analysis.factors import (
     write_factor_count,
 )
 from anchor.mapping.retrieval import HierarchicalIndex
-from anchor.space.config import BuildParams
+from anchor.settings.space import BuildParams
 from anchor.space.io import load_space, save_space
 from anchor.space.truncate import abduction_order, truncate_space
 from anchor.types import (

@@ -29,7 +29,7 @@ from anchor.llm.client import LLMClient
 from anchor.llm.ledger import CostLedger
 from anchor.llm.scripted import ScriptedBackend
 from anchor.pipeline import Anchor
-from anchor.runs.records import Prediction, RunConfig
+from anchor.rundir.records import Prediction, RunConfig
 from anchor.space.io import save_space
 from anchor.types import (
     AbductionRound,

@@ -24,7 +24,7 @@ from anchor.bird import (
 )
 from anchor.bird.cpt import cpt_output
 from anchor.bird.verbal import SCALE, TARGET, mirror
-from anchor.space.config import BuildParams
+from anchor.settings.space import BuildParams
 from anchor.types import (
     Cluster,
     ClusteringStats,

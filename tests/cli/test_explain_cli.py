@@ -21,7 +21,7 @@ from anchor.audit import space_html
 from anchor.cli import app
 from anchor.evaluation.datasets import load_dataset
 from anchor.evaluation.report.run_index import page_name
-from anchor.runs.records import Prediction
+from anchor.rundir.records import Prediction
 from anchor.space.io import load_space, save_space
 from tests.audit.planned_case import (
     COLD,

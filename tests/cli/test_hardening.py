@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from anchor.cli import app
 from anchor.files import write_atomic
 from anchor.progress import ProgressEvent
-from anchor.runs.records import MetricsReport, Prediction
+from anchor.rundir.records import MetricsReport, Prediction
 from anchor.space.io import load_space, save_space
 from tests.fakeserver import FakeOpenAIServer
 from tests.run_helpers import predictions_of

@@ -24,7 +24,7 @@ from anchor.cli import app
 from anchor.cli.console import emit_json
 from anchor.cli.schemas import JSON_OUTPUTS, SERVICE_BODIES
 from anchor.methods.bird_on_anchor import TransplantArtefact
-from anchor.truth.bench.results import BenchResults
+from anchor.truth_bench.results import BenchResults
 from tests.fakeserver import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[2]

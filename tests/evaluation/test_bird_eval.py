@@ -17,7 +17,7 @@ from anchor.cli import app
 from anchor.evaluation.datasets import load_dataset, load_pairwise, scenario_key
 from anchor.llm.scripted import ScriptedRequest
 from anchor.methods.bird_on_anchor import load_transplant
-from anchor.runs.records import RunConfig
+from anchor.rundir.records import RunConfig
 from tests.bird.script import BirdScript
 from tests.fakeserver import FakeOpenAIServer
 from tests.run_helpers import eval_args, metrics_of, predictions_of

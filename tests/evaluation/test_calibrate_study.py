@@ -9,7 +9,7 @@ import pytest
 
 from anchor.evaluation.calibrate.folds import scenario_folds
 from anchor.evaluation.calibrate.risk_coverage import risk_coverage
-from anchor.evaluation.metrics import equal_mass_calibration_error, log_loss
+from anchor.metrics import equal_mass_calibration_error, log_loss
 
 
 def test_log_loss_and_equal_mass_ece_by_hand():

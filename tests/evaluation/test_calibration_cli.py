@@ -22,7 +22,7 @@ from anchor.cli import app
 from anchor.evaluation.datasets.instances import balance_outcome_order, scenario_key
 from anchor.evaluation.datasets.loading import load_dataset
 from anchor.inference.consistent import consistent_cbn_posterior
-from anchor.runs.records import RunConfig, TraceRecord
+from anchor.rundir.records import RunConfig, TraceRecord
 from anchor.space.io import save_space
 from tests.fakeserver import FakeOpenAIServer
 from tests.helpers import ScriptedLLM

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from anchor.cli import app
 from anchor.evaluation.datasets import load_factcheck_set, scenario_key
-from anchor.runs.records import TraceRecord
-from anchor.runs.rundir import RunDirectory
+from anchor.rundir import RunDirectory
+from anchor.rundir.records import TraceRecord
 from anchor.space.io import load_space
 from anchor.types import CriticalPath
 from tests.fakeserver import FakeOpenAIServer

@@ -19,9 +19,9 @@ from typer.testing import CliRunner
 
 from anchor.cli import app
 from anchor.evaluation.datasets import load_pairwise
-from anchor.evaluation.metrics import pairwise_metrics, pairwise_prediction
 from anchor.methods import METHODS
-from anchor.runs.records import MetricsReport, Prediction, RunConfig
+from anchor.metrics import pairwise_metrics, pairwise_prediction
+from anchor.rundir.records import MetricsReport, Prediction, RunConfig
 from tests.fakeserver import FakeOpenAIServer
 
 runner = CliRunner()

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from anchor.cli import app
-from anchor.runs.records import MetricsReport, RunConfig, TraceRecord
+from anchor.rundir.records import MetricsReport, RunConfig, TraceRecord
 from anchor.space.io import load_space
 from tests.fakeserver import FakeOpenAIServer
 from tests.run_helpers import eval_args, metrics_of, predictions_of

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from anchor.cli import app
 from anchor.evaluation.datasets import DatasetWarning, load_factcheck_set, scenario_key
 from anchor.evaluation.datasets.sampling import SampleRecord, draw_sample
-from anchor.runs.records import MetricsReport, Prediction, RunConfig
-from anchor.runs.rundir import SCHEMA_VERSION, RunDirectory
+from anchor.rundir import SCHEMA_VERSION, RunDirectory
+from anchor.rundir.records import MetricsReport, Prediction, RunConfig
 from tests.fakeserver import FakeOpenAIServer
 
 runner = CliRunner()

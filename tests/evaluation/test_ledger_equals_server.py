@@ -19,11 +19,11 @@ from pydantic import BaseModel
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import CallRecord, collapse_sent, total
 from anchor.llm.openai_backend import OpenAICompatibleBackend
-from anchor.runs.rundir import RunDirectory
-from tests.evaluation.test_ray_local_kill import descendants, running
+from anchor.rundir import RunDirectory
 from tests.fakeserver import FakeOpenAIServer
 from tests.predict.test_predict import COLUMNS, learn_the_format, vanilla, write_csv
 from tests.run_helpers import like_a_terminal
+from tests.runs.test_ray_local_kill import descendants, running
 
 pytestmark = pytest.mark.usefixtures("clean_anchor_env")
 REPO = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ from anchor.evaluation.report import (
     format_mean_std,
     load_run,
 )
-from anchor.runs.records import METRIC_KEYS, Kind, MetricsReport, RunConfig
+from anchor.rundir.records import METRIC_KEYS, Kind, MetricsReport, RunConfig
 from anchor.types import StageCost
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

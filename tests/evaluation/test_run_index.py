@@ -14,7 +14,7 @@ import pytest
 from anchor.evaluation.datasets import bundled_file, load_dataset, scenario_key
 from anchor.evaluation.report import RunIndexError, index_rows, read_traces, run_index_html, write_run_index
 from anchor.evaluation.report.run_index import page_name
-from anchor.runs.records import Prediction, SideRecord, TraceRecord
+from anchor.rundir.records import Prediction, SideRecord, TraceRecord
 from tests.audit.planned_case import (
     COLD,
     EVIL,

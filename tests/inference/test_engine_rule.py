@@ -9,12 +9,12 @@ import asyncio
 import pytest
 
 from anchor.inference.bayes import cbn_posterior, naive_bayes_posterior
-from anchor.inference.config import InferenceConfig
 from anchor.inference.consistent import consistent_cbn_posterior, consistent_naive_bayes
 from anchor.inference.engine import InferenceEngine
 from anchor.llm.cache import ResponseCache
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import CostLedger
+from anchor.settings.inference import InferenceConfig
 from anchor.types import BaseRate, InferenceResult, MappingTrace
 from tests.conftest import DelayedScriptedBackend
 from tests.helpers import ScriptedLLM, kind

@@ -9,11 +9,11 @@ import pytest
 from pydantic import BaseModel, Field
 
 from anchor.artefacts import ArtefactStore
-from anchor.evaluation.cost.attribution import critical_path_report, scope_scenarios
 from anchor.llm import CostLedger, LLMClient, PromptSpec, ResponseCache, chain
 from anchor.llm.chain import Chain
 from anchor.llm.ledger import CallRecord, critical_path, summarize
 from anchor.llm.openai_backend import OpenAICompatibleBackend
+from anchor.scoring.attribution import critical_path_report, scope_scenarios
 from tests.fakeserver import FakeOpenAIServer
 
 

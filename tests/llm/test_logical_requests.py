@@ -15,7 +15,7 @@ from anchor.cli import app
 from anchor.evaluation.report.transplant import mapping_cost
 from anchor.llm.ledger import CallRecord, merge_costs, summarize, total
 from anchor.reproduce.estimate import Spent, spent_in
-from anchor.runs.records import RunConfig
+from anchor.rundir.records import RunConfig
 from anchor.types import StageCost
 from tests.fakeserver import FakeOpenAIServer
 from tests.run_helpers import eval_args, metrics_of, predictions_of

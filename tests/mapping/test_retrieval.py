@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from anchor.mapping.retrieval import CandidateIndex, FlatIndex, HierarchicalIndex, cluster_prototypes
-from anchor.space.config import BuildParams
+from anchor.settings.space import BuildParams
 from anchor.types import (
     Cluster,
     ClusteringStats,

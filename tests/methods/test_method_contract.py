@@ -23,8 +23,8 @@ from typer.testing import CliRunner
 
 from anchor.cli import app
 from anchor.methods import METHODS
-from anchor.runs.records import Prediction
-from anchor.runs.rundir import RunDirectory
+from anchor.rundir import RunDirectory
+from anchor.rundir.records import Prediction
 from tests.fakeserver import FakeOpenAIServer
 from tests.helpers import refused_in_one_line
 

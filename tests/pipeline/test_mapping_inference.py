@@ -17,12 +17,12 @@ from anchor.inference.bayes import (
     latent_params_from_counts,
     naive_bayes_posterior,
 )
-from anchor.inference.config import InferenceConfig
 from anchor.inference.elicit import UNASSIGNED_LATENT
 from anchor.inference.engine import InferenceEngine
 from anchor.llm.ledger import CallRecord, CostLedger
 from anchor.mapping.mapper import ConditionMapper, MappingConfig
 from anchor.pipeline import Anchor
+from anchor.settings.inference import InferenceConfig
 from anchor.types import AggregationMethod, FactorLabel, InferenceResult, MappingTrace
 from tests.helpers import ScriptedLLM, field_line, requests_of, section
 

@@ -15,11 +15,11 @@ from anchor import prompts
 from anchor.cli import app
 from anchor.config import AnchorConfig
 from anchor.evaluation.run_config import make_run_config
-from anchor.inference.config import InferenceConfig
 from anchor.llm.settings import LLMSettings
-from anchor.mapping.config import MappingConfig
 from anchor.runs.identity import first_difference, run_identity
-from anchor.space.config import BuildParams
+from anchor.settings.inference import InferenceConfig
+from anchor.settings.mapping import MappingConfig
+from anchor.settings.space import BuildParams
 from tests.fakeserver import FakeOpenAIServer
 from tests.helpers import ScriptedLLM
 from tests.run_helpers import eval_args, server_responder

@@ -15,8 +15,8 @@ from sklearn.metrics import accuracy_score, balanced_accuracy_score, brier_score
 from typer.testing import CliRunner
 
 from anchor.cli import app
-from anchor.runs.records import MetricsReport, Prediction
-from anchor.runs.rundir import DirectoryLock
+from anchor.rundir import DirectoryLock
+from anchor.rundir.records import MetricsReport, Prediction
 from tests.fakeserver import FakeOpenAIServer
 
 pytestmark = pytest.mark.usefixtures("clean_anchor_env")
@@ -369,7 +369,7 @@ def stages_asked(run: Path) -> list[str]:
 @pytest.mark.slow
 def test_one_space_a_group_kept_in_a_store_that_later_runs_and_the_python_api_reuse(tmp_path):
     from anchor import Anchor, AnchorConfig, BuildParams, LLMSettings
-    from anchor.inference.config import USER_RULE, InferenceConfig
+    from anchor.settings.inference import USER_RULE, InferenceConfig
 
     cases = tmp_path / "cases.csv"
     write_csv(cases)

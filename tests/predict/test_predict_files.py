@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from anchor.cli import app
 from anchor.predict.export import check_table_format, csv_cell
-from anchor.runs.errors import EvalError
+from anchor.runs.errors import RunError
 from anchor.runs.pool import LocalPool
 from anchor.runs.processes import ProcessPool
 from tests.fakeserver import FakeOpenAIServer
@@ -208,7 +208,7 @@ def test_the_recorded_instances_are_the_rows_the_run_scored(tmp_path):
 def failing_start(seen: list[int]):
     async def start(self: ProcessPool) -> None:
         seen.append(self.workers)
-        raise EvalError("the helper processes cannot start")
+        raise RunError("the helper processes cannot start")
     return start
 
 
@@ -259,7 +259,7 @@ def test_a_start_that_handed_out_an_instance_is_a_run_and_keeps_its_folder(tmp_p
     # A helper process may have sent requests whose records have not reached calls.jsonl: once an
     # instance is handed out, the folder is a run to resume, not a refused start to take back.
     async def broken(self: LocalPool, work: object, rank: int = 0) -> None:
-        raise EvalError("the worker broke")
+        raise RunError("the worker broke")
 
     monkeypatch.setattr(LocalPool, "answer", broken)
     cases = tmp_path / "cases.csv"

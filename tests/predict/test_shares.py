@@ -12,8 +12,8 @@ import pytest
 
 from anchor.predict.config import CasesInput, file_digest
 from anchor.predict.shares import CaseShares
-from anchor.runs.errors import EvalError
-from anchor.runs.rundir import RunDirectory
+from anchor.rundir import RunDirectory
+from anchor.runs.errors import RunError
 from tests.predict.test_predict import CASES, write_csv
 
 MAPPING = {"id": "Key", "scenario": "Situation", "outcome1": "A", "outcome2": "B", "condition": "Evidence",
@@ -138,7 +138,7 @@ def test_shares_that_read_a_file_changed_between_them_are_refused_and_instances_
     read(source, 0, 2)
     cases_file(tmp_path, order=[8, 9, 10, 11, 0, 1, 2, 3, 4, 5, 6, 7])  # groups now come in another order
     read(source, 1, 2)
-    with pytest.raises(EvalError, match=r"cases\.csv: the file changed while the run read it \(.*put the file "
+    with pytest.raises(RunError, match=r"cases\.csv: the file changed while the run read it \(.*put the file "
                                          r"back as it was and run the same command again"):
         source.collect(RunDirectory(run), expected=12)
     assert (run / "instances.jsonl").read_text(encoding="utf-8") == "what an earlier start left\n"
@@ -149,7 +149,7 @@ def test_a_share_refuses_a_file_that_changed_since_the_run_started(tmp_path):
     source = shares_of(path, tmp_path / "run", sha256=file_digest(path))
     assert len(read(source, 0, 1)) == 12
     cases_file(tmp_path, bad_after=4)
-    with pytest.raises(EvalError, match="the file changed since the run started"):
+    with pytest.raises(RunError, match="the file changed since the run started"):
         read(source, 0, 1)
 
 

@@ -20,8 +20,8 @@ from anchor.analysis.estimator import EstimatorComparison, PhiDistributionStats
 from anchor.cli.app import app
 from anchor.config import ABLATIONS
 from anchor.evaluation.datasets import DATASET_NAMES
-from anchor.evaluation.metrics import decision_accuracy, factcheck_metrics, pairwise_metrics
 from anchor.methods import METHODS
+from anchor.metrics import decision_accuracy, factcheck_metrics, pairwise_metrics
 from anchor.reproduce.published import (
     DERIVED_METRICS,
     UNITS,

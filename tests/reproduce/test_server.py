@@ -25,7 +25,7 @@ from anchor.evaluation.cost.phases import phase_of
 from anchor.evaluation.datasets import load_pairwise
 from anchor.llm.ledger import CallRecord
 from anchor.llm.scripted import ScriptedRequest
-from anchor.runs.records import MetricsReport, Prediction
+from anchor.rundir.records import MetricsReport, Prediction
 from tests.fakeserver import FakeOpenAIServer, random_from_schema
 from tests.helpers import ScriptedLLM
 from tests.run_helpers import like_a_terminal

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from anchor.runs.records import Prediction
-from anchor.runs.rundir import RunDirectory, RunDirError
-from anchor.runs.rundir.directory import _PREDICTION_HEAD
+from anchor.rundir import RunDirectory, RunDirError
+from anchor.rundir.directory import _PREDICTION_HEAD
+from anchor.rundir.records import Prediction
 
 
 def line(iid: str, at: int, status: str = "ok", p: float | None = 0.7) -> str:

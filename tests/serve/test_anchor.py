@@ -121,7 +121,7 @@ def test_online_answers_are_made_under_the_configuration_anchor_predict_records(
     predict run (or a job) are the same computation."""
     import asyncio
 
-    from anchor.runs.rundir import RunDirectory
+    from anchor.rundir import RunDirectory
 
     service, server, root = live
     s = service.service

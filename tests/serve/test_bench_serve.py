@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.evaluation.test_ray_local_kill import descendants, running
+from tests.runs.test_ray_local_kill import descendants, running
 
 pytest.importorskip("uvicorn")
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""A setting the engine refuses names its field itself (``EvalError.field``, set where it is raised), and the
+"""A setting the engine refuses names its field itself (``RunError.field``, set where it is raised), and the
 service answers with that field: nothing is recognised by the words of a message."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from anchor.predict.config import check_predict_method
-from anchor.runs.errors import EvalError
+from anchor.runs.errors import RunError
 from anchor.serve.engine import check_method
 from anchor.serve.errors import refused
 
@@ -20,7 +20,7 @@ from anchor.serve.errors import refused
     ("bird-on-anchor", "pool", True, "method"),  # learns from every condition: a job, not an online answer
 ])
 def test_each_refusal_names_its_field_and_the_service_answers_with_it(method, stage, online, field):
-    with pytest.raises(EvalError) as caught:
+    with pytest.raises(RunError) as caught:
         check_method(method, stage, online=online)
     assert caught.value.field == field
     answer = refused(caught.value)
@@ -29,11 +29,11 @@ def test_each_refusal_names_its_field_and_the_service_answers_with_it(method, st
 
 
 def test_the_field_comes_from_the_error_not_its_words():
-    answer = refused(EvalError("--stage is mentioned, but the method is at fault", field="method"))
+    answer = refused(RunError("--stage is mentioned, but the method is at fault", field="method"))
     assert answer.field == "method" and answer.message == "stage is mentioned, but the method is at fault"
 
 
 def test_the_command_line_keeps_its_flags():
-    with pytest.raises(EvalError, match="--method bird-on-anchor needs --stage") as caught:
+    with pytest.raises(RunError, match="--method bird-on-anchor needs --stage") as caught:
         check_predict_method("bird-on-anchor", None)
     assert caught.value.field == "stage"

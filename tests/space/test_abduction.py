@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from anchor.settings.space import BuildParams
 from anchor.space.abduction import Abductor
-from anchor.space.config import BuildParams
 from anchor.space.validation import MAX_FACTOR_CHARS, normalize_factor
 from anchor.types import StopReason
 from tests.helpers import ScriptedLLM, requests_of, section, validation_items

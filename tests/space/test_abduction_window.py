@@ -21,9 +21,9 @@ from anchor.llm.chain import Chain
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import CostLedger
 from anchor.llm.scripted import ScriptedBackend, ScriptedRequest
+from anchor.settings.space import BuildParams
 from anchor.space.abduction import Abductor
 from anchor.space.builder import FactorSpaceBuilder
-from anchor.space.config import BuildParams
 from anchor.space.io import load_space, save_space
 from anchor.space.voting import vote_labels
 from anchor.types import StopReason

@@ -16,8 +16,8 @@ from anchor.llm.client import LLMClient
 from anchor.llm.ledger import CostLedger
 from anchor.llm.scripted import ScriptedBackend
 from anchor.pipeline import Anchor
+from anchor.settings.space import BuildParams
 from anchor.space.builder import FLAT_THEME, FactorSpaceBuilder
-from anchor.space.config import BuildParams
 from anchor.space.io import SpaceFileError, load_space, save_space
 from anchor.types import FACTOR_SPACE_SCHEMA_VERSION, FactorLabel, StopReason
 from tests.conftest import NOODLES

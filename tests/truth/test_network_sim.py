@@ -19,13 +19,13 @@ from anchor.llm.client import LLMClient  # noqa: E402
 from anchor.llm.settings import LLMSettings  # noqa: E402
 from anchor.predict.config import CasesInput, make_predict_config  # noqa: E402
 from anchor.predict.runner import PredictRunner  # noqa: E402
-from anchor.runs.rundir import RunDirectory  # noqa: E402
-from anchor.truth.bench.runner import OneBackend  # noqa: E402
+from anchor.rundir import RunDirectory  # noqa: E402
 from anchor.truth.cases import write_cases  # noqa: E402
 from anchor.truth.networks import network_worlds  # noqa: E402
 from anchor.truth.simulate import SimErrors, SimulatedBackend, SimulatedLLM  # noqa: E402
 from anchor.truth.simulate.errors import OPEN_EDGE  # noqa: E402
 from anchor.truth.world import WorldFile, load_worlds, save_worlds  # noqa: E402
+from anchor.truth_bench.runner import OneBackend  # noqa: E402
 from anchor.types import Factor, Scenario  # noqa: E402
 
 

@@ -15,11 +15,11 @@ from anchor.bird.method import BirdMethod
 from anchor.config import AnchorConfig
 from anchor.evaluation.datasets.instances import DecisionInstance
 from anchor.evaluation.datasets.negation import negate_with_llm
-from anchor.inference.config import InferenceConfig
 from anchor.llm.client import LLMClient
 from anchor.methods import baselines
 from anchor.pipeline import Anchor
 from anchor.prompts import REFLECT_FACTORS, choice_list_schema
+from anchor.settings.inference import InferenceConfig
 from anchor.truth.simulate import Miscalibration, SimErrors, SimulatedBackend, SimulatedLLM
 from anchor.truth.simulate.llm import HANDLERS
 from anchor.truth.simulate.reads import EVERY_PARAMETER, READS, STAGE_READS, parameters_read, same_answers

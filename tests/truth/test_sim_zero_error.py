@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from anchor.config import AnchorConfig
-from anchor.inference.config import InferenceConfig
 from anchor.llm.client import LLMClient
 from anchor.pipeline import Anchor
+from anchor.settings.inference import InferenceConfig
 from anchor.truth.generate import generate_groups
 from anchor.truth.settings import STRUCTURES, GenerationSettings
 from anchor.truth.simulate import SimErrors, SimulatedBackend, SimulatedLLM

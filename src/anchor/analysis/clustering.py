@@ -52,8 +52,8 @@ from anchor.analysis.common import (
 )
 from anchor.plots import colours, new_figure, save_figure
 from anchor.progress import ProgressEvent, Reporter, silent
-from anchor.runs.rundir import RunDirectory
-from anchor.runs.rundir.names import CONFIG, SPACES
+from anchor.rundir import RunDirectory
+from anchor.rundir.names import CONFIG, SPACES
 from anchor.space.io import load_space
 from anchor.space.structure import (
     HDBSCANClusterer,

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from anchor.files import write_atomic
-from anchor.runs.records import Kind, MetricsReport
+from anchor.rundir.records import Kind, MetricsReport
 
 #: The headline score of each kind of task, as in the evaluation report.
 HEADLINE_METRIC: dict[str, str] = {"pairwise": "f1_micro", "decision": "accuracy", "factcheck": "balanced_accuracy"}

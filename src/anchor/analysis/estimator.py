@@ -39,11 +39,11 @@ from anchor.analysis.common import (
     task_scores,
     write_analysis,
 )
-from anchor.inference.config import InferenceConfig
 from anchor.inference.engine import InferenceEngine
 from anchor.llm.client import LLMClient
 from anchor.plots import colours, new_figure, save_figure
-from anchor.runs.records import MetricsReport
+from anchor.rundir.records import MetricsReport
+from anchor.settings.inference import InferenceConfig
 from anchor.types import FactorSpace, InferenceResult
 
 NAME = "estimator"

@@ -29,7 +29,7 @@ from anchor.analysis.common import (
     write_analysis,
 )
 from anchor.plots import colours, new_figure, save_figure
-from anchor.runs.records import MetricsReport
+from anchor.rundir.records import MetricsReport
 from anchor.space.truncate import truncate_space
 from anchor.types import FactorSpace
 

@@ -27,7 +27,7 @@ from anchor.analysis.common import (
 )
 from anchor.mapping.retrievers import RETRIEVER_NAMES
 from anchor.plots import colours, new_figure, save_figure
-from anchor.runs.records import MetricsReport
+from anchor.rundir.records import MetricsReport
 
 NAME = "retrieval"
 #: The paper's (K1, K2) settings; (3, 5) is the default the main results use.

@@ -44,11 +44,11 @@ from anchor.config import AnchorConfig
 from anchor.evaluation.driver import EvalRunner
 from anchor.evaluation.run_config import make_run_config
 from anchor.llm.settings import LLMSettings
-from anchor.mapping.config import RETRIEVER_NAMES
 from anchor.progress import ProgressEvent, Reporter, silent
-from anchor.runs.errors import EvalError
-from anchor.runs.records import MetricsReport, RunConfig
-from anchor.runs.rundir import RunDirectory
+from anchor.rundir import RunDirectory
+from anchor.rundir.records import MetricsReport, RunConfig
+from anchor.runs.errors import RunError
+from anchor.settings.mapping import RETRIEVER_NAMES
 from anchor.space.io import load_space
 from anchor.types import FactorSpace, InferenceResult
 
@@ -134,7 +134,7 @@ async def run_factor_analysis(runner: AnalysisRunner, *, points: int = FACTOR_PO
     full = await runner.evaluate("full")
     spaces = runner.built_spaces("full")
     if not spaces:
-        raise EvalError(f"no factor space could be built (see {RunDirectory(runner.run_dir('full')).metrics_path}, "
+        raise RunError(f"no factor space could be built (see {RunDirectory(runner.run_dir('full')).metrics_path}, "
                         "'failures'); nothing to truncate")
     largest = max(len(s.factors) for s in spaces)
     grid = factor_grid(largest, step=step, points=points)
@@ -162,9 +162,9 @@ async def run_retrieval_analysis(runner: AnalysisRunner, *, retrievers: Sequence
     """Every backend crossed with every (K1, K2) on the same spaces (built by the first cell)."""
     unknown = [r for r in retrievers if r not in RETRIEVER_NAMES]
     if unknown:
-        raise EvalError(f"unknown retriever {unknown[0]!r}; choose from {', '.join(RETRIEVER_NAMES)}")
+        raise RunError(f"unknown retriever {unknown[0]!r}; choose from {', '.join(RETRIEVER_NAMES)}")
     if not retrievers or not k_settings:
-        raise EvalError("the retrieval analysis needs at least one retriever and one (K1, K2) setting")
+        raise RunError("the retrieval analysis needs at least one retriever and one (K1, K2) setting")
     base = runner.data.anchor_config
     first: Path | None = None
     reports: dict[tuple[str, int, int], MetricsReport] = {}
@@ -185,7 +185,7 @@ async def run_retrieval_analysis(runner: AnalysisRunner, *, retrievers: Sequence
 # --------------------------------------------------------------------------- estimator
 
 
-class NothingToCompare(EvalError):
+class NothingToCompare(RunError):
     """The estimator analysis ran to its end, but no condition got a factor with a phi: a result of the slice
     (another attempt would ask the same), not a failure."""
 
@@ -193,7 +193,7 @@ class NothingToCompare(EvalError):
 def read_traces(run_dir: Path) -> dict[tuple[int, str, int], InferenceResult]:
     """The last trace of every (run, instance, side) of a run directory (a retried instance
     appends new traces; the last one is the one its prediction used)."""
-    traces, _ = RunDirectory(run_dir, error=EvalError).anchor_traces()
+    traces, _ = RunDirectory(run_dir, error=RunError).anchor_traces()
     return {(run, iid, side): t.result for (run, iid), sides in traces.items() for side, t in sides.items()}
 
 
@@ -214,7 +214,7 @@ async def run_estimator_analysis(runner: AnalysisRunner, estimator: LLMSettings)
         which = "main model" if not main_phis else "estimator"
         metrics = RunDirectory(runner.run_dir(cell)).metrics_path
         if main.n_failed or other.n_failed:  # another attempt asks the failed ones again
-            raise EvalError(f"the {which} gave no factor a phi on this slice (every condition unknown or failed; "
+            raise RunError(f"the {which} gave no factor a phi on this slice (every condition unknown or failed; "
                             f"see {metrics}): nothing to compare; run it again to retry the failed ones")
         raise NothingToCompare(f"the {which} gave no factor a phi on this slice: every condition of its "
                                f"{len(runner.load_instances())} instance(s) was unknown and none failed (see "

@@ -37,9 +37,9 @@ from anchor.cli.options import (
 from anchor.config import AnchorConfig
 from anchor.evaluation.datasets import DATASET_NAMES
 from anchor.files import check_directory
-from anchor.mapping.config import RETRIEVER_NAMES
-from anchor.runs.records import RunConfig
+from anchor.rundir.records import RunConfig
 from anchor.secrets import redact_argv
+from anchor.settings.mapping import RETRIEVER_NAMES
 
 # The machinery a command drives is imported inside the command, to keep start-up light: see anchor.cli.
 

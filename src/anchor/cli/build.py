@@ -39,10 +39,10 @@ from anchor.cli.options import (
 from anchor.cli.render import cost_table, result_view, space_view
 from anchor.demo import NOODLE_CONDITIONS, NOODLES
 from anchor.files import DestinationError, check_destination
-from anchor.inference.config import USER_RULE, InferenceConfig
 from anchor.llm.ledger import merge_costs
 from anchor.llm.sync import run_sync
-from anchor.space.config import BuildParams
+from anchor.settings.inference import USER_RULE, InferenceConfig
+from anchor.settings.space import BuildParams
 from anchor.space.io import load_space, save_space
 from anchor.types import FactorSpace, InferenceResult
 

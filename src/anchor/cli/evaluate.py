@@ -46,8 +46,8 @@ from anchor.evaluation.datasets.sampling import SampleError, parse_sample_size
 from anchor.extras import require_extra
 from anchor.files import check_directory
 from anchor.methods import METHODS
-from anchor.runs.records import MetricsReport, RunConfig
-from anchor.runs.rundir import RunDirectory
+from anchor.rundir import RunDirectory
+from anchor.rundir.records import MetricsReport, RunConfig
 from anchor.secrets import redact_argv
 
 # The machinery a command drives is imported inside the command, to keep start-up light: see anchor.cli.

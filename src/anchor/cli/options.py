@@ -27,7 +27,6 @@ import typer
 from anchor.cli.option_machinery import expand_options as expand_options
 from anchor.cli.option_machinery import given_flags as given_flags
 from anchor.cli.option_machinery import opt, overrides
-from anchor.inference.config import InferenceConfig
 from anchor.llm.endpoint import CredentialSource, settle_credentials
 from anchor.llm.settings import (
     ENV_API_KEY,
@@ -45,8 +44,9 @@ from anchor.llm.settings import (
     ENV_TIMEOUT,
     LLMSettings,
 )
-from anchor.mapping.config import RETRIEVER_NAMES, MappingConfig
-from anchor.space.config import BuildParams
+from anchor.settings.inference import InferenceConfig
+from anchor.settings.mapping import RETRIEVER_NAMES, MappingConfig
+from anchor.settings.space import BuildParams
 from anchor.text import same_text
 from anchor.truth.settings import STRUCTURE_CHOICES, GenerationSettings
 from anchor.types import INFERENCE_RULES, AggregationMethod, InferenceRule, Scenario

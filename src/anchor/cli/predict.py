@@ -42,11 +42,11 @@ from anchor.cli.options import (
 )
 from anchor.config import ABLATIONS, AnchorConfig
 from anchor.files import check_directory
-from anchor.inference.config import USER_RULE
 from anchor.methods import METHODS
-from anchor.runs.records import MetricsReport
-from anchor.runs.rundir import RunDirectory
+from anchor.rundir import RunDirectory
+from anchor.rundir.records import MetricsReport
 from anchor.secrets import redact_argv
+from anchor.settings.inference import USER_RULE
 
 # The machinery a command drives is imported inside the command, to keep start-up light: see anchor.cli.
 

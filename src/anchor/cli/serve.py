@@ -24,8 +24,8 @@ from anchor.cli.options import (
     opt,
 )
 from anchor.config import ABLATIONS, AnchorConfig
-from anchor.inference.config import USER_RULE
 from anchor.secrets import redact_argv
+from anchor.settings.inference import USER_RULE
 
 if TYPE_CHECKING:
     from anchor.llm.settings import LLMSettings

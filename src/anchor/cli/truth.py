@@ -161,8 +161,8 @@ def score_command(
     scores against the sampled labels (Brier, ECE), agreement with the Bayes-optimal decision, coverage and
     cost, each over the rows it is computed on. Example: anchor truth score runs/worlds-vanilla-s0
     """
-    from anchor.evaluation.truth_scores import run_truth_scores
-    from anchor.runs.rundir import RunDirectory
+    from anchor.rundir import RunDirectory
+    from anchor.scoring.truth import run_truth_scores
 
     with friendly_errors():
         scores = run_truth_scores(RunDirectory(run_dir))

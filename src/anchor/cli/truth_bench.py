@@ -34,8 +34,8 @@ def bench_command(
     backend; it measures the methods under a stated model of LLM error, not any real LLM (docs/known-truth.md).
     Example: anchor truth bench --quick --out bench
     """
-    from anchor.truth.bench import BenchPlan, default_networks, run_bench
-    from anchor.truth.bench.report import console_lines
+    from anchor.truth_bench import BenchPlan, default_networks, run_bench
+    from anchor.truth_bench.report import console_lines
 
     with friendly_errors({"seed": "--seed"}):
         if out_dir.exists() and not out_dir.is_dir():

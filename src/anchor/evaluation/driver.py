@@ -3,7 +3,7 @@
 What is the benchmark's is here: which instances a run scores (the data file, the paper's seeded
 sample, ``--limit``: :mod:`anchor.evaluation.datasets.selection`), ``sample.json`` and
 ``instances.jsonl``, the claims negated by the LLM (``--negation llm``), the fact-check decision
-threshold, and the scores of ``metrics.json`` (:mod:`anchor.evaluation.scoring`). Everything every run
+threshold, and the scores of ``metrics.json`` (:mod:`anchor.scoring.scorer`). Everything every run
 has (clients, lock, logs, workers, progress, resumption) is the session's.
 
 Starting the same command again skips every (run, instance) already answered; an instance whose
@@ -20,20 +20,20 @@ from pathlib import Path
 
 from anchor.calibration.registry import FileCalibrator
 from anchor.config import AnchorConfig
-from anchor.evaluation.cost.attribution import run_scenarios
 from anchor.evaluation.datasets.factcheck import FactcheckData
 from anchor.evaluation.datasets.negation import negate_with_llm
 from anchor.evaluation.datasets.selection import select_instances
-from anchor.evaluation.scoring import RunScorer
 from anchor.llm.ledger import CallRecord
 from anchor.llm.settings import BackendFactory, LLMSettings
 from anchor.methods.registry import METHODS
 from anchor.progress import Reporter, silent
-from anchor.runs.errors import EvalError
-from anchor.runs.instances import Instance, PairwiseInstance
-from anchor.runs.records import MetricsReport, Prediction, RunConfig, SampleRecord
+from anchor.rundir.instances import Instance, PairwiseInstance
+from anchor.rundir.records import MetricsReport, Prediction, RunConfig, SampleRecord
+from anchor.runs.errors import RunError
 from anchor.runs.session import RunSession
 from anchor.runs.worker import DecisionRule, Work, WorkerSetup
+from anchor.scoring.attribution import run_scenarios
+from anchor.scoring.scorer import RunScorer
 from anchor.types import scenario_key
 
 
@@ -65,7 +65,7 @@ class EvalRunner:
     ) -> None:
         spec = METHODS.get(config.method)
         if spec is not None and spec.pairwise_only and config.kind != "pairwise":
-            raise EvalError(f"method {config.method!r} compares two conditions and only applies to "
+            raise RunError(f"method {config.method!r} compares two conditions and only applies to "
                             "common2sense-pairwise")
         self.config = config
         self.out_dir = Path(out_dir)
@@ -144,7 +144,7 @@ class EvalRunner:
 
     def compute_metrics(self, instances: Sequence[Instance], done: dict[tuple[int, str], Prediction],
                         calls: Iterable[CallRecord] = ()) -> MetricsReport:
-        """The run's ``MetricsReport`` (see :mod:`anchor.evaluation.scoring`): ``done`` holds the latest
+        """The run's ``MetricsReport`` (see :mod:`anchor.scoring.scorer`): ``done`` holds the latest
         prediction of each (run, id), ``calls`` the call log as written."""
         pool = self.session.pool
         stores = pool.stores() if pool is not None else {}

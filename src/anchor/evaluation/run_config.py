@@ -14,10 +14,10 @@ from anchor.evaluation.datasets.bundled import DATASET_NAMES, bundled_file, is_f
 from anchor.evaluation.datasets.selection import resolve_sample
 from anchor.llm.settings import LLMSettings
 from anchor.methods.registry import METHODS
-from anchor.runs.errors import EvalError
+from anchor.rundir.records import Kind, RunConfig
+from anchor.runs.errors import RunError
 from anchor.runs.identity import recorded_llm
-from anchor.runs.records import Kind, RunConfig
-from anchor.space.config import BuildParams
+from anchor.settings.space import BuildParams
 from anchor.version import __version__
 
 #: Paper Appendix B: factor-generation sizes per dataset group.
@@ -43,7 +43,7 @@ def default_build_params(dataset: str, seed: int = 0, sizes: str = "paper") -> B
     if sizes == "quick":
         return BuildParams(**BUILD_SIZES["quick"], seed=seed)
     if sizes != "paper":
-        raise EvalError(f"unknown build sizes {sizes!r}; use 'paper' or 'quick'")
+        raise RunError(f"unknown build sizes {sizes!r}; use 'paper' or 'quick'")
     size = BUILD_SIZES["large" if dataset in ("common2sense-pairwise", "common2sense", "plasma") else "small"]
     return BuildParams(**size, seed=seed)
 
@@ -75,20 +75,20 @@ def make_run_config(
     With ``spaces_relative_to`` (the run's own directory), ``spaces_from`` is recorded from there, so that
     a folder holding both runs can be moved or copied; without it, as given."""
     if data_path is not None and not Path(data_path).is_file():
-        raise EvalError(f"--data {data_path}: no such file")
+        raise RunError(f"--data {data_path}: no such file")
     if dataset not in DATASET_NAMES:
-        raise EvalError(f"unknown dataset {dataset!r}; choose from {', '.join(DATASET_NAMES)}")
+        raise RunError(f"unknown dataset {dataset!r}; choose from {', '.join(DATASET_NAMES)}")
     if method not in METHODS:
-        raise EvalError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+        raise RunError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
     spec = METHODS[method]
     if stage is not None and not spec.stages:
         staged = [name for name, m in METHODS.items() if m.stages]
-        raise EvalError(f"--stage applies only to --method {' or '.join(staged)}, not to {method!r}")
+        raise RunError(f"--stage applies only to --method {' or '.join(staged)}, not to {method!r}")
     if spec.stages and stage not in spec.stages:
-        raise EvalError(f"--method {method} needs --stage, one of: {', '.join(spec.stages)}"
+        raise RunError(f"--method {method} needs --stage, one of: {', '.join(spec.stages)}"
                         + (f" (got {stage!r})" if stage is not None else ""))
     if spaces_from is not None and not Path(spaces_from).is_dir():
-        raise EvalError(f"--spaces-from {spaces_from}: no such run directory")
+        raise RunError(f"--spaces-from {spaces_from}: no such run directory")
     sample_size, sample_seed = resolve_sample(dataset, sample, sample_seed)
     llm, estimator_llm = recorded_llm(settings), recorded_llm(estimator) if estimator is not None else None
     return RunConfig(

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from anchor.inference.config import InferenceConfig
 from anchor.lazy import lazy_exports
+from anchor.settings.inference import InferenceConfig
 
 _LAZY = {
     "InferenceEngine": "anchor.inference.engine",

@@ -23,7 +23,6 @@ from anchor.inference.bayes import (
     linear_opinion_pool,
     naive_bayes_posterior,
 )
-from anchor.inference.config import InferenceConfig
 from anchor.inference.consistent import (
     clip_evidence,
     consistent_cbn_posterior,
@@ -44,6 +43,7 @@ from anchor.inference.elicit import (
 )
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
+from anchor.settings.inference import InferenceConfig
 from anchor.types import (
     AggregationMethod,
     BaseRate,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from anchor.lazy import lazy_exports
-from anchor.mapping.config import RETRIEVER_NAMES, MappingConfig
+from anchor.settings.mapping import RETRIEVER_NAMES, MappingConfig
 
 _LAZY = {
     "ConditionMapper": "anchor.mapping.mapper",

@@ -19,9 +19,9 @@ from anchor.embedding.embed import Embedder
 from anchor.errors import ConfigurationError
 from anchor.llm.client import LLMClient
 from anchor.llm.context import fit_prompt, merge_truncations
-from anchor.mapping.config import MappingConfig
 from anchor.mapping.retrieval import CandidateIndex, FlatIndex, HierarchicalIndex
 from anchor.mapping.retrievers import KNNRetriever, Retriever
+from anchor.settings.mapping import MappingConfig
 from anchor.types import FactorSpace, MappingTrace
 
 

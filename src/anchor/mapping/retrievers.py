@@ -29,7 +29,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from anchor.mapping.config import RETRIEVER_NAMES
+from anchor.settings.mapping import RETRIEVER_NAMES
 
 Metric = Literal["euclidean", "cosine"]
 

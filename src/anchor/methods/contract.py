@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from anchor.config import AnchorConfig
     from anchor.embedding.embed import Embedder
     from anchor.llm.client import LLMClient
-    from anchor.runs.records import RunConfig
+    from anchor.rundir.records import RunConfig
 
 Status = Literal["ok", "abstained", "failed"]
 

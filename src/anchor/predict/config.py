@@ -16,9 +16,9 @@ from anchor.config import AnchorConfig
 from anchor.embedding.server import settings_identity
 from anchor.llm.settings import LLMSettings
 from anchor.methods.registry import METHODS
-from anchor.runs.errors import EvalError
+from anchor.rundir.records import RunConfig
+from anchor.runs.errors import RunError
 from anchor.runs.identity import recorded_llm
-from anchor.runs.records import RunConfig
 from anchor.version import __version__
 
 #: The dataset name a predict run records (its kind is ``cases``).
@@ -62,7 +62,7 @@ def file_digest(path: Path) -> str:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(chunk)
     except OSError as exc:
-        raise EvalError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+        raise RunError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
     return digest.hexdigest()
 
 
@@ -71,17 +71,17 @@ def check_predict_method(method: str, stage: str | None) -> None:
     fault in its ``field``)."""
     spec = METHODS.get(method)
     if spec is None:
-        raise EvalError(f"unknown method {method!r}; choose from {', '.join(METHODS)}", field="method")
+        raise RunError(f"unknown method {method!r}; choose from {', '.join(METHODS)}", field="method")
     if spec.pairwise_only:
-        raise EvalError(f"--method {method} compares two conditions of a pair; a case has one condition",
+        raise RunError(f"--method {method} compares two conditions of a pair; a case has one condition",
                         field="method")
     if spec.oracle:
-        raise EvalError(f"--method {method} is an oracle (it sees the gold outcome), not a way to predict a case",
+        raise RunError(f"--method {method} is an oracle (it sees the gold outcome), not a way to predict a case",
                         field="method")
     if stage is not None and not spec.stages:
-        raise EvalError(f"--stage applies only to methods with stages, not to {method!r}", field="stage")
+        raise RunError(f"--stage applies only to methods with stages, not to {method!r}", field="stage")
     if spec.stages and stage not in spec.stages:
-        raise EvalError(f"--method {method} needs --stage, one of: {', '.join(spec.stages)}", field="stage")
+        raise RunError(f"--method {method} needs --stage, one of: {', '.join(spec.stages)}", field="stage")
 
 
 def method_settings(method: str, anchor_config: AnchorConfig | None,
@@ -109,7 +109,7 @@ def make_predict_config(
     are ready (:func:`anchor.runs.session.resolve_config`)."""
     check_predict_method(method, stage)
     if cases is not None and not cases.path.is_file():
-        raise EvalError(f"{cases.path}: no such file")
+        raise RunError(f"{cases.path}: no such file")
     spec = METHODS[method]
     llm, estimator_llm = recorded_llm(settings), recorded_llm(estimator) if estimator is not None else None
     return RunConfig(

@@ -2,7 +2,7 @@
 input order.
 
 ``predictions.jsonl`` (the full records) is the run directory's, written and put back in input order
-when the run ends by :class:`~anchor.runs.rundir.RunDirectory`; the table is made from it, one
+when the run ends by :class:`~anchor.rundir.RunDirectory`; the table is made from it, one
 record at a time.
 
 The CSV is meant to be opened in a spreadsheet, which runs a cell that starts with ``=``, ``+``, ``-``
@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 from anchor.cases import CasesError
 from anchor.files import write_atomic_stream
-from anchor.runs.records import Prediction
-from anchor.runs.rundir import RunDirectory
+from anchor.rundir import RunDirectory
+from anchor.rundir.records import Prediction
 
 TableFormat = Literal["jsonl", "csv", "parquet"]
 TABLE_FORMATS: tuple[TableFormat, ...] = ("jsonl", "csv", "parquet")

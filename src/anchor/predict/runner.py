@@ -11,7 +11,7 @@ accounting as ``anchor eval``) that differs in how it meets its instances:
   (:mod:`anchor.predict.shares`): no row passes through the runner, whose own work then hardly grows
   with the rows while they are answered.
 * Rows are answered in any order, and ``predictions.jsonl`` grows in that order; when the run ends
-  it is rewritten in input order (:meth:`~anchor.runs.rundir.RunDirectory.order_predictions`).
+  it is rewritten in input order (:meth:`~anchor.rundir.RunDirectory.order_predictions`).
 * Each bad row is written to ``rejected.jsonl`` with its line and reason; ``--strict`` stops before
   any request at the first one. Each row scored is written to ``instances.jsonl`` (in the file's
   order, put in place when the pass ends), so the run's readers need not find the cases file again.
@@ -29,21 +29,21 @@ from typing import Any
 from anchor.calibration.registry import FileCalibrator
 from anchor.cases import BadCaseRow, CaseCheck, CaseRow, CasesError, check_cases
 from anchor.config import AnchorConfig
-from anchor.evaluation.cost import attribution
-from anchor.evaluation.scoring import RunScorer
 from anchor.llm.ledger import CallRecord
 from anchor.llm.settings import BackendFactory, LLMSettings
 from anchor.predict.config import CASES_THRESHOLD, CasesInput
 from anchor.predict.export import TableFormat, carries_truth, write_table
 from anchor.predict.shares import CaseShares
 from anchor.progress import Reporter, silent
+from anchor.rundir import RunDirectory, Skipped
+from anchor.rundir.names import REJECTED
+from anchor.rundir.records import MetricsReport, RunConfig
 from anchor.runs.pool import Tally
 from anchor.runs.progress import RunProgress
-from anchor.runs.records import MetricsReport, RunConfig
-from anchor.runs.rundir import RunDirectory, Skipped
-from anchor.runs.rundir.names import REJECTED
 from anchor.runs.session import RunSession
 from anchor.runs.worker import DecisionRule, WorkerSetup
+from anchor.scoring import attribution
+from anchor.scoring.scorer import RunScorer
 
 
 class PredictRunner:

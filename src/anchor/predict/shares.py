@@ -29,10 +29,10 @@ from typing import IO, Any
 
 from anchor.cases import CaseRow, RejectedRow
 from anchor.predict.config import CasesInput, file_digest
-from anchor.runs.errors import EvalError
-from anchor.runs.instances import DecisionInstance
-from anchor.runs.rundir import RunDirectory
-from anchor.runs.rundir.names import INSTANCES, REJECTED
+from anchor.rundir import RunDirectory
+from anchor.rundir.instances import DecisionInstance
+from anchor.rundir.names import INSTANCES, REJECTED
+from anchor.runs.errors import RunError
 from anchor.runs.worker import Work
 from anchor.types import Scenario
 
@@ -97,7 +97,7 @@ class CaseShares:
         if not 0 <= index < shares:
             raise ValueError(f"share {index} of {shares}")
         if self.sha256 is not None and file_digest(self.cases.path) != self.sha256:
-            raise EvalError(self._changed("since the run started"))
+            raise RunError(self._changed("since the run started"))
         status = self.statuses if self.statuses is not None else RunDirectory(self.run_dir).prediction_statuses()
         with contextlib.ExitStack() as files:
             kept = files.enter_context(open(self._path(index), "w", encoding="utf-8"))
@@ -161,7 +161,7 @@ class CaseShares:
                     log.write(text)
                     rows += 1
                 if rows != expected or len(out.group_of) != rows or len(keys) != places:
-                    raise EvalError(self._changed(f"while the run read it ({rows:,} rows read where the check "
+                    raise RunError(self._changed(f"while the run read it ({rows:,} rows read where the check "
                                                   f"found {expected:,})"))
         out.groups = [keys[place] for place in range(places)]
         if self._rejected_path.exists():

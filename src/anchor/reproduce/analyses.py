@@ -34,7 +34,7 @@ from anchor.files import write_atomic
 from anchor.llm.settings import LLMSettings
 from anchor.progress import Reporter
 from anchor.reproduce.plan import PlannedAnalysis
-from anchor.runs.errors import EvalError
+from anchor.runs.errors import RunError
 
 MARKER = "reproduce.json"
 NO_RESULT = "no-result.json"
@@ -86,11 +86,11 @@ async def run_analysis(folder: Path, analysis: PlannedAnalysis, marker: dict[str
     (folder / NO_RESULT).unlink(missing_ok=True)  # from an attempt made for another plan
     if analysis.analysis == "clustering":
         if not inputs:
-            raise EvalError("no finished ANCHOR run has factor spaces to cluster")
+            raise RunError("no finished ANCHOR run has factor spaces to cluster")
         write_clustering(compare_clustering(collect_spaces(list(inputs)), report=report), folder)
     else:
         if data is None:
-            raise EvalError(f"the {analysis.analysis} analysis needs a dataset slice")
+            raise RunError(f"the {analysis.analysis} analysis needs a dataset slice")
         runner = AnalysisRunner(analysis.analysis, data, folder, report=report)
         runner.load_instances()
         if analysis.analysis == "factors":
@@ -99,7 +99,7 @@ async def run_analysis(folder: Path, analysis: PlannedAnalysis, marker: dict[str
             write_retrieval(await run_retrieval_analysis(runner), folder)
         else:
             if estimator is None:
-                raise EvalError("the estimator analysis needs --estimator-base-url (or --quick)")
+                raise RunError("the estimator analysis needs --estimator-base-url (or --quick)")
             try:
                 write_estimator(await run_estimator_analysis(runner, estimator), folder)
             except NothingToCompare as exc:

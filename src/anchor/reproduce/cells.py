@@ -35,13 +35,13 @@ from anchor.analysis.factors import FactorCountAnalysis
 from anchor.evaluation.cost.compare import CostCompareError, compare
 from anchor.evaluation.report.loading import LoadedRun, ReportError, load_run
 from anchor.evaluation.report.transplant import TransplantRow, transplant_groups
-from anchor.evaluation.scores import missing_class
 from anchor.reproduce.analyses import estimator_itself, no_result
 from anchor.reproduce.plan import ANALYSES_FOLDER as ANALYSES
 from anchor.reproduce.plan import RUNS_FOLDER as RUNS
 from anchor.reproduce.plan import Plan, run_name
 from anchor.reproduce.published import PublishedCell
 from anchor.reproduce.selection import PAIRWISE
+from anchor.scoring.scores import missing_class
 
 #: What makes two runs of one dataset comparable across models: the same instances, runs, seeds and data.
 SLICE_FIELDS = ("limit", "runs", "seed", "sample", "sample_seed", "data_sha256", "balance_outcomes", "spaces")

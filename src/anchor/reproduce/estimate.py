@@ -33,8 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from anchor.evaluation.cost.phases import phase_of
 from anchor.llm.ledger import CallRecord
-from anchor.runs.rundir import RunDirectory, Skipped
-from anchor.runs.rundir.names import CALLS
+from anchor.rundir import RunDirectory, Skipped
+from anchor.rundir.names import CALLS
 from anchor.types import scenario_key
 
 Source = Literal["counted", "extrapolated", "derived", "none"]

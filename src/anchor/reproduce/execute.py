@@ -50,10 +50,10 @@ from anchor.reproduce.plan import (
     PlannedRun,
 )
 from anchor.reproduce.selection import QUICK_BIRD_SAMPLES
-from anchor.runs.errors import EvalError
+from anchor.rundir import DirectoryBusy, DirectoryLock, RunDirectory, RunDirError, Skipped
+from anchor.rundir.records import RunConfig
+from anchor.runs.errors import RunError
 from anchor.runs.identity import check_resumable, identity_difference
-from anchor.runs.records import RunConfig
-from anchor.runs.rundir import DirectoryBusy, DirectoryLock, RunDirectory, RunDirError, Skipped
 from anchor.secrets import scrub
 from anchor.types import scenario_key
 
@@ -124,7 +124,7 @@ def hold(out_dir: Path) -> Iterator[None]:
     try:
         lock.__enter__()
     except DirectoryBusy as exc:
-        raise EvalError(f"--out {out_dir} is in use by another anchor reproduce"
+        raise RunError(f"--out {out_dir} is in use by another anchor reproduce"
                         + (f" (pid {exc.pid})" if exc.pid else "") + "; wait for it to end, or use another --out") \
             from None
     try:
@@ -256,14 +256,14 @@ class Reproduction:
     def check_resumable(self) -> None:
         """Refuse, before any request, a directory whose runs were made with other settings."""
         for run in self.plan.runs:
-            directory = RunDirectory(self.run_dir(run.name), error=EvalError)
+            directory = RunDirectory(self.run_dir(run.name), error=RunError)
             if directory.is_run():
                 directory.schema_version()  # a newer layout is refused as such, not as other settings
                 planned, _ = self.run_config(run)
                 try:
                     check_resumable(self.run_dir(run.name), planned.model_dump(mode="json"))
-                except EvalError as exc:
-                    raise EvalError(f"--out {self.out_dir} holds a reproduction with other settings ({exc})") from None
+                except RunError as exc:
+                    raise RunError(f"--out {self.out_dir} holds a reproduction with other settings ({exc})") from None
         for run in self.plan.runs:
             self.instances(run)
         self.check_installed()

@@ -21,7 +21,7 @@ from anchor.reproduce.cells import ESTIMATOR_TABLES, TIMED_METRICS, Ours, Value
 from anchor.reproduce.document import Document
 from anchor.reproduce.published import PublishedCell, PublishedNumbers, PublishedSource
 from anchor.reproduce.selection import PAPER_MAIN_MODEL, PAPER_RUNS, QUICK_BIRD_SAMPLES, Selection
-from anchor.runs.rundir import RunDirectory
+from anchor.rundir import RunDirectory
 
 MINUS = "−"
 DASH = "–"

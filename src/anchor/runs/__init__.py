@@ -12,7 +12,7 @@
   answers; :mod:`.rundir`: the run directory's one owner (file names, schema version, strict or
   lenient reading, the lock, the workers' shards);
 * :mod:`.identity`: which recorded settings must match for a rerun to resume a run directory;
-  :mod:`.progress`: the progress line; :mod:`.errors`: ``EvalError`` and ``WorkersCapped``.
+  :mod:`.progress`: the progress line; :mod:`.errors`: ``RunError`` and ``WorkersCapped``.
 
 The package itself imports nothing: its records and run directory sit lower in the layers than its
 session (the method registry, between them, reads a run's configuration), so each module is imported

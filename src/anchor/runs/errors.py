@@ -6,7 +6,7 @@ from __future__ import annotations
 from anchor.errors import AnchorError
 
 
-class EvalError(AnchorError):
+class RunError(AnchorError):
     """An evaluation that cannot start or go on (bad arguments, a directory holding another run).
 
     ``field``: the setting at fault, by its name without dashes (``method``, ``stage``), when one is; the

@@ -5,7 +5,7 @@ It reads its :class:`~anchor.runs.worker.WorkerSetup` first, then batches of wor
 work to read its own share of (:class:`~anchor.runs.worker.WorkSource`: a predict run's cases file,
 which then never passes through the runner), and answers many instances at once in its event loop.
 It writes everything it makes into its own shard of the run directory
-(:class:`~anchor.runs.rundir.shards.ShardWriter`): the record of each request before the
+(:class:`~anchor.rundir.shards.ShardWriter`): the record of each request before the
 request leaves, and each prediction with its traces before saying it is done. What it sends back is
 the status of each finished answer, a few milliseconds' worth at a time, with its running tally. When
 its input ends (the runner stopped it, or died) it cancels what it was answering and ends.
@@ -19,11 +19,11 @@ import threading
 from collections.abc import Awaitable
 from typing import IO, Any
 
+from anchor.answering import answered
 from anchor.compute.workerproc import child_streams, read_frame, write_frame
-from anchor.runs.answering import answered
+from anchor.rundir.names import CALLS
+from anchor.rundir.shards import ShardWriter
 from anchor.runs.pool import LedgerTally
-from anchor.runs.rundir.names import CALLS
-from anchor.runs.rundir.shards import ShardWriter
 from anchor.runs.worker import Answered, InstanceWorker, Work, WorkerSetup, WorkSource
 
 #: How long finished answers wait to go back together.

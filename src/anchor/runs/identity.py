@@ -14,10 +14,10 @@ from anchor.embedding.embed import KNOWN_DIMENSIONS, MiniLMEmbedder
 from anchor.embedding.server import DEFAULT_SERVER_MODEL
 from anchor.llm.settings import LLMSettings
 from anchor.methods.registry import METHODS
-from anchor.runs.errors import EvalError
-from anchor.runs.records import RunConfig
-from anchor.runs.rundir import RunDirectory
-from anchor.space.config import with_legacy_build
+from anchor.rundir import RunDirectory
+from anchor.rundir.records import RunConfig
+from anchor.runs.errors import RunError
+from anchor.settings.space import with_legacy_build
 
 #: RunConfig fields that do not define a run: a rerun may change them and still resume.
 NOT_IDENTITY = {"command", "data_path", "anchor_version", "schema_version"}
@@ -129,13 +129,13 @@ def _same_directory(old: dict[str, Any], new: dict[str, Any], run_dir: Path) -> 
 
 
 def check_resumable(out_dir: Path, new: dict[str, Any]) -> None:
-    """Raise :class:`EvalError` unless the run directory ``out_dir`` holds no run yet or a run with the
+    """Raise :class:`RunError` unless the run directory ``out_dir`` holds no run yet or a run with the
     identity of ``new``, so that the run there can go on (a directory of a newer layout is refused too)."""
-    old = RunDirectory(out_dir, error=EvalError).read_config_data()
+    old = RunDirectory(out_dir, error=RunError).read_config_data()
     if old is None:
         return
     diff = identity_difference(old, new, out_dir)
     if diff is not None:
         field, was, now = diff
-        raise EvalError(f"{out_dir} holds a run with other settings: {field} was {was!r}, now {now!r}; "
+        raise RunError(f"{out_dir} holds a run with other settings: {field} was {was!r}, now {now!r}; "
                         "use another --out, or the same settings to resume it")

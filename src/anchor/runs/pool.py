@@ -5,7 +5,7 @@ Every pool takes a piece of :class:`~anchor.runs.worker.Work` and gives back wha
 know of its answer (:class:`~anchor.runs.worker.Answered`: its status); the prediction, its traces and
 the records of its requests are written by the worker itself, where the pool told it to
 (:class:`~anchor.runs.worker.RecordSink`): the run directory's logs in the runner's process, a shard of
-its own (:mod:`anchor.runs.rundir.shards`) in a helper process or a Ray actor on this machine, or, for
+its own (:mod:`anchor.rundir.shards`) in a helper process or a Ray actor on this machine, or, for
 a Ray actor on another machine, lines carried back to the runner in batches. A pool of several
 workers sends all the instances of a scenario to the same worker (by its key), so that the scenario's
 factor space is built once, by one worker, and stays in its memory for the scenario's other instances.
@@ -28,7 +28,7 @@ from anchor.artefacts import ArtefactStore
 from anchor.files import write_atomic
 from anchor.llm.ledger import CallRecord, CostLedger
 from anchor.methods.registry import METHODS
-from anchor.runs.rundir import RunDirectory
+from anchor.rundir import RunDirectory
 from anchor.runs.worker import Answered, InstanceWorker, Work, WorkerSetup, WorkSource
 
 #: Artefact files by kind, then by file name: what travels with an instance, both ways.

@@ -2,7 +2,7 @@
 
 Each helper (:mod:`anchor.runs.helper`, started through anchor's one helper-process mechanism,
 :class:`~anchor.compute.workerproc.HelperProcess`) writes its own records into a shard of the run
-directory as it makes them (:mod:`anchor.runs.rundir.shards`), and reads and writes the run's artefact
+directory as it makes them (:mod:`anchor.rundir.shards`), and reads and writes the run's artefact
 folders itself. What travels is small and batched: the work, one message for all the instances handed
 out in one turn of the event loop (or, for a source each helper reads itself, its share's number:
 :meth:`ProcessPool.answer_source`), and back, the status of the answers that finished within a few
@@ -28,7 +28,7 @@ from typing import Any
 
 from anchor.artefacts import ArtefactStore
 from anchor.compute.workerproc import HelperProcess, thread_budget
-from anchor.runs.errors import EvalError
+from anchor.runs.errors import RunError
 from anchor.runs.pool import Tally, concurrency_share, run_stores
 from anchor.runs.worker import Answered, Work, WorkerSetup, WorkSource
 
@@ -155,7 +155,7 @@ class ProcessPool:
                 self._shared.put_nowait(("end", index))
         elif message[0] == "error":
             _, item, text = message
-            error = EvalError(f"a worker process failed: {text}")
+            error = RunError(f"a worker process failed: {text}")
             if item is None:
                 if self._shared is not None:
                     self._shared.put_nowait(("error", error))
@@ -164,17 +164,17 @@ class ProcessPool:
             if future is not None and not future.done():
                 future.set_exception(error)
         elif message[0] == "failed":
-            self._fail(index, EvalError(f"worker process {index} could not start: {message[1]}"))
+            self._fail(index, RunError(f"worker process {index} could not start: {message[1]}"))
 
     def _exited(self, index: int, code: int) -> None:
         if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._fail, index, self._lost_error(index, code))
 
-    def _lost_error(self, index: int, code: int | None = None) -> EvalError:
+    def _lost_error(self, index: int, code: int | None = None) -> RunError:
         code = code if code is not None else (self._helpers[index].proc.poll() if self._helpers[index].proc else None)
-        return EvalError(f"worker process {index} stopped (exit code {code}); run the same command again to resume")
+        return RunError(f"worker process {index} stopped (exit code {code}); run the same command again to resume")
 
-    def _fail(self, index: int, error: EvalError) -> None:
+    def _fail(self, index: int, error: RunError) -> None:
         self._lost.add(index)
         if self._closing:
             return

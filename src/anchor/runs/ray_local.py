@@ -12,7 +12,7 @@ minute on the dead servers. So, with ``--ray local``:
 * each actor watches its runner (:class:`RunnerWatch`) and ends as soon as the runner has; it looks
   again as each request is about to leave, so that no request leaves once the runner is gone;
 * each actor writes its records into its own shard of the run directory, each request's record
-  before the request goes out (:mod:`anchor.runs.rundir.shards`), as a helper process does; the
+  before the request goes out (:mod:`anchor.rundir.shards`), as a helper process does; the
   next start of a killed run copies into ``calls.jsonl`` what the runner had not copied yet.
 
 The watch needs the runner's process id, so it applies where the actors run on the runner's machine:
@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
+from anchor.rundir.names import WORKERS
 from anchor.runs.ray_watchdog import TAG_VARIABLE
-from anchor.runs.rundir.names import WORKERS
 
 #: The run directory's folder of the workers' shards (``--ray local``'s actors among them).
 WORKERS_FOLDER = WORKERS

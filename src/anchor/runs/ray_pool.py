@@ -5,7 +5,7 @@ embedder and methods) on some node of the cluster, and answers many instances at
 loop. The runner sends each scenario's instances to one actor (by the scenario's key).
 
 * With ``--ray local`` the actors run on the runner's machine: each writes its records into a shard of
-  the run directory (:mod:`anchor.runs.rundir.shards`) and uses the run's artefact folders, as a helper
+  the run directory (:mod:`anchor.rundir.shards`) and uses the run's artefact folders, as a helper
   process does; an answer brings back only its status and the actor's tally. The actors go with the
   runner (:mod:`anchor.runs.ray_local`).
 * On a cluster the nodes need no shared file system, only the same LLM endpoint: an actor's request
@@ -29,8 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from anchor.artefacts import ArtefactStore
+from anchor.rundir import RunDirectory
+from anchor.rundir.names import CALLS, PREDICTIONS, TRACES
+from anchor.rundir.shards import ShardWriter
 from anchor.runs import ray_watchdog
-from anchor.runs.errors import EvalError
+from anchor.runs.errors import RunError
 from anchor.runs.pool import (
     ArtefactCourier,
     Artefacts,
@@ -42,9 +45,6 @@ from anchor.runs.pool import (
     worker_of,
 )
 from anchor.runs.ray_local import LocalHome, RunnerWatch, tagged_environment
-from anchor.runs.rundir import RunDirectory
-from anchor.runs.rundir.names import CALLS, PREDICTIONS, TRACES
-from anchor.runs.rundir.shards import ShardWriter
 from anchor.runs.worker import Answered, InstanceWorker, Work, WorkerSetup
 
 RAY_EXTRA_HINT = "running on Ray needs the ray package: pip install 'anchor-infer[ray]'"
@@ -61,7 +61,7 @@ def _ray() -> Any:
     try:
         import ray  # an optional extra: imported only when a run asks for Ray
     except ImportError:
-        raise EvalError(f"--ray: {RAY_EXTRA_HINT}") from None
+        raise RunError(f"--ray: {RAY_EXTRA_HINT}") from None
     return ray
 
 
@@ -85,7 +85,7 @@ def connect(address: str) -> Any:
         else:
             ray.init(address=address, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise EvalError(f"--ray {address}: cannot connect to a Ray cluster ({str(exc).splitlines()[0]}); start "
+        raise RunError(f"--ray {address}: cannot connect to a Ray cluster ({str(exc).splitlines()[0]}); start "
                         "one with `ray start --head`, or give --ray local for one in this process") from None
     return ray
 
@@ -229,7 +229,7 @@ class RayPool:
                 if self.courier is not None:
                     self.courier.forget(index)  # restarted: its scratch folders and memory are gone
                 if attempt == MAX_RESENDS:
-                    raise EvalError(f"Ray worker {index} was lost {attempt + 1} times answering {work.instance.id} "
+                    raise RunError(f"Ray worker {index} was lost {attempt + 1} times answering {work.instance.id} "
                                     f"({str(exc).splitlines()[0]}); run the same command again to resume") from None
                 await self._restarted(index, work.instance.id)
                 continue
@@ -260,7 +260,7 @@ class RayPool:
                 return
             except restarting:
                 if loop.time() > deadline:
-                    raise EvalError(f"Ray worker {index} did not come back within {RESTART_WAIT_SECONDS:.0f} s "
+                    raise RunError(f"Ray worker {index} did not come back within {RESTART_WAIT_SECONDS:.0f} s "
                                     f"after it was lost answering {what}; run the same command again to "
                                     "resume") from None
                 await asyncio.sleep(0.2)

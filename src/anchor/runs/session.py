@@ -2,7 +2,7 @@
 
 The session owns what every run has: the LLM clients, the directory's lock and logs, the ledger, the
 workers (here, in helper processes or on Ray), the bounded loop that hands them work
-(:func:`~anchor.runs.answering.answered`), the progress line and the run directory's one consistent
+(:func:`~anchor.answering.answered`), the progress line and the run directory's one consistent
 view. It knows nothing of where the work comes from: ``anchor eval`` feeds it a benchmark's instances
 (:mod:`anchor.evaluation.driver`), ``anchor predict`` a user's table read as a stream
 (:mod:`anchor.predict.runner`), and a service can feed it work as it arrives. A driver uses it in
@@ -18,11 +18,11 @@ three steps::
 
 Every record a run makes reaches ``calls.jsonl``, ``predictions.jsonl`` and ``traces.jsonl``: written
 there by this process for the work it answers itself, or copied there from the workers' own shards
-(:mod:`anchor.runs.rundir.shards`) while the run goes and at its end. Starting the same command again
+(:mod:`anchor.rundir.shards`) while the run goes and at its end. Starting the same command again
 resumes: a driver skips the work already answered (an instance whose prediction failed is tried
 again, its new line counting), and the costs come from ``calls.jsonl``, every request once however
 often the run was interrupted. A start refused before its first piece of work and before anything
-was recorded leaves the folder as it found it (:class:`~anchor.runs.rundir.RunStart`).
+was recorded leaves the folder as it found it (:class:`~anchor.rundir.RunStart`).
 
 Sessions can share one client (``client=``, and so one limit on the requests in flight); a session's
 ``priority`` puts its requests before those of sessions with a higher number.
@@ -39,6 +39,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Ma
 from pathlib import Path
 from typing import Any
 
+from anchor.answering import answered
 from anchor.artefacts import ArtefactStore
 from anchor.calibration.contract import CalibratorMismatchWarning, method_label
 from anchor.calibration.registry import FileCalibrator
@@ -52,14 +53,13 @@ from anchor.llm.ledger import CallRecord, CostLedger
 from anchor.llm.settings import BackendFactory, LLMSettings, make_client
 from anchor.methods.registry import METHODS
 from anchor.progress import Reporter, silent
-from anchor.runs.answering import answered
-from anchor.runs.errors import EvalError, WorkersCapped
+from anchor.rundir import RunDirectory, RunStart
+from anchor.rundir.records import RunConfig
+from anchor.runs.errors import RunError, WorkersCapped
 from anchor.runs.identity import check_resumable
 from anchor.runs.pool import LedgerTally, LocalPool, SourceReader, Tally, WorkerPool
 from anchor.runs.processes import ProcessPool
 from anchor.runs.progress import RunProgress
-from anchor.runs.records import RunConfig
-from anchor.runs.rundir import RunDirectory, RunStart
 from anchor.runs.worker import Answered, DecisionRule, InstanceWorker, Work, WorkerSetup, WorkSource
 
 #: How often the workers' shards are copied into the run directory's logs while a run goes.
@@ -160,20 +160,20 @@ class RunSession:
     ) -> None:
         spec = METHODS.get(config.method)
         if spec is None:
-            raise EvalError(f"unknown method {config.method!r}; choose from {', '.join(METHODS)}")
+            raise RunError(f"unknown method {config.method!r}; choose from {', '.join(METHODS)}")
         if config.ablations and not spec.uses_anchor_config:
-            raise EvalError(f"ablations apply to ANCHOR's methods only, not to {config.method!r}")
+            raise RunError(f"ablations apply to ANCHOR's methods only, not to {config.method!r}")
         if config.runs < 1:
-            raise EvalError("--runs must be at least 1")
+            raise RunError("--runs must be at least 1")
         if (config.max_factors is not None or estimator_settings is not None) and not spec.uses_anchor_config:
-            raise EvalError(f"truncated factor spaces and a second estimator LLM apply to ANCHOR's methods only, "
+            raise RunError(f"truncated factor spaces and a second estimator LLM apply to ANCHOR's methods only, "
                             f"not to {config.method!r}")
         if workers < 1 and ray is None:
-            raise EvalError(f"--workers must be at least 1, got {workers}")
+            raise RunError(f"--workers must be at least 1, got {workers}")
         self.spec = spec
         self.config = config
         self.out_dir = Path(out_dir)
-        self.directory = RunDirectory(self.out_dir, error=EvalError, hint="move the file away to start the run afresh")
+        self.directory = RunDirectory(self.out_dir, error=RunError, hint="move the file away to start the run afresh")
         self.settings = settings
         self.anchor_config = anchor_config
         self.estimator_settings = estimator_settings

@@ -34,9 +34,9 @@ from anchor.llm.ledger import CostLedger, Subscriber, summarize
 from anchor.llm.settings import BackendFactory, LLMSettings, make_client
 from anchor.methods.contract import ArtefactKind, Estimate, Method, MethodContext, PairJudge
 from anchor.methods.registry import METHODS, build_method
-from anchor.runs.instances import DecisionInstance, Instance, PairwiseInstance
-from anchor.runs.records import Prediction, RunConfig, SideRecord, TraceRecord
-from anchor.runs.rundir.names import PREDICTIONS, TRACES
+from anchor.rundir.instances import DecisionInstance, Instance, PairwiseInstance
+from anchor.rundir.names import PREDICTIONS, TRACES
+from anchor.rundir.records import Prediction, RunConfig, SideRecord, TraceRecord
 from anchor.types import CalibratedProbability, Scenario, scenario_key
 
 

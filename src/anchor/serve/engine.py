@@ -52,18 +52,18 @@ from anchor.predict.config import (
 from anchor.predict.export import carries_truth, csv_table, table_row, why_unknown
 from anchor.predict.runner import PredictRunner
 from anchor.progress import ProgressEvent
-from anchor.runs.errors import EvalError
-from anchor.runs.instances import DecisionInstance
-from anchor.runs.records import Prediction, RunConfig
-from anchor.runs.rundir import RunDirectory
-from anchor.runs.rundir.names import SPACES
+from anchor.rundir import RunDirectory
+from anchor.rundir.instances import DecisionInstance
+from anchor.rundir.names import SPACES
+from anchor.rundir.records import Prediction, RunConfig
+from anchor.runs.errors import RunError
 from anchor.runs.session import local_worker, resolve_config, worker_setup
 from anchor.runs.worker import DecisionRule, InstanceWorker, Work
 from anchor.types import InferenceResult, Scenario
 
 #: What the engine raises for settings it refuses (an unknown method, a method that cannot answer a case); its
 #: ``field`` names the setting at fault (``method``, ``stage``).
-EngineError = EvalError
+EngineError = RunError
 #: The methods, by name.
 METHOD_NAMES = tuple(METHODS)
 

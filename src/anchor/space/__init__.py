@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from anchor.lazy import lazy_exports
-from anchor.space.config import BuildParams
+from anchor.settings.space import BuildParams
 
 _LAZY = {
     "FactorSpaceBuilder": "anchor.space.builder",

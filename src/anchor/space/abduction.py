@@ -36,7 +36,7 @@ from anchor.embedding.embed import Embedder
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.progress import ProgressEvent, Reporter, silent
-from anchor.space.config import BuildParams
+from anchor.settings.space import BuildParams
 from anchor.space.validation import CandidateValidator, Merged, Validated, text_key
 from anchor.types import AbductionRound, RejectedCandidate, Scenario, StopReason
 

@@ -18,9 +18,9 @@ from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.llm.ledger import summarize
 from anchor.progress import ProgressEvent, Reporter, silent
+from anchor.settings.space import BuildParams
 from anchor.space import structure
 from anchor.space.abduction import AbductionOutcome, Abductor
-from anchor.space.config import BuildParams
 from anchor.space.structure import Clusterer, Reducer, cluster_embeddings
 from anchor.space.themes import name_and_prune
 from anchor.space.vote_stream import VoteStream

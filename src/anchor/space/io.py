@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from anchor.errors import AnchorError
 from anchor.files import write_atomic
-from anchor.space.config import BuildParams
+from anchor.settings.space import BuildParams
 from anchor.types import FACTOR_SPACE_SCHEMA_VERSION, FactorSpace
 
 #: What of an embedder's identity a stored space depends on.

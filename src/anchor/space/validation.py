@@ -22,7 +22,7 @@ from anchor import prompts
 from anchor.compute import offload
 from anchor.embedding.embed import Embedder
 from anchor.llm.client import LLMClient
-from anchor.space.config import BuildParams
+from anchor.settings.space import BuildParams
 from anchor.types import RejectedCandidate, Scenario
 
 MAX_FACTOR_CHARS = 120

@@ -14,7 +14,7 @@ import asyncio
 from anchor.llm import chain
 from anchor.llm.client import LLMClient
 from anchor.progress import ProgressEvent, Reporter, silent
-from anchor.space.config import BuildParams
+from anchor.settings.space import BuildParams
 from anchor.space.voting import vote_labels
 from anchor.types import LabelVotes, Scenario
 

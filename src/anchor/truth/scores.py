@@ -11,7 +11,7 @@ figure says over how many rows it is computed; a figure without rows is None wit
   certain answer costs a large finite amount (the truth itself is never clipped; 0 log 0 = 0);
 * ``brier_truth``: mean (p - p_true)^2 (= rmse squared); ``brier_labels`` and ``ece_labels``: the Brier
   score and the ECE (ten equal-width bins, as ``anchor report``) against the sampled labels, over the
-  answered rows that have one (:mod:`anchor.evaluation.metrics`);
+  answered rows that have one (:mod:`anchor.metrics`);
 * ``decision_accuracy``: how often the estimate's decision (outcome 1 when p > 0.5, outcome 2 when
   p < 0.5) is the Bayes-optimal one (the truth's side of 0.5), over the answered rows where neither is
   a tie. An estimate of exactly 0.5, and a truth within :data:`TRUTH_TIE` of 0.5 (a "nothing"
@@ -30,7 +30,7 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from anchor.evaluation.metrics import brier_score, expected_calibration_error
+from anchor.metrics import brier_score, expected_calibration_error
 
 TRUTH_SCORES_SCHEMA_VERSION = 1
 #: Estimates are clipped to [CLIP, 1 - CLIP] for the KL divergence and the cross-entropy.

@@ -10,6 +10,6 @@ by scenario) whether it helps.
 * :mod:`.report` and :mod:`.plots`: ``anchor calibrate report`` (Markdown, JSON, PNG).
 
 Named after the command, as :mod:`anchor.evaluation.report` and :mod:`anchor.evaluation.cost` are.
-It reads run directories (:mod:`anchor.runs.rundir`) and scores with
-:mod:`anchor.evaluation.metrics`; the calibrators it fits import nothing from here.
+It reads run directories (:mod:`anchor.rundir`) and scores with
+:mod:`anchor.metrics`; the calibrators it fits import nothing from here.
 """

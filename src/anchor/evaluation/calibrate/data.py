@@ -26,8 +26,8 @@ from anchor.evaluation.datasets.factcheck import DatasetWarning
 from anchor.evaluation.datasets.selection import scored_instances
 from anchor.evaluation.report.loading import ReportError, load_run
 from anchor.evaluation.report.run_index import natural_key
-from anchor.runs.records import RunConfig
-from anchor.runs.rundir import RunDirectory
+from anchor.rundir import RunDirectory
+from anchor.rundir.records import RunConfig
 from anchor.types import Scenario, scenario_key
 
 

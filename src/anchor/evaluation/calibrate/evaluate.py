@@ -4,7 +4,7 @@ Runs are grouped by dataset, method and model (runs of one group are pooled). Fo
 each calibrator kind, the calibrator is fitted on the answered instances of all folds but one and
 applied to the one left out, fold after fold, so that every answered instance gets an out-of-fold
 calibrated probability. The scores before (the raw probabilities) and after (the out-of-fold ones)
-are computed on exactly the same instances with the functions of :mod:`anchor.evaluation.metrics`:
+are computed on exactly the same instances with the functions of :mod:`anchor.metrics`:
 Brier score, log loss, ECE over ten equal-width and ten equal-mass bins, and the dataset's decision
 metric (accuracy of P(O1) > 0.5 on decision data; balanced accuracy of "supported" iff P > the
 run's threshold on fact checking), which, like ``metrics.json``, counts every instance and scores an
@@ -25,7 +25,7 @@ from anchor.calibration.registry import KINDS, make_calibrator
 from anchor.evaluation.calibrate.data import LabelledInstance, LabelledRun
 from anchor.evaluation.calibrate.folds import DEFAULT_FOLDS, fold_count, scenario_folds
 from anchor.evaluation.calibrate.risk_coverage import risk_coverage
-from anchor.evaluation.metrics import (
+from anchor.metrics import (
     brier_score,
     decision_accuracy,
     equal_mass_calibration_error,

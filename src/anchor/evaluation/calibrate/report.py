@@ -31,8 +31,8 @@ from anchor.evaluation.calibrate.fit import load_runs
 from anchor.evaluation.calibrate.folds import DEFAULT_FOLDS
 from anchor.evaluation.calibrate.plots import plot_reliability, plot_risk_coverage
 from anchor.files import write_atomic
-from anchor.runs.records import CalibrationRow, RunCalibration
-from anchor.runs.rundir import RunDirectory
+from anchor.rundir import RunDirectory
+from anchor.rundir.records import CalibrationRow, RunCalibration
 from anchor.version import __version__
 
 REPORT_MD = "calibration-report.md"

@@ -33,14 +33,14 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, Field
 
 from anchor.errors import AnchorError
-from anchor.evaluation.cost.attribution import RUN_LEVEL, by_scenario, critical_paths, scope_scenarios
 from anchor.evaluation.cost.phases import PHASES, phase_of
 from anchor.evaluation.datasets.reading import DatasetError
 from anchor.evaluation.datasets.sampling import SampleError
 from anchor.evaluation.datasets.selection import scored_instances, skipped_note
 from anchor.llm.ledger import CallRecord, busy_seconds
-from anchor.runs.records import RunConfig
-from anchor.runs.rundir import RunDirectory, Skipped
+from anchor.rundir import RunDirectory, Skipped
+from anchor.rundir.records import RunConfig
+from anchor.scoring.attribution import RUN_LEVEL, by_scenario, critical_paths, scope_scenarios
 from anchor.types import CriticalPath
 
 #: The layout of the comparison (``anchor cost --json``; docs/schemas.md). 1: per-row ``calls`` (requests sent

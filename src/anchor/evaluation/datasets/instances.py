@@ -1,4 +1,4 @@
-"""What works on any list of instances (the types are :mod:`anchor.runs.instances`'s): the stable key of a
+"""What works on any list of instances (the types are :mod:`anchor.rundir.instances`'s): the stable key of a
 scenario, grouping by scenario and the outcome-order balancing."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
-from anchor.runs.instances import DecisionInstance, PairwiseInstance
+from anchor.rundir.instances import DecisionInstance, PairwiseInstance
 from anchor.types import Scenario, scenario_key
 
 Instance = TypeVar("Instance", DecisionInstance, PairwiseInstance)

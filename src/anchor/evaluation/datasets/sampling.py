@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TypeVar
 
-from anchor.runs.records import HasId, SampleError, SampleRecord, SampleSize
+from anchor.rundir.records import HasId, SampleError, SampleRecord, SampleSize
 
 __all__ = [
     "DEFAULT_SAMPLE_SEED",

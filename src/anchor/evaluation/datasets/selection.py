@@ -8,7 +8,7 @@
   order, unless a sample is asked for (:func:`resolve_sample`).
 * The sample is drawn before ``--limit`` (which then takes the first N of the sample, itself a
   fair sample since samples are nested) and recorded in the run directory as ``sample.json``
-  (:meth:`anchor.runs.rundir.RunDirectory.record_sample`), so a resumed run, or another method
+  (:meth:`anchor.rundir.RunDirectory.record_sample`), so a resumed run, or another method
   given the same data and sample settings, scores exactly the same ids.
 
 :func:`select_instances` is that whole selection for a run's configuration, used by the runner and
@@ -40,11 +40,11 @@ from anchor.evaluation.datasets.sampling import (
     draw_sample,
     parse_sample_size,
 )
-from anchor.runs.records import RunConfig
-from anchor.runs.rundir.names import INSTANCES, SAMPLE
+from anchor.rundir.names import INSTANCES, SAMPLE
+from anchor.rundir.records import RunConfig
 
 if TYPE_CHECKING:
-    from anchor.runs.rundir import RunDirectory
+    from anchor.rundir import RunDirectory
 
 __all__ = [
     "MAX_LISTED_SKIPPED",

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from anchor.audit.markup import esc, num, page, table
 from anchor.audit.pages import footer
-from anchor.runs.records import Kind, RunCalibration, RunConfig
+from anchor.rundir.records import Kind, RunCalibration, RunConfig
 
 # "answered": a prediction with no label to score it against (a user's unlabelled case).
 Status = Literal["correct", "wrong", "unknown", "answered"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from anchor.runs.records import MetricsReport, RunConfig
-from anchor.runs.rundir import RunDirectory
+from anchor.rundir import RunDirectory
+from anchor.rundir.records import MetricsReport, RunConfig
 
 
 class ReportError(ValueError):
@@ -32,7 +32,7 @@ def load_run(dir: Path) -> LoadedRun:  # noqa: A002 - the name is part of the ag
 
     Raises :class:`ReportError` naming the offending file when the directory or a file is missing (a
     missing ``metrics.json`` next to a ``config.json`` means the run has not finished), when a file is not
-    JSON, when it does not match the models of :mod:`anchor.runs.records`, or when the directory was
+    JSON, when it does not match the models of :mod:`anchor.rundir.records`, or when the directory was
     written by a newer anchor (its schema version).
     """
     path = Path(dir)

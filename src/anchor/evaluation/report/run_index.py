@@ -1,6 +1,6 @@
 """The HTML index of an evaluation run, and the explanation page of each of its instances.
 
-Reads a run directory (through :class:`~anchor.runs.rundir.RunDirectory`, strictly: a line
+Reads a run directory (through :class:`~anchor.rundir.RunDirectory`, strictly: a line
 that is not a record is an error naming it):
 
 ``DIR/config.json``       ``RunConfig`` (required: it says what kind of task the run was)
@@ -38,8 +38,8 @@ from anchor.evaluation import datasets
 from anchor.evaluation.datasets.selection import load_cases, load_eval_data
 from anchor.evaluation.report.index_page import IndexRow, Status, instance_intro, run_index_html
 from anchor.files import write_text_atomic
-from anchor.runs.records import AnchorTrace, Prediction, RunCalibration, RunConfig
-from anchor.runs.rundir import RunDirectory
+from anchor.rundir import RunDirectory
+from anchor.rundir.records import AnchorTrace, Prediction, RunCalibration, RunConfig
 from anchor.space.io import SpaceFileError, load_space
 from anchor.types import FactorSpace, Scenario
 

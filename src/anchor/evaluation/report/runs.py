@@ -19,7 +19,7 @@ from anchor.evaluation.report.names import (
 )
 from anchor.evaluation.report.shared import SharedInstances
 from anchor.methods.registry import ORACLE_METHODS, table_order
-from anchor.runs.records import MetricsReport
+from anchor.rundir.records import MetricsReport
 
 
 @dataclass

@@ -5,7 +5,7 @@ file that chose their instances alike (sample, sample seed, --limit) scored the 
 their ``metrics.json`` figures are shown as they are. When they chose differently (a ``--limit 20``
 run beside a ``--limit 6`` one), each is scored again here, from its ``predictions.jsonl``, on the
 instances every run of the group scored, with the functions that wrote ``metrics.json``
-(:func:`anchor.evaluation.scores.score_runs`), and the report says so. Runs that cannot be put side
+(:func:`anchor.scoring.scores.score_runs`), and the report says so. Runs that cannot be put side
 by side are refused in one line: runs of one dataset name on different data files, with and without
 ``--balance-outcomes`` (the same ids then have different gold outcomes), or sharing no instance.
 
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from anchor.evaluation.report.loading import LoadedRun, ReportError
-from anchor.evaluation.scores import score_runs
 from anchor.methods.registry import METHODS
-from anchor.runs.records import Prediction
+from anchor.rundir.records import Prediction
+from anchor.scoring.scores import score_runs
 
 #: Settings that decide which instances of a data file a run scores: runs that agree on all of them
 #: scored the same instances.

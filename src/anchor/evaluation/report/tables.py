@@ -23,8 +23,8 @@ from anchor.evaluation.report.names import (
     SMALL_WARNING,
 )
 from anchor.evaluation.report.runs import ReportedRun, row_labels, shared_line
-from anchor.evaluation.scores import missing_class
 from anchor.methods.registry import DIRECT_METHODS, METHODS
+from anchor.scoring.scores import missing_class
 
 
 def header_section(runs: Sequence[ReportedRun]) -> list[str]:

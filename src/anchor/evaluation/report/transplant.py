@@ -28,8 +28,8 @@ from typing import Any
 from anchor.evaluation.cost.phases import phase_of
 from anchor.evaluation.report.loading import ReportError
 from anchor.llm.ledger import busy_seconds, recorded_requests
-from anchor.runs.records import MetricsReport, RunConfig
-from anchor.runs.rundir import RunDirectory, Skipped
+from anchor.rundir import RunDirectory, Skipped
+from anchor.rundir.records import MetricsReport, RunConfig
 
 BASELINE = "bird-relaxed"
 TRANSPLANT = "bird-on-anchor"

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from anchor.evaluation.report.markdown import md_table
 from anchor.evaluation.report.names import DASH
 from anchor.evaluation.report.runs import ReportedRun, row_labels
-from anchor.evaluation.truth_scores import run_truth_scores
+from anchor.scoring.truth import run_truth_scores
 from anchor.truth.scores import Figure, TruthScores
 
 #: (column, figure) of the table, in order.
