@@ -14,6 +14,8 @@ It exits 1, naming each one, on:
 * a **knot**: parts of one layer that import each other round a loop (parts of a layer may use
   each other, one way);
 * a module in **no layer** (a new package or top-level module is given its place in :data:`LAYERS`);
+* a **split folder**: a part that is a module inside a package, placed apart from the rest of its folder
+  (a module that belongs lower than its package goes into a package of its own);
 * a file **too long**: over ``--max-lines`` (default 550) lines.
 
 ``--ignore evaluation`` leaves out the modules of ``anchor.evaluation`` (repeatable; a package or
@@ -35,31 +37,31 @@ from pathlib import Path
 MAX_LINES = 550
 
 #: The layers of the package, bottom first. A module may import modules of its own layer and of the
-#: layers below it, never above. Each part is a top-level module or package of ``anchor`` (or a
-#: module inside one, such as ``space.config``, placed apart from the rest of its package); a module
-#: belongs to the longest part that names it. ``anchor`` is the package facade (its ``__init__``).
+#: layers below it, never above. Each part is a whole top-level module or package of ``anchor``, so that
+#: each folder sits on one floor (a module placed apart from its package is reported as a split folder);
+#: a module belongs to the longest part that names it. ``anchor`` is the package facade (its ``__init__``).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundation: errors, files, secrets, text, progress, plots; the run engine's bounded answer loop (which "
-     "imports nothing of anchor, so that the pipeline uses it too)",
-     ("errors", "version", "lazy", "secrets", "text", "jsonl", "files", "progress", "extras", "plots",
-      "runs.answering")),
-    ("the domain model and the stages' settings (a factor space records the settings it was built with)",
-     ("space.config", "types", "mapping.config", "inference.config", "config", "demo")),
+    ("foundation: errors, files, secrets, text, progress, plots; the bounded answer loop (which imports nothing "
+     "of anchor, so that the pipeline and the run engine answer through it alike)",
+     ("errors", "version", "lazy", "secrets", "text", "jsonl", "files", "progress", "extras", "plots", "answering")),
+    ("the domain model and the settings (a factor space records the settings it was built with)",
+     ("settings", "types", "config", "demo")),
     ("the LLM client and the prompts", ("llm", "prompts")),
     ("embeddings, and heavy work off the event loop", ("embedding", "compute")),
-    ("the stages and what they are made of, the pages that show their objects, and the metrics on arrays "
-     "(evaluation.metrics imports nothing of anchor: the truth's scores use it)",
-     ("artefacts", "cases", "space", "mapping", "inference", "calibration", "bird", "audit", "truth",
-      "evaluation.metrics")),
+    ("the stages and what they are made of, the pages that show their objects, the known-truth worlds and "
+     "the metrics on arrays", ("artefacts", "cases", "space", "mapping", "inference", "calibration", "bird",
+                               "audit", "truth", "metrics")),
     ("the pipeline: the stages put together", ("pipeline",)),
     ("the package facade", ("anchor",)),
-    ("a run's records, the instances it answers and the run directory (which every command that writes or "
-     "reads a run goes through)", ("runs.records", "runs.instances", "runs.rundir")),
+    ("a run's files: its records, the instances it answers and the run directory (which every command that "
+     "writes or reads a run goes through)", ("rundir",)),
     ("the methods a run drives, and their registry", ("methods",)),
     ("the run engine: one run session, its workers and pools", ("runs",)),
-    ("the evaluation harness: datasets, scoring, reports, cost, the calibration study", ("evaluation",)),
-    ("commands built on them (truth.bench and serve drive anchor predict's runner)",
-     ("analysis", "predict", "reproduce", "truth.bench", "serve")),
+    ("a run's scores: its metrics.json, the cost by scenario, the scores against a known truth", ("scoring",)),
+    ("the commands that drive the engine on a user's cases: anchor predict, and the known-truth bench on it",
+     ("predict", "truth_bench")),
+    ("the evaluation harness: datasets, reports, cost comparisons, the calibration study", ("evaluation",)),
+    ("commands built on the harness, and the service", ("analysis", "reproduce", "serve")),
     ("the command line", ("cli",)),
 )
 
@@ -216,6 +218,11 @@ def knots(graph: Mapping[str, set[str]], layers: Sequence[tuple[str, Sequence[st
     return cycles(sideways)
 
 
+def split_folders(layers: Sequence[tuple[str, Sequence[str]]] = LAYERS) -> list[str]:
+    """The parts that are modules inside a package rather than whole top-level packages or modules."""
+    return [part for _, parts in layers for part in parts if "." in part]
+
+
 def long_files(src: Path, max_lines: int = MAX_LINES, ignore: Sequence[str] = ()) -> dict[str, int]:
     """Module -> its number of lines, for every file over ``max_lines``."""
     out: dict[str, int] = {}
@@ -255,13 +262,17 @@ def main(argv: list[str] | None = None, layers: Sequence[tuple[str, Sequence[str
     lost = unplaced(graph, layers)
     for name in lost:
         print(f"in no layer: {name} (give its package a place in LAYERS)")
+    split = split_folders(layers)
+    for part in split:
+        print(f"split folder: {part} is placed apart from the rest of {part.split('.')[0]}/ (move it into a "
+              "package of its own)")
     long = long_files(args.src, args.max_lines, args.ignore)
     for name, n in long.items():
         print(f"too long: {name} has {n} lines (at most {args.max_lines})")
     print(f"{len(graph)} modules, {sum(len(v) for v in graph.values())} imports, {len(layers)} layers: "
           f"{len(found)} circle(s), {len(up)} arrow(s) up, {len(tied)} knot(s), {len(lost)} module(s) in no layer, "
-          f"{len(long)} file(s) over {args.max_lines} lines")
-    return 1 if found or up or tied or lost or long else 0
+          f"{len(split)} folder(s) split, {len(long)} file(s) over {args.max_lines} lines")
+    return 1 if found or up or tied or lost or split or long else 0
 
 
 if __name__ == "__main__":

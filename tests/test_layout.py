@@ -91,7 +91,8 @@ def test_the_script_passes_on_the_source_tree():
     done = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip().endswith(
-        "0 circle(s), 0 arrow(s) up, 0 knot(s), 0 module(s) in no layer, 0 file(s) over 550 lines"), done.stdout
+        "0 circle(s), 0 arrow(s) up, 0 knot(s), 0 module(s) in no layer, 0 folder(s) split, 0 file(s) over 550 lines"
+    ), done.stdout
 
 
 def test_a_circle_dodged_by_a_late_import_is_found(tmp_path):
@@ -125,7 +126,12 @@ def test_an_arrow_up_a_knot_and_a_module_in_no_layer_fail(tmp_path, capsys):
     graph = checker.import_graph(tmp_path)
     assert checker.part_of("anchor.low.config", layers) == "low.config"  # the longest part that names it
     assert checker.part_of("anchor.low.work", layers) == "low"
-    assert checker.main([str(tmp_path)], layers) == 0
+    # low.config placed apart from low/: a folder on two floors.
+    assert checker.split_folders(layers) == ["low.config"]
+    assert checker.main([str(tmp_path)], layers) == 1
+    assert "split folder: low.config is placed apart from the rest of low/" in capsys.readouterr().out
+    whole = (("work", ("low", "side")), ("top", ("high", "anchor")))
+    assert checker.split_folders(whole) == [] and checker.main([str(tmp_path)], whole) == 0
 
     # Deep inside a function, it still counts: the settings may not reach up into the work.
     (pkg / "low" / "config.py").write_text("X = 1\n\n\ndef later():\n    from anchor.high.names import Y\n    return Y\n")

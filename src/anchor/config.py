@@ -10,10 +10,9 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, Field
 
-from anchor.settings.inference import InferenceConfig
+from anchor.settings.inference import AggregationMethod, InferenceConfig
 from anchor.settings.mapping import MappingConfig
 from anchor.settings.space import BuildParams
-from anchor.types import AggregationMethod
 
 #: Ablations of the paper (Table "Ablation results") and the BMA variant, by CLI name.
 ABLATIONS: dict[str, str] = {

@@ -15,6 +15,7 @@ from typing import Literal
 import numpy as np
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from anchor.settings.inference import AggregationMethod, InferenceRule
 from anchor.settings.space import BuildParams, with_legacy_build
 from anchor.text import same_text
 
@@ -257,13 +258,6 @@ class SpaceEmbeddings(_Model):
     themes: EmbeddingMatrix | None = None
 
 
-#: How stage 3 reads the elicited numbers: ``paper`` as the ANCHOR paper (even odds; phi doubles as the
-#: latent link), ``consistent`` as what each prompt asks, with the scenario's base rate counted once
-#: (:mod:`anchor.inference.consistent`).
-InferenceRule = Literal["paper", "consistent"]
-INFERENCE_RULES: tuple[InferenceRule, ...] = ("paper", "consistent")
-
-
 class BaseRate(_Model):
     """The scenario's base rate P(O1 | S), before any condition, as the consistent estimator counts it."""
 
@@ -443,11 +437,6 @@ class Posterior(_Model):
     @property
     def p_outcome2(self) -> float:
         return 1.0 - self.p_outcome1
-
-
-class AggregationMethod(StrEnum):
-    LOP = "lop"
-    BMA = "bma"
 
 
 class CalibratedProbability(_Model):

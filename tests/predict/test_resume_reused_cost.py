@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from anchor.config import AnchorConfig
-from anchor.evaluation.run_config import default_build_params
 from anchor.llm.settings import LLMSettings
 from anchor.predict.config import CasesInput, make_predict_config
 from anchor.predict.runner import PredictRunner
+from anchor.settings.space import default_build_params
 from anchor.truth.cases import write_cases
 from anchor.truth.simulate import SimErrors, SimulatedBackend, SimulatedLLM
 from tests.truth.sim_worlds import nb_world, world_file

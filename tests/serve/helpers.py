@@ -22,12 +22,12 @@ from typing import Any
 import httpx2 as httpx
 
 from anchor.config import AnchorConfig
-from anchor.evaluation.run_config import default_build_params
 from anchor.llm.settings import LLMSettings
 from anchor.serve.server import ServiceRunner
 from anchor.serve.service import Service
 from anchor.serve.settings import ServeSettings
 from anchor.settings.inference import USER_RULE, InferenceConfig
+from anchor.settings.space import default_build_params
 from tests.fakeserver import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -86,7 +86,7 @@ def _slice(name: str, sl: SliceOptions, build: BuildOptions, mapping: MappingOpt
            conn: ConnectionOptions, cache: CacheOptions, seed: SeedOption) -> tuple[Any, Path]:
     """The analysis's evaluation settings and output folder (checked before any request)."""
     from anchor.analysis.runs import EvalSlice
-    from anchor.evaluation.run_config import default_build_params
+    from anchor.settings.space import default_build_params
 
     dataset = sl.dataset
     if dataset is None:

@@ -145,8 +145,9 @@ def eval_command(
     retried. Example: anchor eval --dataset common2sense-pairwise --method anchor --limit 20 --runs 2
     """
     from anchor.evaluation.driver import EvalRunner
-    from anchor.evaluation.run_config import default_build_params, make_run_config
+    from anchor.evaluation.run_config import make_run_config
     from anchor.runs.errors import WorkersCapped
+    from anchor.settings.space import default_build_params
 
     sample = _sample_size(sample)
     with friendly_errors(EVAL_FLAGS), one_line_warnings(CalibratorMismatchWarning, WorkersCapped):

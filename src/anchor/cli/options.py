@@ -44,12 +44,12 @@ from anchor.llm.settings import (
     ENV_TIMEOUT,
     LLMSettings,
 )
-from anchor.settings.inference import InferenceConfig
+from anchor.settings.inference import INFERENCE_RULES, AggregationMethod, InferenceConfig, InferenceRule
 from anchor.settings.mapping import RETRIEVER_NAMES, MappingConfig
 from anchor.settings.space import BuildParams
 from anchor.text import same_text
 from anchor.truth.settings import STRUCTURE_CHOICES, GenerationSettings
-from anchor.types import INFERENCE_RULES, AggregationMethod, InferenceRule, Scenario
+from anchor.types import Scenario
 
 LLM_PANEL = "LLM backend"
 BUILD_PANEL = "Factor space (stage 1)"

@@ -128,12 +128,12 @@ def predict_command(
     anchor predict cases.csv --column condition=Evidence --out runs/my-cases --format csv
     """
     from anchor.cases import CaseLimits, example_file, parse_column_options
-    from anchor.evaluation.run_config import default_build_params
     from anchor.predict.config import CasesInput, check_predict_method, make_predict_config
     from anchor.predict.estimate import estimate_predict
     from anchor.predict.export import check_table_format
     from anchor.predict.runner import PredictRunner
     from anchor.runs.errors import WorkersCapped
+    from anchor.settings.space import default_build_params
 
     with friendly_errors(PREDICT_FLAGS), one_line_warnings(CalibratorMismatchWarning, WorkersCapped):
         if cases is None and example is None:

@@ -135,11 +135,11 @@ def serve_command(
 
     with friendly_errors(SERVE_FLAGS):
         require_extra("serve")
-        from anchor.evaluation.run_config import default_build_params
         from anchor.serve.ray_options import ray_options
         from anchor.serve.server import ServiceRunner, bind, configure_logs
         from anchor.serve.service import Service
         from anchor.serve.settings import ServeSettings, is_loopback, read_api_keys
+        from anchor.settings.space import default_build_params
 
         n_workers = parse_workers(workers)
         keys = read_api_keys(api_key_file)

@@ -22,7 +22,7 @@ from anchor.calibration.registry import FileCalibrator
 from anchor.config import AnchorConfig
 from anchor.evaluation.datasets.factcheck import FactcheckData
 from anchor.evaluation.datasets.negation import negate_with_llm
-from anchor.evaluation.datasets.selection import select_instances
+from anchor.evaluation.datasets.selection import data_summary, select_instances
 from anchor.llm.ledger import CallRecord
 from anchor.llm.settings import BackendFactory, LLMSettings
 from anchor.methods.registry import METHODS
@@ -148,7 +148,8 @@ class EvalRunner:
         prediction of each (run, id), ``calls`` the call log as written."""
         pool = self.session.pool
         stores = pool.stores() if pool is not None else {}
-        scorer = RunScorer(self.config, self.spec, self.anchor_config, stores, self.data, self.sample_record)
+        scorer = RunScorer(self.config, self.spec, self.anchor_config, stores, data_summary(self.data),
+                           self.sample_record)
         ids = [inst.id for inst in instances]
         scenarios, scenario_of = run_scenarios(instances, self.config.runs)
         return scorer.report(lambda r: (done[(r, i)] for i in ids if (r, i) in done), calls,

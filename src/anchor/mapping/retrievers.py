@@ -362,7 +362,7 @@ class _BM25Searcher:
 
 # --------------------------------------------------------------------------- by name
 
-# The backends by the names the command line and analyses use: RETRIEVER_NAMES (in mapping.config,
+# The backends by the names the command line and analyses use: RETRIEVER_NAMES (in settings.mapping,
 # so that reading the settings does not import this module).
 
 

@@ -32,7 +32,7 @@ from anchor.config import AnchorConfig
 from anchor.embedding.server import check_embedder
 from anchor.errors import AnchorError
 from anchor.evaluation.driver import EvalRunner
-from anchor.evaluation.run_config import default_build_params, make_run_config
+from anchor.evaluation.run_config import make_run_config
 from anchor.extras import EXTRAS, MissingExtra, extra_hint, extra_installed
 from anchor.files import write_atomic
 from anchor.llm.settings import LLMSettings, make_client
@@ -55,6 +55,7 @@ from anchor.rundir.records import RunConfig
 from anchor.runs.errors import RunError
 from anchor.runs.identity import check_resumable, identity_difference
 from anchor.secrets import scrub
+from anchor.settings.space import default_build_params
 from anchor.types import scenario_key
 
 #: "empty": an analysis that ran to its end with nothing to compare (its folder says why); "stopped": not

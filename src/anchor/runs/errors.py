@@ -1,5 +1,5 @@
-"""The error of an evaluation that cannot start or go on, and the warning of one that starts with less
-than it was asked for."""
+"""The error of a run (of any kind: eval, predict, a service's job or answer) that cannot start or go on,
+and the warning of one that starts with less than it was asked for."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from anchor.errors import AnchorError
 
 
 class RunError(AnchorError):
-    """An evaluation that cannot start or go on (bad arguments, a directory holding another run).
+    """A run (of any kind: eval, predict, a service's answer or job) that cannot start or go on: bad arguments,
+    a method that cannot answer this input, a directory holding another run.
 
     ``field``: the setting at fault, by its name without dashes (``method``, ``stage``), when one is; the
     command line names it as its flag, the service as the request's field."""

@@ -59,7 +59,7 @@ class DecisionRule:
     def pair(p_gold_1: float | None, p_gold_2: float | None) -> int | None:
         """Which condition of a pair supports the gold outcome more: 1 or 2, 3 when exactly equally; None
         when a side has no probability (the scores compare them the same way:
-        ``evaluation.metrics.pairwise_prediction``)."""
+        ``anchor.metrics.pairwise_prediction``)."""
         if p_gold_1 is None or p_gold_2 is None:
             return None
         return 1 if p_gold_1 > p_gold_2 else 2 if p_gold_2 > p_gold_1 else 3

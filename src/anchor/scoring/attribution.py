@@ -20,11 +20,11 @@ import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from anchor.evaluation.datasets.instances import DecisionInstance, PairwiseInstance, scenario_key
 from anchor.llm import chain
 from anchor.llm.ledger import CallRecord, critical_path
+from anchor.rundir.instances import DecisionInstance, PairwiseInstance
 from anchor.rundir.records import CriticalPathReport
-from anchor.types import CriticalPath
+from anchor.types import CriticalPath, scenario_key
 
 RUN_LEVEL = "(run)"
 #: Scope kinds that are not artefact builds (their key is an instance id, not a scenario key).

@@ -15,14 +15,13 @@ from typing import Any
 
 from anchor.artefacts import ArtefactStore, reused_artefacts
 from anchor.config import AnchorConfig
-from anchor.evaluation.datasets.factcheck import FactcheckData
-from anchor.evaluation.datasets.selection import data_summary, sample_summary
-from anchor.evaluation.run_config import default_build_params
 from anchor.llm.ledger import CallRecord, CostTally, merge_costs
 from anchor.methods.contract import MethodSpec
+from anchor.rundir.names import SAMPLE
 from anchor.rundir.records import MetricsReport, Prediction, RunConfig, SampleRecord
 from anchor.scoring.attribution import ScenarioPaths, ScopeScenarios
 from anchor.scoring.scores import score_runs
+from anchor.settings.space import default_build_params
 from anchor.types import StageCost
 
 #: Failed predictions listed (run, id and reason) in metrics.json; all of them are counted.
@@ -38,8 +37,9 @@ class RunScorer:
     anchor_config: AnchorConfig | None
     stores: dict[str, ArtefactStore[Any]]
     """The run's per-scenario artefact stores (to find the cost of artefacts reused from elsewhere)."""
-    data: FactcheckData | None = None
-    """The data file as read, for formats that skip bad rows."""
+    data: dict[str, Any] | None = None
+    """What the data file's reader says of it (rows read, usable, skipped and the first reasons), for formats
+    that skip bad rows; ``metrics.json`` records it as ``data``."""
     sample_record: SampleRecord | None = None
     """The seeded sample the run scores (None when it scores the whole file)."""
 
@@ -85,7 +85,7 @@ class RunScorer:
             notes=self._notes(seen, small) + self._label_notes(labels, instances)
             + self._fallback_notes(seen.fallbacks, seen.n) + self._data_notes(seen, instances),
             stage=c.stage, n_fallback=seen.fallbacks, fallback=self._fallback_name(),
-            data=data_summary(self.data), sample=sample_summary(self.sample_record, instances),
+            data=self.data, sample=sample_summary(self.sample_record, instances),
             n_truncated=seen.truncated,
         )
 
@@ -180,10 +180,11 @@ class RunScorer:
     def _data_notes(self, seen: _Seen, used: int) -> list[str]:
         """What the data, the sample and long conditions did to the instances scored."""
         notes = []
-        if self.data is not None and self.data.skipped:
-            first = self.data.skipped[0]
-            notes.append(f"{len(self.data.skipped)} of {self.data.rows} rows of {self.data.source} were skipped as "
-                         f"unusable (listed under data.skipped_rows); first: line {first.line}: {first.problem}")
+        if self.data and self.data.get("skipped"):
+            first = (self.data.get("skipped_rows") or [{}])[0]
+            notes.append(f"{self.data['skipped']} of {self.data.get('rows')} rows of {self.data.get('source')} were "
+                         f"skipped as unusable (listed under data.skipped_rows); first: line {first.get('line')}: "
+                         f"{first.get('problem')}")
         rec = self.sample_record
         if rec is not None:
             what = "every usable instance" if rec.requested == "all" else f"a sample of {len(rec.ids)}"
@@ -271,3 +272,11 @@ class _Seen:
 def _rounded(c: StageCost) -> StageCost:
     """A stage's cost as metrics.json records it: seconds to 0.1 ms."""
     return c.model_copy(update={"llm_seconds": round(c.llm_seconds, 4), "wall_seconds": round(c.wall_seconds, 4)})
+
+
+def sample_summary(record: SampleRecord | None, used: int) -> dict[str, Any] | None:
+    """What ``metrics.json`` says about the sample (the ids themselves are in sample.json)."""
+    if record is None:
+        return None
+    return {"seed": record.seed, "requested": record.requested, "population": record.population,
+            "size": len(record.ids), "used": used, "file": SAMPLE, "note": record.note}

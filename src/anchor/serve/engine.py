@@ -15,7 +15,7 @@
 * **Reading a run directory back**, through ``RunDirectory``: its predictions as JSON lines or predict's
   CSV table, and a row's explanation page.
 
-A setting the engine refuses is an ``EngineError`` whose ``field`` names it (``method``, ``stage``).
+A setting the engine refuses is a ``RunError`` whose ``field`` names it (``method``, ``stage``).
 
 The run engine (:mod:`anchor.runs`) and the method registry (:mod:`anchor.methods`) are reached from here
 only: when they change, this file is the one to re-point.
@@ -61,9 +61,6 @@ from anchor.runs.session import local_worker, resolve_config, worker_setup
 from anchor.runs.worker import DecisionRule, InstanceWorker, Work
 from anchor.types import InferenceResult, Scenario
 
-#: What the engine raises for settings it refuses (an unknown method, a method that cannot answer a case); its
-#: ``field`` names the setting at fault (``method``, ``stage``).
-EngineError = RunError
 #: The methods, by name.
 METHOD_NAMES = tuple(METHODS)
 
@@ -73,7 +70,7 @@ def check_method(method: str, stage: str | None, *, online: bool) -> None:
     without the rest of its scenario's conditions."""
     check_predict_method(method, stage)
     if online and METHODS[method].trains_on_conditions:
-        raise EngineError(f"method {method!r} learns from every condition of a scenario before answering any: "
+        raise RunError(f"method {method!r} learns from every condition of a scenario before answering any: "
                           "send its cases as a job (POST /v1/jobs)", field="method")
 
 

@@ -15,7 +15,7 @@ from starlette.requests import ClientDisconnect
 from anchor.cases import CASE_FORMATS, CasesError, parse_column_options
 from anchor.cases.formats import detect_format
 from anchor.serve.body import JsonBodyRoute
-from anchor.serve.engine import EngineError, check_method, method_extra
+from anchor.serve.engine import RunError, check_method, method_extra
 from anchor.serve.errors import API_SCHEMA_VERSION, ApiError, refused
 from anchor.serve.online import new_id
 from anchor.serve.routes import check_id, service_of
@@ -64,7 +64,7 @@ async def submit_job(request: Request, method: str = "anchor", stage: str | None
                        field="method")
     try:
         check_method(method, stage, online=False)
-    except EngineError as exc:
+    except RunError as exc:
         raise refused(exc) from None
     if method_extra(method) is not None:
         service.online.check_method_extra(method)

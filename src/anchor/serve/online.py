@@ -29,8 +29,8 @@ from anchor.extras import extra_hint, extra_installed
 from anchor.secrets import scrub
 from anchor.serve.budget import SharedBudget
 from anchor.serve.engine import (
-    EngineError,
     OnlineEngine,
+    RunError,
     anchor_result,
     check_method,
     method_extra,
@@ -161,7 +161,7 @@ class OnlineAnswers:
                            field="method")
         try:
             check_method(request.method, request.stage, online=True)
-        except EngineError as exc:
+        except RunError as exc:
             raise refused(exc) from None
         self.check_method_extra(request.method)
         return self.calibrators.get(request.calibrator)

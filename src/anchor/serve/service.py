@@ -117,7 +117,7 @@ class Service:
             try:
                 run_engine.check_method(name, None, online=True)
                 online = True
-            except run_engine.EngineError:
+            except run_engine.RunError:
                 online = False
             methods.append({"name": name, "online": online, "extra": run_engine.method_extra(name)})
         return {"schema_version": API_SCHEMA_VERSION, "version": __version__, "model": self.engine.model,

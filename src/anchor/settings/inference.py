@@ -3,9 +3,22 @@ help and checks) does not import the inference stack."""
 
 from __future__ import annotations
 
+from enum import StrEnum
+from typing import Literal
+
 from pydantic import BaseModel, Field, model_validator
 
-from anchor.types import AggregationMethod, InferenceRule
+#: How stage 3 reads the elicited numbers: ``paper`` as the ANCHOR paper (even odds; phi doubles as the
+#: latent link), ``consistent`` as what each prompt asks, with the scenario's base rate counted once
+#: (:mod:`anchor.inference.consistent`).
+InferenceRule = Literal["paper", "consistent"]
+INFERENCE_RULES: tuple[InferenceRule, ...] = ("paper", "consistent")
+
+
+class AggregationMethod(StrEnum):
+    LOP = "lop"
+    BMA = "bma"
+
 
 #: The rule of the commands that answer a user's own cases (predict, serve, infer, explain, build) and of
 #: ``anchor.Anchor`` when given no configuration: the one ``anchor truth bench`` finds closer to the truth

@@ -30,7 +30,6 @@ from pathlib import Path
 from anchor import prompts
 from anchor.config import AnchorConfig
 from anchor.errors import AnchorError
-from anchor.evaluation.run_config import default_build_params
 from anchor.extras import extra_hint, extra_installed
 from anchor.files import write_text_atomic
 from anchor.llm.settings import LLMSettings
@@ -38,6 +37,7 @@ from anchor.predict.config import CasesInput, make_predict_config
 from anchor.predict.runner import PredictRunner
 from anchor.rundir import RunDirectory
 from anchor.scoring.truth import run_truth_scores
+from anchor.settings.space import default_build_params
 from anchor.truth.cases import write_cases
 from anchor.truth.generate import generate_groups
 from anchor.truth.settings import GenerationSettings

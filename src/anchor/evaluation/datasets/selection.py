@@ -40,7 +40,7 @@ from anchor.evaluation.datasets.sampling import (
     draw_sample,
     parse_sample_size,
 )
-from anchor.rundir.names import INSTANCES, SAMPLE
+from anchor.rundir.names import INSTANCES
 from anchor.rundir.records import RunConfig
 
 if TYPE_CHECKING:
@@ -54,7 +54,6 @@ __all__ = [
     "load_cases",
     "load_eval_data",
     "resolve_sample",
-    "sample_summary",
     "scored_instances",
     "select_instances",
     "skipped_note",
@@ -200,11 +199,3 @@ def skipped_note(summary: dict[str, Any] | None) -> str | None:
     listed = summary.get("skipped_rows") or []
     first = f" (first: line {listed[0].get('line')}: {listed[0].get('problem')})" if listed else ""
     return f"{summary.get('source')}: {summary['skipped']} of {summary.get('rows')} rows skipped{first}"
-
-
-def sample_summary(record: SampleRecord | None, used: int) -> dict[str, Any] | None:
-    """What ``metrics.json`` says about the sample (the ids themselves are in sample.json)."""
-    if record is None:
-        return None
-    return {"seed": record.seed, "requested": record.requested, "population": record.population,
-            "size": len(record.ids), "used": used, "file": SAMPLE, "note": record.note}
