@@ -98,7 +98,10 @@ class ScriptedLLM:
     """A responder for ``ScriptedBackend`` covering every schema the pipeline asks for.
 
     * ``rounds``: the factors the extraction call returns, one list per abduction round; after
-      the last one it returns an unusable item (a round that adds nothing).
+      the last one it returns an unusable item (a round that adds nothing). An extraction is answered
+      for the generation whose sentences it is given ("... of call K": the K-th list), not by the order
+      the extractions arrive in: rounds that get their sentences together (one request with ``n``) send
+      their extractions at once, and over HTTP those may reach the server in either order.
     * ``verdict(candidate, similar)``, ``label(factor)``, ``theme(members)``,
       ``select(condition, candidates)``, ``reflect(condition, selected)``, ``phi(factor)``,
       ``partition(texts)``, ``latent_params(line)``, ``base_rate()``: the answers for the other calls.
@@ -124,7 +127,8 @@ class ScriptedLLM:
             n = requested_sentences(user)
             return {"sentences": [f"Reason {i + 1} of call {self.calls[k]}." for i in range(n)]}
         if k == "Factors":
-            t = self.calls[k]
+            of_call = re.search(r"of call (\d+)\.", user)
+            t = int(of_call.group(1)) if of_call else self.calls[k]
             return {"factors": list(self.rounds[t - 1]) if t <= len(self.rounds) else ["???"]}
         if k == "Validation":
             return {key: self.verdict(text, similar) for key, text, similar in validation_items(user)}
