@@ -105,6 +105,9 @@ def test_two_processes_share_one_port_the_metrics_and_the_state_folder(tmp_path)
             for pid in (a, b):
                 wait_for(lambda pid=pid: all(f'data-answer="{r["id"]}"' in on(url, pid, "GET", "/").text
                                              for r in answers), what="every answer on the live page")
+            # Its status line is the process's own figures, and says so: 6 answered here, not 12.
+            status = re.search(r'data-field="status">([^<]*)<', on(url, a, "GET", "/").text).group(1)
+            assert "answered 6 since the start by this process, one of 2" in status, status
 
             posts = 'anchor_serve_http_requests_total{route="/v1/predictions",method="POST",status="200"}'
             llm = 'anchor_serve_llm_requests_total{stage="baseline.vanilla",class="online",outcome="ok"}'

@@ -68,13 +68,19 @@ def _job_row(view: dict[str, Any]) -> str:
             f'<a href="{esc(view["links"]["results_csv"])}">CSV</a></td></tr>')
 
 
+def _whose(service: Service) -> str:
+    """With --workers N, the status line's figures are the process's that shows the page: it says so."""
+    n = service.settings.workers
+    return f" by this process, one of {n}" if n > 1 else ""
+
+
 def live_main(service: Service, answers: list[dict[str, Any]], pending: list[Any]) -> str:
     """The live page's content; ``answers`` and ``pending`` were taken on the event loop (which changes them)."""
     jobs = [service.jobs.view(j) for j in reversed(service.jobs.ids())]
     b = service.budget
     status = (f'<p class="muted" data-field="status">{esc(service.engine.model)} · anchor {esc(service.describe()["version"])}'
               f" · LLM requests in flight {b.in_flight} of {b.limit}, waiting {b.waiting()} · online cases waiting "
-              f"{len(service.online.pending)} · answered {service.online.answered:,} since the start</p>")
+              f"{len(service.online.pending)} · answered {service.online.answered:,} since the start{_whose(service)}</p>")
     head = "<tr><th>job</th><th>state</th><th>progress</th><th>requests</th><th>tokens</th><th>time left</th>" \
            "<th>method</th><th>results</th></tr>"
     job_rows = "".join(_job_row(v) for v in jobs) or '<tr><td colspan="8" class="muted">no job yet</td></tr>'
