@@ -11,6 +11,7 @@ from anchor.evaluation.run_config import make_run_config
 from anchor.llm.settings import LLMSettings
 from anchor.metrics import pairwise_prediction
 from anchor.rundir.records import MetricsReport, Prediction
+from anchor.runs.session import RunOptions
 from anchor.types import Scenario
 
 
@@ -33,7 +34,7 @@ def metrics(tmp_path: Path, predictions: list[Prediction], *, dataset: str = "co
                            cache_dir=tmp_path / "cache")
     config = make_run_config(dataset=dataset, method="anchor", data_path=None, ablations=[], limit=None, runs=runs,
                              seed=0, settings=settings, anchor_config=None)
-    runner = EvalRunner(config, tmp_path / "run", settings=settings)
+    runner = EvalRunner(config, tmp_path / "run", RunOptions(settings))
     ids = list(dict.fromkeys(p.id for p in predictions))
     # Each hand-made instance stands for a scenario of its own (the critical path is per scenario).
     instances = [SimpleNamespace(id=i, scenario=Scenario(text=f"scenario {i}", outcome1="yes", outcome2="no"))

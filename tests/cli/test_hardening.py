@@ -308,13 +308,14 @@ def test_progress_shows_retries_while_the_server_fails(tmp_path):
     from anchor.evaluation.driver import EvalRunner
     from anchor.evaluation.run_config import make_run_config
     from anchor.llm.settings import LLMSettings
+    from anchor.runs.session import RunOptions
 
     events: list[ProgressEvent] = []
     with FakeOpenAIServer(deterministic=True, faults=["429"] * 4, retry_after=0.0) as server:
         settings = LLMSettings(base_url=server.base_url, cache_dir=tmp_path / "cache", max_concurrency=1)
         config = make_run_config(dataset="today", method="vanilla", data_path=None, ablations=[], limit=1, runs=1,
                                  seed=0, settings=settings, anchor_config=None)
-        run = EvalRunner(config, tmp_path / "run", settings=settings, report=events.append)
+        run = EvalRunner(config, tmp_path / "run", RunOptions(settings), report=events.append)
         metrics = asyncio.run(run.run())
     assert metrics.n_failed == 0 and metrics.cost["total"].failed_attempts == 4
     retrying = [e.info["retry"] for e in events if "retry" in e.info]

@@ -17,6 +17,7 @@ from anchor.llm.client import LLMClient
 from anchor.llm.scripted import ScriptedBackend, ScriptedRequest
 from anchor.llm.settings import LLMSettings
 from anchor.runs import session as runner_loop
+from anchor.runs.session import RunOptions
 from anchor.types import scenario_key
 
 CONDITION = re.compile(r"^Condition: (.*)$", re.MULTILINE)
@@ -45,7 +46,7 @@ def test_each_scenario_sends_with_one_priority_numbered_in_the_order_scenarios_s
     limit = 20
     config = make_run_config(dataset="common2sense-pairwise", method="vanilla", data_path=None, ablations=[],
                              limit=limit, runs=1, seed=0, settings=settings, anchor_config=None)
-    runner = EvalRunner(config, tmp_path / "out", settings=settings)
+    runner = EvalRunner(config, tmp_path / "out", RunOptions(settings))
     asyncio.run(runner.run())
 
     pairs = load_pairwise()[:limit]

@@ -15,6 +15,7 @@ from anchor.llm.scripted import ScriptedBackend, ScriptedRequest
 from anchor.llm.settings import LLMSettings
 from anchor.predict.config import CasesInput, make_predict_config
 from anchor.predict.runner import PredictRunner
+from anchor.runs.session import RunOptions
 from anchor.runs.worker import InstanceWorker
 
 pytestmark = pytest.mark.usefixtures("clean_anchor_env")
@@ -52,7 +53,7 @@ def test_a_backend_factory_answers_the_run_in_place_of_the_settings_backend(tmp_
     source = CasesInput.of(cases_file(tmp_path))
     config = make_predict_config(cases=source, method="vanilla", settings=settings, anchor_config=None)
     factory = Factory()
-    runner = PredictRunner(config, tmp_path / "run", cases=source, settings=settings, backends=factory)
+    runner = PredictRunner(config, tmp_path / "run", RunOptions(settings, backends=factory), cases=source)
     asyncio.run(runner.run())
 
     assert [s.model for s in factory.asked] == ["asked-for"]  # made once, from the run's settings
@@ -69,7 +70,7 @@ def test_a_worker_built_from_its_setup_makes_its_client_with_the_factory(tmp_pat
     source = CasesInput.of(cases_file(tmp_path))
     config = make_predict_config(cases=source, method="vanilla", settings=settings, anchor_config=None)
     factory = Factory()
-    runner = PredictRunner(config, tmp_path / "run", cases=source, settings=settings, backends=factory)
+    runner = PredictRunner(config, tmp_path / "run", RunOptions(settings, backends=factory), cases=source)
     worker = InstanceWorker(runner.worker_setup())  # as a helper process or a Ray actor builds it
 
     async def start() -> None:

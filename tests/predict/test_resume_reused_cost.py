@@ -15,6 +15,7 @@ from anchor.config import AnchorConfig
 from anchor.llm.settings import LLMSettings
 from anchor.predict.config import CasesInput, make_predict_config
 from anchor.predict.runner import PredictRunner
+from anchor.runs.session import RunOptions
 from anchor.settings.space import default_build_params
 from anchor.truth.cases import write_cases
 from anchor.truth.simulate import SimErrors, SimulatedBackend, SimulatedLLM
@@ -29,8 +30,7 @@ def predict(tmp_path: Path, backend: SimulatedBackend, cases: Path, out: Path, a
     source = CasesInput.of(cases)
     config = make_predict_config(cases=source, method="anchor", settings=settings, anchor_config=config_,
                                  ablations=ablations, spaces=tmp_path / "store")
-    runner = PredictRunner(config, out, cases=source, settings=settings, anchor_config=config_,
-                           backends=lambda s: backend)
+    runner = PredictRunner(config, out, RunOptions(settings, config_, backends=lambda s: backend), cases=source)
     asyncio.run(runner.run())
     return json.loads((out / "metrics.json").read_text(encoding="utf-8"))
 

@@ -20,6 +20,7 @@ from anchor.llm.settings import LLMSettings  # noqa: E402
 from anchor.predict.config import CasesInput, make_predict_config  # noqa: E402
 from anchor.predict.runner import PredictRunner  # noqa: E402
 from anchor.rundir import RunDirectory  # noqa: E402
+from anchor.runs.session import RunOptions
 from anchor.truth.cases import write_cases  # noqa: E402
 from anchor.truth.networks import network_worlds  # noqa: E402
 from anchor.truth.simulate import SimErrors, SimulatedBackend, SimulatedLLM  # noqa: E402
@@ -89,7 +90,7 @@ def test_vanilla_predict_on_a_network_worlds_cases_is_the_truth(worlds: WorldFil
     source = CasesInput.of(cases)
     config = make_predict_config(cases=source, method="vanilla", settings=settings, anchor_config=None,
                                  command="anchor predict cases.csv --method vanilla (test)")
-    runner = PredictRunner(config, tmp_path / "run", cases=source, settings=settings, backends=OneBackend(backend))
+    runner = PredictRunner(config, tmp_path / "run", RunOptions(settings, backends=OneBackend(backend)), cases=source)
     runner.check_input()
     asyncio.run(runner.run())
     predictions = {p.id: p for p in RunDirectory(tmp_path / "run").iter_predictions(without_cost=True)}

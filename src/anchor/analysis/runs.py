@@ -48,6 +48,7 @@ from anchor.progress import ProgressEvent, Reporter, silent
 from anchor.rundir import RunDirectory
 from anchor.rundir.records import MetricsReport, RunConfig
 from anchor.runs.errors import RunError
+from anchor.runs.session import RunOptions
 from anchor.settings.mapping import RETRIEVER_NAMES
 from anchor.space.io import load_space
 from anchor.types import FactorSpace, InferenceResult
@@ -104,8 +105,8 @@ class AnalysisRunner:
         def relabel(event: ProgressEvent) -> None:
             self.report(dataclasses.replace(event, stage=f"{self.name}: {cell}"))
 
-        return EvalRunner(run_config, self.run_dir(cell), settings=d.settings, anchor_config=config,
-                          report=relabel, retry_failed=d.retry_failed, estimator_settings=estimator)
+        return EvalRunner(run_config, self.run_dir(cell), RunOptions(d.settings, config, estimator_settings=estimator),
+                          report=relabel, retry_failed=d.retry_failed)
 
     def load_instances(self) -> list[Any]:
         """The slice's instances, read once (a broken data file fails here, before any request)."""

@@ -147,6 +147,7 @@ def eval_command(
     from anchor.evaluation.driver import EvalRunner
     from anchor.evaluation.run_config import make_run_config
     from anchor.runs.errors import WorkersCapped
+    from anchor.runs.session import RunOptions
     from anchor.settings.space import default_build_params
 
     sample = _sample_size(sample)
@@ -189,8 +190,9 @@ def eval_command(
         check_directory(out_dir, "--out")  # before the first request to the server
         RunDirectory(out_dir).check_target("--out")  # a folder of other files is not written over
         workers, ray = scale.resolve(settings.uses_server)
-        runner = EvalRunner(config, out_dir, settings=settings, anchor_config=anchor_config,
-                            retry_failed=retry_failed, calibrator=calibrator, workers=workers, ray=ray)
+        runner = EvalRunner(config, out_dir, RunOptions(settings, anchor_config, calibrator=calibrator,
+                                                        workers=workers, ray=ray),
+                            retry_failed=retry_failed)
         instances = runner.load_instances()  # a broken data file fails here, before any directory is made
         with RichReporter(enabled=True) as report:
             runner.report = report

@@ -133,6 +133,7 @@ def predict_command(
     from anchor.predict.export import check_table_format
     from anchor.predict.runner import PredictRunner
     from anchor.runs.errors import WorkersCapped
+    from anchor.runs.session import RunOptions
     from anchor.settings.space import default_build_params
 
     with friendly_errors(PREDICT_FLAGS), one_line_warnings(CalibratorMismatchWarning, WorkersCapped):
@@ -179,9 +180,10 @@ def predict_command(
             out_dir = Path("runs") / "-".join([cases.stem, method, *([stage] if stage else []), *ablations,
                                                f"s{settings.seed}"])
         workers, ray = scale.resolve(settings.uses_server)
-        runner = PredictRunner(config, out_dir, cases=source, settings=settings, anchor_config=anchor_config,
-                               retry_failed=retry_failed, calibrator=calibrator, strict=strict,
-                               table=table, workers=workers, ray=ray)  # type: ignore[arg-type]
+        runner = PredictRunner(config, out_dir, RunOptions(settings, anchor_config, calibrator=calibrator,
+                                                           workers=workers, ray=ray),
+                               cases=source, retry_failed=retry_failed, strict=strict,
+                               table=table)  # type: ignore[arg-type]
         summary = runner.check_input()  # the whole file is read and checked before any request
         estimate = estimate_predict(summary, spec, anchor_config, limit)
         if check:

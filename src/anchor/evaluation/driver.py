@@ -18,19 +18,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from anchor.calibration.registry import FileCalibrator
-from anchor.config import AnchorConfig
 from anchor.evaluation.datasets.factcheck import FactcheckData
 from anchor.evaluation.datasets.negation import negate_with_llm
 from anchor.evaluation.datasets.selection import data_summary, select_instances
 from anchor.llm.ledger import CallRecord
-from anchor.llm.settings import BackendFactory, LLMSettings
 from anchor.methods.registry import METHODS
 from anchor.progress import Reporter, silent
 from anchor.rundir.instances import Instance, PairwiseInstance
 from anchor.rundir.records import MetricsReport, Prediction, RunConfig, SampleRecord
 from anchor.runs.errors import RunError
-from anchor.runs.session import RunSession
+from anchor.runs.session import RunOptions, RunSession
 from anchor.runs.worker import DecisionRule, Work, WorkerSetup
 from anchor.scoring.attribution import run_scenarios
 from anchor.scoring.scorer import RunScorer
@@ -52,16 +49,10 @@ class EvalRunner:
         self,
         config: RunConfig,
         out_dir: Path,
+        options: RunOptions,
         *,
-        settings: LLMSettings,
-        anchor_config: AnchorConfig | None = None,
         report: Reporter = silent,
         retry_failed: bool = True,
-        estimator_settings: LLMSettings | None = None,
-        calibrator: FileCalibrator | None = None,
-        workers: int = 1,
-        ray: str | None = None,
-        backends: BackendFactory | None = None,
     ) -> None:
         spec = METHODS.get(config.method)
         if spec is not None and spec.pairwise_only and config.kind != "pairwise":
@@ -71,11 +62,9 @@ class EvalRunner:
         self.out_dir = Path(out_dir)
         self.report = report
         self.retry_failed = retry_failed
-        self.session = RunSession(config, self.out_dir, settings=settings, anchor_config=anchor_config,
-                                  estimator_settings=estimator_settings, calibrator=calibrator, workers=workers,
-                                  ray=ray, backends=backends)
+        self.session = RunSession(config, self.out_dir, options)
         self.spec = self.session.spec
-        self.anchor_config = anchor_config
+        self.anchor_config = options.anchor_config
         self.data: FactcheckData | None = None
         """The data file as read, for formats that skip bad rows (set by load_instances)."""
         self.sample_record: SampleRecord | None = None

@@ -26,11 +26,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from anchor.calibration.registry import FileCalibrator
 from anchor.cases import BadCaseRow, CaseCheck, CaseRow, CasesError, check_cases
-from anchor.config import AnchorConfig
 from anchor.llm.ledger import CallRecord
-from anchor.llm.settings import BackendFactory, LLMSettings
 from anchor.predict.config import CASES_THRESHOLD, CasesInput
 from anchor.predict.export import TableFormat, carries_truth, write_table
 from anchor.predict.shares import CaseShares
@@ -40,7 +37,7 @@ from anchor.rundir.names import REJECTED
 from anchor.rundir.records import MetricsReport, RunConfig
 from anchor.runs.pool import Tally
 from anchor.runs.progress import RunProgress
-from anchor.runs.session import RunSession
+from anchor.runs.session import RunOptions, RunSession
 from anchor.runs.worker import DecisionRule, WorkerSetup
 from anchor.scoring import attribution
 from anchor.scoring.scorer import RunScorer
@@ -53,19 +50,13 @@ class PredictRunner:
         self,
         config: RunConfig,
         out_dir: Path,
+        options: RunOptions,
         *,
         cases: CasesInput,
-        settings: LLMSettings,
-        anchor_config: AnchorConfig | None = None,
         report: Reporter = silent,
         retry_failed: bool = True,
-        estimator_settings: LLMSettings | None = None,
-        calibrator: FileCalibrator | None = None,
         strict: bool = False,
         table: TableFormat = "jsonl",
-        workers: int = 1,
-        ray: str | None = None,
-        backends: BackendFactory | None = None,
     ) -> None:
         self.config = config
         self.out_dir = Path(out_dir)
@@ -73,11 +64,9 @@ class PredictRunner:
         self.strict = strict
         self.table = table
         self.retry_failed = retry_failed
-        self.anchor_config = anchor_config
-        self.calibrator = calibrator
-        self.session = RunSession(config, self.out_dir, settings=settings, anchor_config=anchor_config,
-                                  estimator_settings=estimator_settings, calibrator=calibrator, workers=workers,
-                                  ray=ray, backends=backends, progress=RunProgress(report, "rows", self._info))
+        self.anchor_config = options.anchor_config
+        self.calibrator = options.calibrator
+        self.session = RunSession(config, self.out_dir, options, progress=RunProgress(report, "rows", self._info))
         self.spec = self.session.spec
         self.summary: CaseCheck | None = None
         """What the check pass found (set by :meth:`check_input`)."""

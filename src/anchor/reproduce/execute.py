@@ -54,6 +54,7 @@ from anchor.rundir import DirectoryBusy, DirectoryLock, RunDirectory, RunDirErro
 from anchor.rundir.records import RunConfig
 from anchor.runs.errors import RunError
 from anchor.runs.identity import check_resumable, identity_difference
+from anchor.runs.session import RunOptions
 from anchor.secrets import scrub
 from anchor.settings.space import default_build_params
 from anchor.types import scenario_key
@@ -228,9 +229,9 @@ class Reproduction:
     def _runner(self, run: PlannedRun) -> EvalRunner:
         config, anchor = self.run_config(run)
 
-        return EvalRunner(config, self.run_dir(run.name), settings=self.settings_for(run), anchor_config=anchor,
-                          report=self._relabelled(run.name), retry_failed=self.retry_failed, workers=self.workers,
-                          ray=self.ray)
+        return EvalRunner(config, self.run_dir(run.name),
+                          RunOptions(self.settings_for(run), anchor, workers=self.workers, ray=self.ray),
+                          report=self._relabelled(run.name), retry_failed=self.retry_failed)
 
     def instances(self, run: PlannedRun) -> list[Any]:
         """The run's instances (read once; a broken data file fails here, before any request)."""

@@ -8,7 +8,7 @@ view. It knows nothing of where the work comes from: ``anchor eval`` feeds it a 
 (:mod:`anchor.predict.runner`), and a service can feed it work as it arrives. A driver uses it in
 three steps::
 
-    session = RunSession(config, out_dir, settings=settings)
+    session = RunSession(config, out_dir, RunOptions(settings))
     async with session.opened():                 # clients ready; lock held; config.json written
         ...                                      # the driver's own records (sample.json, ...)
         async with session.started(session.worker_setup(), groups=n):  # the workers
@@ -36,6 +36,7 @@ import functools
 import os
 import warnings
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +139,26 @@ def local_worker(setup: WorkerSetup, *, client: LLMClient, embedder: Callable[[]
     return InstanceWorker(setup, client=client, estimator=estimator, embedder=embedder, stores=stores)
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run answers, whatever drives it (``anchor eval``, ``anchor predict``, a service's job): the
+    LLM, the method's settings, a calibrator and where the work is answered. A driver takes one and hands it
+    to its :class:`RunSession` as it is."""
+
+    settings: LLMSettings
+    anchor_config: AnchorConfig | None = None
+    estimator_settings: LLMSettings | None = None
+    """A second LLM for the probability estimates (ANCHOR's methods only)."""
+    calibrator: FileCalibrator | None = None
+    workers: int = 1
+    """Processes that answer work (``--workers``); on a Ray cluster (``ray``: its address), actors."""
+    ray: str | None = None
+    backends: BackendFactory | None = None
+    """Makes each client's backend from its settings in place of ``make_backend`` (a server or the
+    embedded model): a harness's own, such as a simulated LLM answering in process. Handed to the
+    workers too, so with helper processes or Ray it must pickle."""
+
+
 class RunSession:
     """One run of ``config``'s method into the run directory ``out_dir`` (see the module docstring)."""
 
@@ -145,19 +166,15 @@ class RunSession:
         self,
         config: RunConfig,
         out_dir: Path,
+        options: RunOptions,
         *,
-        settings: LLMSettings,
-        anchor_config: AnchorConfig | None = None,
         report: Reporter = silent,
-        estimator_settings: LLMSettings | None = None,
-        calibrator: FileCalibrator | None = None,
-        workers: int = 1,
-        ray: str | None = None,
-        backends: BackendFactory | None = None,
         client: LLMClient | None = None,
         priority: int = 0,
         progress: RunProgress | None = None,
     ) -> None:
+        settings, anchor_config, estimator_settings = options.settings, options.anchor_config, options.estimator_settings
+        calibrator, workers, ray, backends = options.calibrator, options.workers, options.ray, options.backends
         spec = METHODS.get(config.method)
         if spec is None:
             raise RunError(f"unknown method {config.method!r}; choose from {', '.join(METHODS)}")
@@ -181,13 +198,10 @@ class RunSession:
         """Applied to every P(O1) the method gives (the raw one is kept beside it)."""
         if calibrator is not None and config.calibrator is None:
             config.calibrator = calibrator.describe()
+        self.options = options
         self.workers = workers
-        """Processes that answer work (``--workers``); on a Ray cluster (``ray``: its address), actors."""
         self.ray = ray
         self.backends = backends
-        """Makes each client's backend from its settings in place of ``make_backend`` (a server or the
-        embedded model): a harness's own, such as a simulated LLM answering in process. Handed to the
-        workers too, so with helper processes or Ray it must pickle."""
         self.client = client
         self._owns_client = client is None
         self.estimator: LLMClient | None = None

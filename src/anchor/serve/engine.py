@@ -57,7 +57,7 @@ from anchor.rundir.instances import DecisionInstance
 from anchor.rundir.names import SPACES
 from anchor.rundir.records import Prediction, RunConfig
 from anchor.runs.errors import RunError
-from anchor.runs.session import local_worker, resolve_config, worker_setup
+from anchor.runs.session import RunOptions, local_worker, resolve_config, worker_setup
 from anchor.runs.worker import DecisionRule, InstanceWorker, Work
 from anchor.types import InferenceResult, Scenario
 
@@ -270,8 +270,9 @@ class JobRun:
         self.tally = JobTally()
         self.on_call = on_call
         self._subscribed = False
-        self.runner = PredictRunner(config, run_dir, cases=cases, settings=settings, anchor_config=anchor_config,
-                                    report=self._progress, calibrator=calibrator, table="csv", backends=backends)
+        self.runner = PredictRunner(config, run_dir, RunOptions(settings, anchor_config, calibrator=calibrator,
+                                                                backends=backends),
+                                    cases=cases, report=self._progress, table="csv")
 
     def _progress(self, event: ProgressEvent) -> None:
         t = self.tally

@@ -36,6 +36,7 @@ from anchor.llm.settings import LLMSettings
 from anchor.predict.config import CasesInput, make_predict_config
 from anchor.predict.runner import PredictRunner
 from anchor.rundir import RunDirectory
+from anchor.runs.session import RunOptions
 from anchor.scoring.truth import run_truth_scores
 from anchor.settings.space import default_build_params
 from anchor.truth.cases import write_cases
@@ -222,8 +223,8 @@ class BenchRunner:
         config = make_predict_config(cases=source, method=method.method, settings=settings,
                                      anchor_config=anchor_config, ablations=list(method.ablations),
                                      spaces=self.out / "spaces", command=command)
-        runner = PredictRunner(config, run_dir, cases=source, settings=settings, anchor_config=anchor_config,
-                               backends=OneBackend(backend))
+        runner = PredictRunner(config, run_dir, RunOptions(settings, anchor_config, backends=OneBackend(backend)),
+                               cases=source)
         runner.check_input()
         asyncio.run(runner.run())
 
