@@ -201,6 +201,22 @@ async def load(url: str, clients: int, per_client: int, tag: str) -> list[dict[s
     return [r for rs in results for r in rs]
 
 
+def start_test_server(work: Path, latency: float) -> tuple[subprocess.Popen, str]:
+    """The local test server (deterministic answers after ``latency`` seconds), and its base URL once it answers."""
+    port = free_port()
+    fake = subprocess.Popen([sys.executable, str(REPO / "tests" / "fakeserver.py"), "--port", str(port), "--latency",
+                             str(latency), "--deterministic"], stdout=subprocess.DEVNULL,
+                            stderr=(work / "fakeserver.log").open("w"))
+    server = f"http://127.0.0.1:{port}/v1"
+    for _ in range(100):
+        try:
+            httpx.get(f"{server}/models", timeout=1)
+            break
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    return fake, server
+
+
 def measured(service: Service, fake: subprocess.Popen, clients: int, per_client: int,
              tag: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One load, with the CPU it cost the service's process tree, the test server and this process."""
@@ -325,20 +341,10 @@ def main() -> None:
             parser.error(f"--{flag.replace('_', '-')} must be 0 or more")
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-serve-"))
     work.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    fake = subprocess.Popen([sys.executable, str(REPO / "tests" / "fakeserver.py"), "--port", str(port), "--latency",
-                             str(args.latency), "--deterministic"], stdout=subprocess.DEVNULL,
-                            stderr=(work / "fakeserver.log").open("w"))
-    server = f"http://127.0.0.1:{port}/v1"
+    fake, server = start_test_server(work, args.latency)
     report: dict[str, Any] = {"cpu_count": os.cpu_count(), "load_average": os.getloadavg(), "latency_s": args.latency,
                               "clients": args.clients, "per_client": args.per_client, "workers": args.workers}
     try:
-        for _ in range(100):
-            try:
-                httpx.get(f"{server}/models", timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
         state, store = work / "state", work / "state" / "store"
         base = ["--base-url", server, "--state", str(state), "--sizes", "quick", "--no-access-log"]
         # 1. Three stored scenarios.

@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,32 +28,7 @@ from typing import Any
 import httpx2 as httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_serve import REPO, SCENARIOS, Service, free_port, load, same_as_infer, summary  # noqa: E402
-from tests.procs import descendants  # noqa: E402
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """User and system CPU of ``pid`` and every process under it (ended children's are in the parent's
-    cumulative fields once reaped)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for p in [pid, *descendants(pid)]:
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
-    return total / ticks
-
-
-def measure(service: Service, clients: int, per_client: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    asyncio.run(load(service.url, 3, 1, "warm"))
-    before = tree_cpu_seconds(service.proc.pid)
-    started = time.perf_counter()
-    results = asyncio.run(load(service.url, clients, per_client, "load"))
-    figures = summary(results, time.perf_counter() - started)
-    figures["cpu_ms_per_answer"] = round((tree_cpu_seconds(service.proc.pid) - before) * 1000 / len(results), 1)
-    return figures, results
+from bench_serve import SCENARIOS, Service, free_port, load, measured, same_as_infer, start_test_server  # noqa: E402
 
 
 def answers_equal(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, int]:
@@ -78,20 +52,10 @@ def main() -> None:
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-serve-ray-"))
     work.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    fake = subprocess.Popen([sys.executable, str(REPO / "tests" / "fakeserver.py"), "--port", str(port), "--latency",
-                             str(args.latency), "--deterministic"], stdout=subprocess.DEVNULL,
-                            stderr=(work / "fakeserver.log").open("w"))
-    server = f"http://127.0.0.1:{port}/v1"
+    fake, server = start_test_server(work, args.latency)
     report: dict[str, Any] = {"cpu_count": os.cpu_count(), "load_average": os.getloadavg(), "latency_s": args.latency,
                               "clients": args.clients, "per_client": args.per_client, "replicas": args.replicas}
     try:
-        for _ in range(100):
-            try:
-                httpx.get(f"{server}/models", timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
         store = work / "store"
         common = ["--base-url", server, "--spaces", str(store), "--sizes", "quick", "--no-access-log"]
         builder = Service([*common, "--state", str(work / "build"), "--cache-dir", str(work / "cache-build"),
@@ -110,7 +74,8 @@ def main() -> None:
                               work / f"{mode}.log")
             start_s = round(time.perf_counter() - started, 1)
             try:
-                figures, runs[mode] = measure(service, args.clients, args.per_client)
+                asyncio.run(load(service.url, 3, 1, "warm"))
+                runs[mode], figures = measured(service, fake, args.clients, args.per_client, "load")
             finally:
                 service.stop()
             report[mode] = {"start_s": start_s, **figures}
