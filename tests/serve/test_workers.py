@@ -12,7 +12,10 @@ import re
 import signal
 import time
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
@@ -49,6 +52,24 @@ def on(url: str, pid: int, method: str, path: str, **kwargs: Any) -> httpx.Respo
     raise AssertionError(f"process {pid} accepted no connection in 120 s")
 
 
+def service_args(server: FakeOpenAIServer, tmp_path: Path, workers: str, *extra: str) -> list[str]:
+    """``anchor serve``'s arguments for a service of ``workers`` processes on the test's state folder."""
+    return ["--base-url", server.base_url, "--workers", workers, "--state", str(tmp_path / "state"), "--cache-dir",
+            str(tmp_path / "cache"), "--shutdown-seconds", "2", *extra]
+
+
+@contextmanager
+def two_processes(server: FakeOpenAIServer, tmp_path: Path, *extra: str) -> Iterator[tuple[ServeProcess, int, int]]:
+    """A service of two processes, ready, with the id of each; stopped, and its processes gone, at the end."""
+    service = ServeProcess(service_args(server, tmp_path, "2", *extra))
+    try:
+        service.wait_ready()
+        a, b = processes(service.url)
+        yield service, a, b
+    finally:
+        stop_tree(service)
+
+
 def stop_tree(service: ServeProcess) -> None:
     """The supervisor killed at the end of a test: its processes stop on their own (they watch for it)."""
     children = _children(service.proc.pid)
@@ -82,76 +103,69 @@ def test_workers_flag_refuses_a_bad_value_in_one_line(tmp_path):
 
 
 def test_two_processes_share_one_port_the_metrics_and_the_state_folder(tmp_path):
-    args = ["--workers", "2", "--state", str(tmp_path / "state"), "--cache-dir", str(tmp_path / "cache"),
-            "--concurrency", "4", "--shutdown-seconds", "2"]
-    with FakeOpenAIServer(responder=vanilla) as server:
-        service = ServeProcess(["--base-url", server.base_url, *args])
+    with FakeOpenAIServer(responder=vanilla) as server, \
+            two_processes(server, tmp_path, "--concurrency", "4") as (service, a, b):
+        url = service.url
+        answers = []
+        for i in range(6):
+            for pid in (a, b):
+                sent = on(url, pid, "POST", "/v1/predictions", json={
+                    **SCENARIO, "condition": f"Case {i} of {pid}.", "method": "vanilla"})
+                assert sent.status_code == 200, sent.text
+                answers.append(sent.json())
+        # An answer given by one process is read back through the other (its file in the state folder,
+        # written just after the answer is sent).
+        wait_for(lambda: on(url, b, "GET", f"/v1/predictions/{answers[0]['id']}").status_code == 200,
+                 what="the answer read through the other process")
+        # The live page lists every process's latest answers, whichever process shows it.
+        for pid in (a, b):
+            wait_for(lambda pid=pid: all(f'data-answer="{r["id"]}"' in on(url, pid, "GET", "/").text
+                                         for r in answers), what="every answer on the live page")
+        # Its status line is the process's own figures, and says so: 6 answered here, not 12.
+        status = re.search(r'data-field="status">([^<]*)<', on(url, a, "GET", "/").text).group(1)
+        assert "answered 6 since the start by this process, one of 2" in status, status
+
+        posts = 'anchor_serve_http_requests_total{route="/v1/predictions",method="POST",status="200"}'
+        llm = 'anchor_serve_llm_requests_total{stage="baseline.vanilla",class="online",outcome="ok"}'
+        wait_for(lambda: sample(on(url, a, "GET", "/metrics").text, posts) >= 12, what="the answers counted")
+        scrapes = [on(url, pid, "GET", "/metrics").text for pid in (a, b)]
+        assert [sample(t, posts) for t in scrapes] == [12, 12]  # every answer once, whichever is scraped
+        assert [sample(t, llm) for t in scrapes] == [12, 12] == [len(server.requests)] * 2
+        assert all("anchor_serve_llm_in_flight 0" in t for t in scrapes)
+
+        # One LLM budget over both processes: each asks 4 at once, and the server sees 4 in all (--concurrency),
+        # the other 4 waiting for a slot, whichever process they are in.
+        server.hold(after=server.completions)
         try:
-            service.wait_ready()
-            url = service.url
-            a, b = processes(url)
-            answers = []
-            for i in range(6):
-                for pid in (a, b):
-                    sent = on(url, pid, "POST", "/v1/predictions", json={
-                        **SCENARIO, "condition": f"Case {i} of {pid}.", "method": "vanilla"})
-                    assert sent.status_code == 200, sent.text
-                    answers.append(sent.json())
-            # An answer given by one process is read back through the other (its file in the state folder,
-            # written just after the answer is sent).
-            wait_for(lambda: on(url, b, "GET", f"/v1/predictions/{answers[0]['id']}").status_code == 200,
-                     what="the answer read through the other process")
-            # The live page lists every process's latest answers, whichever process shows it.
-            for pid in (a, b):
-                wait_for(lambda pid=pid: all(f'data-answer="{r["id"]}"' in on(url, pid, "GET", "/").text
-                                             for r in answers), what="every answer on the live page")
-            # Its status line is the process's own figures, and says so: 6 answered here, not 12.
-            status = re.search(r'data-field="status">([^<]*)<', on(url, a, "GET", "/").text).group(1)
-            assert "answered 6 since the start by this process, one of 2" in status, status
-
-            posts = 'anchor_serve_http_requests_total{route="/v1/predictions",method="POST",status="200"}'
-            llm = 'anchor_serve_llm_requests_total{stage="baseline.vanilla",class="online",outcome="ok"}'
-            wait_for(lambda: sample(on(url, a, "GET", "/metrics").text, posts) >= 12, what="the answers counted")
-            scrapes = [on(url, pid, "GET", "/metrics").text for pid in (a, b)]
-            assert [sample(t, posts) for t in scrapes] == [12, 12]  # every answer once, whichever is scraped
-            assert [sample(t, llm) for t in scrapes] == [12, 12] == [len(server.requests)] * 2
-            assert all("anchor_serve_llm_in_flight 0" in t for t in scrapes)
-
-            # One LLM budget over both processes: each asks 4 at once, and the server sees 4 in all (--concurrency),
-            # the other 4 waiting for a slot, whichever process they are in.
-            server.hold(after=server.completions)
-            try:
-                with ThreadPoolExecutor(2) as pool:
-                    together = [pool.submit(on, url, pid, "POST", "/v1/predictions", json={"method": "vanilla", "cases": [
-                        {**SCENARIO, "condition": f"Held {i} of {pid}."} for i in range(4)]}) for pid in (a, b)]
-                    waiting = 'anchor_serve_llm_waiting{class="online"}'
-                    server.wait_until(lambda: server.held == 4)
-                    wait_for(lambda: sample(httpx.get(f"{url}/metrics").text, waiting) == 4, what="4 requests waiting")
-                    assert server.held == 4
-                    # A case still pending in one process (202) is pending when polled through the other.
-                    late = on(url, a, "POST", "/v1/predictions", json={**SCENARIO, "condition": "Late.",
-                                                                        "method": "vanilla", "wait": 0})
-                    assert late.status_code == 202, late.text
-                    polled = on(url, b, "GET", late.headers["location"])
-                    assert polled.status_code == 202 and polled.json()["state"] == "pending"
-                    server.release()
-                    assert [f.result().status_code for f in together] == [200, 200]
-            finally:
+            with ThreadPoolExecutor(2) as pool:
+                together = [pool.submit(on, url, pid, "POST", "/v1/predictions", json={"method": "vanilla", "cases": [
+                    {**SCENARIO, "condition": f"Held {i} of {pid}."} for i in range(4)]}) for pid in (a, b)]
+                waiting = 'anchor_serve_llm_waiting{class="online"}'
+                server.wait_until(lambda: server.held == 4)
+                wait_for(lambda: sample(httpx.get(f"{url}/metrics").text, waiting) == 4, what="4 requests waiting")
+                assert server.held == 4
+                # A case still pending in one process (202) is pending when polled through the other.
+                late = on(url, a, "POST", "/v1/predictions", json={**SCENARIO, "condition": "Late.",
+                                                                    "method": "vanilla", "wait": 0})
+                assert late.status_code == 202, late.text
+                polled = on(url, b, "GET", late.headers["location"])
+                assert polled.status_code == 202 and polled.json()["state"] == "pending"
                 server.release()
-            wait_for(lambda: on(url, b, "GET", late.headers["location"]).status_code == 200, what="the late answer")
-
-            # A second service on the same folder is refused, whatever its --workers.
-            for workers in ("1", "2"):
-                intruder = ServeProcess(["--base-url", server.base_url, *args[:1], workers, *args[2:]])
-                code = intruder.proc.wait(120)
-                assert code != 0 and "another anchor serve uses this folder" in "".join(intruder.stderr) + (
-                    intruder.proc.stdout.read() if intruder.proc.stdout else "")
-            service.proc.send_signal(signal.SIGTERM)  # stops every process, cleanly
-            assert service.proc.wait(120) == 0, "".join(service.stderr)[-2000:]
-            for pid in (a, b):
-                wait_for(lambda pid=pid: not _alive(pid), what=f"process {pid} to end")
+                assert [f.result().status_code for f in together] == [200, 200]
         finally:
-            stop_tree(service)
+            server.release()
+        wait_for(lambda: on(url, b, "GET", late.headers["location"]).status_code == 200, what="the late answer")
+
+        # A second service on the same folder is refused, whatever its --workers.
+        for workers in ("1", "2"):
+            intruder = ServeProcess(service_args(server, tmp_path, workers, "--concurrency", "4"))
+            code = intruder.proc.wait(120)
+            assert code != 0 and "another anchor serve uses this folder" in "".join(intruder.stderr) + (
+                intruder.proc.stdout.read() if intruder.proc.stdout else "")
+        service.proc.send_signal(signal.SIGTERM)  # stops every process, cleanly
+        assert service.proc.wait(120) == 0, "".join(service.stderr)[-2000:]
+        for pid in (a, b):
+            wait_for(lambda pid=pid: not _alive(pid), what=f"process {pid} to end")
 
 
 def _alive(pid: int) -> bool:
@@ -167,14 +181,9 @@ def test_a_job_whose_process_is_killed_finishes_in_another(tmp_path):
     """kill -9 of the process running a job: another takes it on and the results equal an uninterrupted run;
     the run's ledger equals what the server was asked, but for the requests in flight when it died."""
     cases = cases_csv(tmp_path / "cases.csv", [f"Statement {i} is what happened." for i in range(40)])
-    args = ["--workers", "2", "--state", str(tmp_path / "state"), "--cache-dir", str(tmp_path / "cache"),
-            "--concurrency", "4", "--shutdown-seconds", "2"]
     with FakeOpenAIServer(responder=vanilla) as server:
-        service = ServeProcess(["--base-url", server.base_url, *args])
-        try:
-            service.wait_ready()
+        with two_processes(server, tmp_path, "--concurrency", "4") as (service, a, b):
             url = service.url
-            a, b = processes(url)
             server.hold(after=15)
             try:
                 sent = on(url, a, "POST", "/v1/jobs?method=vanilla&id=long", content=cases.read_bytes(),
@@ -197,8 +206,6 @@ def test_a_job_whose_process_is_killed_finishes_in_another(tmp_path):
             lines = httpx.get(f"{url}/v1/jobs/long/results").text.splitlines()
             cancelled = _cancel_through_another_process(service, server, cases_csv(
                 tmp_path / "other.csv", [f"Another statement {i} holds." for i in range(40)]))
-        finally:
-            stop_tree(service)
         reference = predict_reference(server, cases, tmp_path / "reference")
     assert record["process"] != runner_pid and record["starts"] == 2
     twice = [c for c, n in asked.items() if n > 1]
@@ -237,25 +244,18 @@ def test_two_processes_building_the_same_space_at_once_store_one_whole_space(tmp
     space, the same through either process."""
     from anchor.space.io import load_space
 
-    args = ["--workers", "2", "--state", str(tmp_path / "state"), "--cache-dir", str(tmp_path / "cache"),
-            "--sizes", "quick", "--shutdown-seconds", "2"]
-    with FakeOpenAIServer(deterministic=True) as server:
-        service = ServeProcess(["--base-url", server.base_url, *args])
-        try:
-            service.wait_ready()
-            url = service.url
-            a, b = processes(url)
-            with ThreadPoolExecutor(2) as pool:
-                started = list(pool.map(lambda pid: on(url, pid, "POST", "/v1/spaces", json={**SCENARIO, "wait": 0}),
-                                        (a, b)))
-            assert [s.status_code for s in started] == [202, 202], [s.text for s in started]
-            location = started[0].headers["location"]
-            assert started[1].headers["location"] == location
-            for pid in (a, b):
-                wait_for(lambda pid=pid: on(url, pid, "GET", location).status_code == 200, what="the space stored")
-            spaces = [on(url, pid, "GET", location).json() for pid in (a, b)]
-        finally:
-            stop_tree(service)
+    with FakeOpenAIServer(deterministic=True) as server, \
+            two_processes(server, tmp_path, "--sizes", "quick") as (service, a, b):
+        url = service.url
+        with ThreadPoolExecutor(2) as pool:
+            started = list(pool.map(lambda pid: on(url, pid, "POST", "/v1/spaces", json={**SCENARIO, "wait": 0}),
+                                    (a, b)))
+        assert [s.status_code for s in started] == [202, 202], [s.text for s in started]
+        location = started[0].headers["location"]
+        assert started[1].headers["location"] == location
+        for pid in (a, b):
+            wait_for(lambda pid=pid: on(url, pid, "GET", location).status_code == 200, what="the space stored")
+        spaces = [on(url, pid, "GET", location).json() for pid in (a, b)]
     stored = list((tmp_path / "state" / "store" / "spaces").glob("*.json"))
     assert [p.name for p in stored] == [f"{spaces[0]['id']}.json"]
     assert load_space(stored[0]).factors and spaces[0] == spaces[1]
