@@ -157,6 +157,21 @@ def decode_json(text: str) -> Any:
     return json.loads(text, object_pairs_hook=_KeyedObject.of)
 
 
+def decode_line(text: str) -> tuple[Any, str | None]:
+    """One line's JSON value, or (None, why it is not one): nested too deep, not JSON, or an object with a
+    key given twice."""
+    if nested_too_deep(text):
+        return None, TOO_DEEP
+    try:
+        value = decode_json(text)
+    except json.JSONDecodeError as exc:
+        return None, json_problem(text, exc)
+    twice = repeated_key(value)
+    if twice is not None:
+        return None, f"the key {twice!r} appears twice in the object (which value is meant cannot be told)"
+    return value, None
+
+
 def read_json_lines(stream: IO[bytes], source: str, error: Callable[[str], Exception], *,
                     max_line_bytes: int) -> Iterator[JsonLine]:
     """Each non-blank line of a JSON-lines file (``stream``: the open binary file), read as the module
@@ -181,17 +196,5 @@ def read_json_lines(stream: IO[bytes], source: str, error: Callable[[str], Excep
         if text.startswith("\ufeff"):
             yield JsonLine(number, problem=LATER_BOM)
             continue
-        if nested_too_deep(text):
-            yield JsonLine(number, problem=TOO_DEEP)
-            continue
-        try:
-            value = decode_json(text)
-        except json.JSONDecodeError as exc:
-            yield JsonLine(number, problem=json_problem(text, exc))
-            continue
-        twice = repeated_key(value)
-        if twice is not None:
-            yield JsonLine(number, problem=f"the key {twice!r} appears twice in the object (which value is meant "
-                                           "cannot be told)")
-            continue
-        yield JsonLine(number, value)
+        value, problem = decode_line(text)
+        yield JsonLine(number, value, problem)

@@ -149,15 +149,7 @@ def _condition_of(line: str, path: Path, n: int) -> str:
 
     if not line.startswith("{"):
         return line
-    problem = jsonl.TOO_DEEP if jsonl.nested_too_deep(line) else None
-    if problem is None:
-        try:
-            obj = jsonl.decode_json(line)
-        except json.JSONDecodeError as exc:
-            problem = jsonl.json_problem(line, exc)
-        else:
-            twice = jsonl.repeated_key(obj)
-            problem = f"the key {twice!r} appears twice in the object" if twice is not None else None
+    obj, problem = jsonl.decode_line(line)
     if problem is not None:
         raise fail(f"{path}, line {n}: {problem}")
     text = obj.get("condition", obj.get("text")) if isinstance(obj, dict) else None
