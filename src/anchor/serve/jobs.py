@@ -247,16 +247,18 @@ class Jobs:
         from the record afterwards: a running job may have finished cancelling on its own before the caller
         looks."""
         handle = self.running.get(job_id)
-        if handle is not None and handle.record.state not in UNFINISHED:
-            # Its thread has ended the job (written the record) and not yet handed it back to this loop.
-            raise ApiError(409, f"job {job_id} is {handle.record.state} already: nothing to cancel", field="id")
         if handle is not None:
-            handle.cancel_requested = True
-            self._cancel(handle)
-            return True
-        record = self.state.read_job(job_id) or self.records[job_id]
-        self.records[job_id] = record
-        if record.state in UNFINISHED:
+            # A job whose thread has ended it (written its record) but not yet handed it back to this loop is
+            # finished: the 409 below.
+            record = handle.record
+            if record.state in UNFINISHED:
+                handle.cancel_requested = True
+                self._cancel(handle)
+                return True
+        else:
+            record = self.state.read_job(job_id) or self.records[job_id]
+            self.records[job_id] = record
+        if handle is None and record.state in UNFINISHED:
             lock = self.state.claim(job_id)
             if lock is None:  # running in another process (or being started there): it watches for this
                 self.state.cancel_marker(job_id).touch()
