@@ -16,6 +16,7 @@ llama.cpp's server does (``--ignore-n``): the ledger must still equal the server
     python benchmarks/bench_cost_compare.py [--limit 20] [--latency 0.05] [--concurrency 16]
                                             [--per-prompt-token S] [--per-completion-token S] [--slots N]
                                             [--ignore-n] [--sizes paper|quick] [--json PATH]
+                                            [--keep DIR]
 """
 
 from __future__ import annotations
@@ -66,10 +67,14 @@ def main() -> None:
     parser.add_argument("--ignore-n", action="store_true", help="The server answers one choice whatever n says.")
     parser.add_argument("--sizes", choices=("paper", "quick"), default="paper", help="ANCHOR's stage-1 sizes.")
     parser.add_argument("--json", type=Path, help="Write the results here.")
+    parser.add_argument("--keep", type=Path, help="Keep both run directories (and caches) under this new folder.")
     args = parser.parse_args()
+    if args.keep is not None and args.keep.exists():
+        parser.error(f"--keep: {args.keep} already exists")
 
     with tempfile.TemporaryDirectory() as tmp:
-        tmp_path = Path(tmp)
+        tmp_path = Path(tmp) if args.keep is None else args.keep
+        tmp_path.mkdir(parents=True, exist_ok=True)
         elapsed = {}
         counted = {}
         for method in ("bird", "anchor"):
