@@ -117,7 +117,8 @@ def test_critical_path_per_scenario_is_its_build_then_its_longest_condition(tmp_
                       key=lambda p: (p.seconds, p.requests))
         assert path.requests == spaces[key].requests + longest.requests
         assert path.seconds == pytest.approx(spaces[key].seconds + longest.seconds, abs=1e-5)
-        assert spaces[key].requests > 3
+        # at least a round's generation and extraction, then a vote on what it merged
+        assert spaces[key].requests >= 3
     # A direct baseline asks about the two conditions side by side: one request deep.
     assert {p.requests for p in metrics_of(vanilla).critical_path.per_scenario.values()} == {1}
     doc = cost(vanilla, anchor)

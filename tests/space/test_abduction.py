@@ -24,7 +24,7 @@ def cos(embedder, a: str, b: str) -> float:
 
 def params(**kw) -> BuildParams:
     """Small sizes, one round at a time unless a test says otherwise."""
-    base = dict(n_target=100, batch_size=3, max_rounds=2, patience=5, abduction_window=1)
+    base = dict(n_target=100, batch_size=3, max_rounds=2, patience=5, abduction_window=1, check_relevance=True)
     base.update(kw)
     return BuildParams(**base)
 
@@ -190,6 +190,24 @@ async def test_without_relevance_check_no_call_is_made_and_irrelevant_is_ignored
     assert validation_candidates(backend) == [[(BORDERLINE[1], BORDERLINE[0])]]
     assert outcome.factors == ["water temperature", "stock market trends", *BORDERLINE]
     assert rejected(outcome) == []
+
+
+async def test_by_default_extraction_judges_relevance_and_may_find_nothing(scripted_client, embedder, noodles):
+    """The extraction prompt carries the scenario and its outcomes and may answer an empty list (nothing
+    in the sentences bears on the scenario): that round adds nothing, asked once; no round sends a
+    validation request unless a candidate has a borderline neighbour."""
+    assert BuildParams().check_relevance is False
+    script = ScriptedLLM(rounds=[["water temperature"], [], ["gas price"]])
+    p = params(check_relevance=BuildParams().check_relevance, max_rounds=3)
+    outcome, backend = await run(scripted_client, embedder, noodles, script, p)
+    extractions = requests_of(backend, "Factors")
+    assert len(extractions) == 3
+    for request in extractions:
+        assert f"Scenario: {noodles.text}" in request.user
+        assert f"Outcome 1: {noodles.outcome1}" in request.user and f"Outcome 2: {noodles.outcome2}" in request.user
+    assert [r.extracted for r in outcome.rounds] == [["water temperature"], [], ["gas price"]]
+    assert outcome.factors == ["water temperature", "gas price"]
+    assert requests_of(backend, "Validation") == []
 
 
 async def test_llm_duplicate_verdict_without_a_similar_factor_is_overridden(scripted_client, embedder, noodles):

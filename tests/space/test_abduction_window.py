@@ -86,7 +86,7 @@ class JitteryBackend(ScriptedBackend):
 
 
 def params(**kw) -> BuildParams:
-    base = dict(n_target=100, batch_size=2, max_rounds=8, patience=8, abduction_window=3)
+    base = dict(n_target=100, batch_size=2, max_rounds=8, patience=8, abduction_window=3, check_relevance=True)
     base.update(kw)
     return BuildParams(**base)
 

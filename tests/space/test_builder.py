@@ -145,8 +145,9 @@ def test_stop_reason_and_rounds(built):
 def test_costs_per_stage(built):
     space, client = built
     by_stage = {c.stage: c for c in space.cost}
-    expected = {"abduction.generate", "abduction.extract", "abduction.validate", "voting", "themes"}
-    assert expected <= set(by_stage)
+    expected = {"abduction.generate", "abduction.extract", "voting", "themes"}
+    # Extraction judged relevance, and no candidate had a borderline neighbour: no validation request.
+    assert set(by_stage) == expected
     for name in expected:
         assert by_stage[name].llm_calls > 0
         assert by_stage[name].prompt_tokens > 0

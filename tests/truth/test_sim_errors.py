@@ -135,6 +135,7 @@ def test_hallucinated_factors_are_named_believed_and_neutral() -> None:
     sentences = ask(llm, prompts.GENERATE_SENTENCES, schema, 0, scenario=NB.scenario, outcome1=NB.outcome1,
                     outcome2=NB.outcome2, known="none yet", n=10)["sentences"]
     extracted = ask(llm, prompts.EXTRACT_FACTORS, prompts.text_list_schema("Factors", "factors", 30, 80), 0,
+                    scenario=NB.scenario, outcome1=NB.outcome1, outcome2=NB.outcome2,
                     sentences=prompts.numbered(sentences))["factors"]
     invented = [t for t in extracted if t not in NB_TEXT.values()]
     assert len(invented) == 2 and len(extracted) == 10  # round(0.25 * 8) inventions beside the 8 real factors

@@ -50,9 +50,15 @@ def test_generation_names_every_factor_and_extraction_finds_them() -> None:
         named = [fid for fid, text in NB_TEXT.items() if text in sentence.casefold()]
         assert len(named) == 1
         assert f"outcome {1 if NB_PHI[named[0]] >= 0.5 else 2}" in sentence
-    extracted = run(client.ask(prompts.EXTRACT_FACTORS, schema=prompts.text_list_schema("Factors", "factors", 24, 80),
-                               sentences=prompts.numbered(answer.sentences)))
+    extract = prompts.text_list_schema("Factors", "factors", 24, 80, min_items=0)
+    unrelated = "The colour of the mayor's car says nothing here."
+    extracted = run(client.ask(prompts.EXTRACT_FACTORS, schema=extract, scenario=scen.text, outcome1=scen.outcome1,
+                               outcome2=scen.outcome2, sentences=prompts.numbered([*answer.sentences, unrelated])))
     assert sorted(extracted.factors) == sorted(NB_TEXT.values())
+    # what bears on nothing in the scenario's world is left out, and a list of it is an empty answer
+    nothing = run(client.ask(prompts.EXTRACT_FACTORS, schema=extract, scenario=scen.text, outcome1=scen.outcome1,
+                             outcome2=scen.outcome2, sentences=prompts.numbered([unrelated])))
+    assert nothing.factors == []
 
 
 def test_validation_keeps_known_factors_and_judges_the_rest() -> None:

@@ -65,14 +65,14 @@ def choice_list_schema(name: str, field: str, options: tuple[str, ...]) -> type[
 
 
 @lru_cache(maxsize=256)
-def text_list_schema(name: str, field: str, max_items: int, max_chars: int) -> type[BaseModel]:
+def text_list_schema(name: str, field: str, max_items: int, max_chars: int, min_items: int = 1) -> type[BaseModel]:
     """``{field: [strings]}``. Bounds go to the server (an unbounded list makes small models repeat
-    themselves until the token limit); validation only needs one non-empty list, and the stage
-    trims and filters what it gets."""
-    extra = {"items": {"type": "string", "minLength": 1, "maxLength": max_chars}, "minItems": 1,
+    themselves until the token limit); validation only needs a list of at least ``min_items``
+    non-empty strings, and the stage trims and filters what it gets."""
+    extra = {"items": {"type": "string", "minLength": 1, "maxLength": max_chars}, "minItems": min_items,
              "maxItems": max_items}
     return create_model(name, __base__=AnswerModel,
-                        **{field: (list[str], Field(..., min_length=1, json_schema_extra=extra))})
+                        **{field: (list[str], Field(..., min_length=min_items, json_schema_extra=extra))})
 
 
 @lru_cache(maxsize=256)

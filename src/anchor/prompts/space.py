@@ -45,16 +45,23 @@ EXTRACT_FACTORS = PromptSpec(
     system=(
         "You turn sentences into factors: short noun phrases (2-6 words) naming the distinct "
         "considerations the sentences rely on. One factor per consideration, no duplicates, no full "
-        "sentences, no judgement words like 'better'."
+        "sentences, no judgement words like 'better'. Leave out whatever has no bearing on the scenario "
+        "or its outcomes; when nothing is left, the list is empty."
     ),
-    user="Sentences:\n{sentences}\nList the distinct factors.",
+    user=(
+        "Scenario: {scenario}\nOutcome 1: {outcome1}\nOutcome 2: {outcome2}\nSentences:\n{sentences}\n"
+        "List the distinct factors."
+    ),
     schema=None,
     examples=(
         Example(
             user=(
-                "Sentences:\n1. Guests with dogs prefer outdoor seats and would otherwise walk on to another "
-                "cafe.\n2. On cold evenings the terrace stays empty while its patio heaters still burn gas.\n"
-                "List the distinct factors."
+                "Scenario: A cafe owner decides whether to keep the terrace open in late autumn.\nOutcome 1: "
+                "Keeping the terrace open raises the cafe's weekly takings.\nOutcome 2: Keeping the terrace open "
+                "does not raise the cafe's weekly takings.\nSentences:\n1. Guests with dogs prefer outdoor seats "
+                "and would otherwise walk on to another cafe.\n2. On cold evenings the terrace stays empty while "
+                "its patio heaters still burn gas.\n3. The owner's nephew collects stamps.\nList the distinct "
+                "factors."
             ),
             answer='{"factors": ["guests with dogs", "nearby competing cafes", "evening temperatures", "patio heater gas cost"]}',
         ),

@@ -37,7 +37,10 @@ class BuildParams(BaseModel):
     borderline_threshold: float = Field(
         default=0.75, gt=0, le=1, description="Cosine similarity from which the LLM judges duplicates."
     )
-    check_relevance: bool = True
+    check_relevance: bool = Field(default=False, description=(
+        "Also ask the LLM, in a request of its own each round, whether every candidate bears on the "
+        "scenario. Off by default: the extraction prompt already leaves out what does not, and the "
+        "validation request is then sent only for borderline duplicates."))
     vote_samples: int = Field(default=3, ge=1, description="m: self-consistency samples per factor label.")
     vote_batch_size: int = Field(default=8, ge=1, description="Factors labelled per LLM call.")
     # Sampling temperatures (not given in the paper): abduction high enough that successive rounds

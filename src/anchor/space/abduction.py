@@ -1,7 +1,7 @@
 """Iterative bottom-up abduction: grow a factor set round by round.
 
-Each round asks for ``b`` sentences arguing for either outcome, extracts factors from them, and
-validates the candidates before merging them (``anchor.space.validation``). It stops at
+Each round asks for ``b`` sentences arguing for either outcome, extracts the factors that bear on the
+scenario from them, and validates the candidates before merging them (``anchor.space.validation``). It stops at
 ``n_target`` factors, after ``max_rounds`` rounds, or when ``patience`` rounds in a row add nothing;
 the tests run after each merge, which is where the paper's Algorithm 1 tests before the next round.
 
@@ -221,7 +221,7 @@ class Abductor:
         answers, ended = await asyncio.shield(batch)
         chain.merge(ended)
         sentences = answers[j]
-        extracted = await self._extract(sentences, t)
+        extracted = await self._extract(scenario, sentences, t)
         validated = await validator.validate(extracted, known, t)
         return RoundWork(t, known_through, known, [], sentences, extracted, validated)
 
@@ -242,14 +242,18 @@ class Abductor:
         )
         return [_distinct(answer.sentences, b) for answer in answers]  # type: ignore[attr-defined]
 
-    async def _extract(self, sentences: list[str], t: int) -> list[str]:
+    async def _extract(self, scenario: Scenario, sentences: list[str], t: int) -> list[str]:
+        """The factors of round ``t``'s sentences that bear on the scenario: the extraction prompt sees
+        the scenario and its outcomes and may answer none, so that relevance needs no request of its
+        own (``BuildParams.check_relevance`` asks for one anyway)."""
         if not sentences:
             return []
         limit = min(30, 3 * len(sentences))
         answer = await self.client.ask(
             prompts.EXTRACT_FACTORS,
-            schema=prompts.text_list_schema("Factors", "factors", limit, 80),
+            schema=prompts.text_list_schema("Factors", "factors", limit, 80, min_items=0),
             sample_index=t,
+            scenario=scenario.text or "(none)", outcome1=scenario.outcome1, outcome2=scenario.outcome2,
             sentences=prompts.numbered(sentences),
         )
         return [f for f in answer.factors[:limit]]  # type: ignore[attr-defined]

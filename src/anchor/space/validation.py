@@ -2,7 +2,9 @@
 
 Unusable items, few-shot echoes and exact duplicates are dropped by their text; near duplicates by
 embedding similarity (to the factors merged so far and to earlier candidates of the same round);
-borderline pairs and relevance are judged by the LLM in one call (``validate``).
+borderline pairs are judged by the LLM in one call (``validate``), which also judges every candidate's
+relevance when ``BuildParams.check_relevance`` asks for it (by default extraction has left out what has
+no bearing on the scenario, and a round without a borderline pair sends no request).
 
 With several rounds in flight, a round is validated against the factors that were merged when it
 started, and checked again when its turn to merge comes against those merged since (``recheck``):

@@ -5,7 +5,8 @@ Each answer is the truth about the world, bent by the errors of :class:`SimError
 
 * ``GENERATE_SENTENCES``: ``n`` sentences, each naming one factor the LLM knows (its text verbatim in
   a varied sentence saying which outcome it favours), a fresh shuffle per request;
-* ``EXTRACT_FACTORS``: the factor texts found in the sentences (longest first, case aside);
+* ``EXTRACT_FACTORS``: the texts of the factors it recognises in the world (its inventions too) found in
+  the sentences (longest first, case aside): none when the sentences name none;
 * ``VALIDATE_FACTORS``: 'keep' for a factor it knows (it believes its inventions too), 'duplicate'
   only when the text equals its similar factor's, 'irrelevant' for a text it does not know;
 * ``VOTE_LABELS``: outcome1 when P(O1 | f) >= 0.55, outcome2 when <= 0.45, else neutral (invented
@@ -48,8 +49,6 @@ SENTENCES = (
     "Anyone weighing {factor} would lean to outcome {k}.",
     "{factor} counts as a reason to expect outcome {k}.",
 )
-#: What extraction answers when the sentences name no factor it knows (the schema needs one item).
-NOTHING_FOUND = "no clear factor"
 _SIMILAR = "  (similar existing factor: "
 _ROUGH = re.compile(r"\s\(rough: [0-9.]+\)\Z")
 
@@ -87,21 +86,15 @@ def generate_sentences(sim: Simulator, req: Request) -> Reply:
     return Reply({"sentences": sentences})
 
 
-def _all_known(sim: Simulator) -> list[Entry]:
-    seen: dict[str, Entry] = {}
-    for world in sim.worlds.worlds:
-        for entry in sim.knowledge(world).known:
-            seen.setdefault(key(entry.text), entry)
-    return list(seen.values())
-
-
 def extract_factors(sim: Simulator, req: Request) -> Reply:
-    sentences = numbered_lines(req.fields["sentences"], req.name)
-    phrases = [(e.text, e.text) for e in _all_known(sim)]
+    f = req.fields
+    world = sim.world(req, scenario=f["scenario"], outcomes=(f["outcome1"], f["outcome2"]), ordered=True)
+    sentences = numbered_lines(f["sentences"], req.name)
+    phrases = [(e.text, e.text) for e in world.entries]
     texts: list[str] = []
     for sentence in sentences:
         texts.extend(text for _, text in find_phrases(sentence, phrases))
-    return Reply({"factors": list(dict.fromkeys(texts)) or [NOTHING_FOUND]})
+    return Reply({"factors": list(dict.fromkeys(texts))})
 
 
 def validate_factors(sim: Simulator, req: Request) -> Reply:
