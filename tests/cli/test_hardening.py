@@ -155,6 +155,7 @@ def test_failed_instances_are_retried_after_the_server_is_fixed(tmp_path):
     (["--n-target", "0"], {}, ["--n-target", "at least 1"]),
     (["--abduction-window", "0"], {}, ["--abduction-window", "at least 1"]),
     (["--abduction-window", "2"], {}, ["--abduction-window", "--method vanilla does not use"]),
+    (["--check-relevance"], {}, ["--check-relevance", "--method vanilla does not use"]),
     (["--dataset", "nope"], {}, ["--dataset", "common2sense-pairwise", "plasma", "today"]),
     (["--method", "magic"], {}, ["--method", "anchor", "vanilla"]),
     ([], {"ANCHOR_LLM_TIMEOUT": "abc"}, ["ANCHOR_LLM_TIMEOUT", "not a number"]),
@@ -370,3 +371,12 @@ async def test_sync_api_inside_a_running_loop_says_what_to_use(scripted_client, 
         gc.collect()
     assert "ainfer" in str(info.value)
     assert not [w for w in caught if "never awaited" in str(w.message)]
+
+
+def test_check_relevance_brings_back_the_per_round_relevance_request():
+    """Off by default (the extraction prompt judges relevance); the flag is how a run built before the
+    default changed is resumed with its own settings."""
+    from anchor.cli.options import BuildOptions
+
+    assert BuildOptions().params().check_relevance is False
+    assert BuildOptions(check_relevance=True).params().check_relevance is True

@@ -322,6 +322,10 @@ class BuildOptions:
         "'w/o cluster' ablation: one flat factor group, no UMAP/HDBSCAN."))] = False
     no_prune: Annotated[bool, opt("--no-prune", panel=BUILD_PANEL, show_default=False,
                                   help="Keep redundant members of a cluster.")] = False
+    check_relevance: Annotated[bool, opt("--check-relevance", panel=BUILD_PANEL, show_default=False, help=(
+        "Also ask, in a request of its own each abduction round, whether every candidate factor bears on the "
+        "scenario (by default the extraction prompt leaves out what does not; spaces and runs made before "
+        "this default changed were built with it)."))] = False
     abduction_window: Annotated[int | None, opt("--abduction-window", panel=BUILD_PANEL,
                                                 bound=(BuildParams, "abduction_window"), help=(
         "w: abduction rounds in flight at once. Later rounds generate, extract and validate while earlier ones "
@@ -347,6 +351,8 @@ class BuildOptions:
             values["cluster"] = False
         if self.no_prune:
             values["prune"] = False
+        if self.check_relevance:
+            values["check_relevance"] = True
         return BuildParams.model_validate(values)
 
 
