@@ -33,7 +33,7 @@ from collections import Counter
 
 from anchor.truth.simulate.core import Handler, Reply, Simulator, number
 from anchor.truth.simulate.errors import OPEN_EDGE
-from anchor.truth.simulate.knowledge import Entry, WorldKnowledge, find_phrases, key
+from anchor.truth.simulate.knowledge import WorldKnowledge, find_phrases, key
 from anchor.truth.simulate.recognise import Request, Unrecognised, bullet_lines, keyed_lines, numbered_lines
 
 LABEL_FOR = 0.55
