@@ -3,8 +3,8 @@
 Each round asks for ``b`` sentences arguing for either outcome, extracts the factors that bear on the
 scenario from them, and validates the candidates before merging them (``anchor.space.validation``).
 It stops at ``n_target`` factors, after ``max_rounds`` rounds, or when ``patience`` rounds in a row
-add nothing;
-the tests run after each merge, which is where the paper's Algorithm 1 tests before the next round.
+add nothing; the tests run after each merge, which is where the paper's Algorithm 1 tests before the
+next round.
 
 Up to ``abduction_window`` (w) rounds are in flight at once: a round does its generation,
 extraction and validation (against the factors merged when it started) while the rounds before it
