@@ -56,11 +56,11 @@ def bird_complete(run: Path) -> set[str]:
     """The scenarios (16-character keys, as ``anchor cost`` gives them) whose BIRD model was trained:
     with random answers some builds keep no usable factor and stop early, which would flatter BIRD's
     cost on them."""
-    done = set()
-    for path in (run / "bird").glob("*.json"):
-        if json.loads(path.read_text()).get("training") is not None:
-            done.add(path.stem[:16])
-    return done
+    from anchor.methods.bird_eval import BIRD_MODELS
+    from anchor.rundir.directory import RunDirectory
+
+    folder = RunDirectory(run).artefacts(BIRD_MODELS.name)
+    return {path.stem[:16] for path in folder.glob("*.json") if BIRD_MODELS.load(path).training is not None}
 
 
 def on_scenarios(doc: dict, keys: set[str]) -> dict:
@@ -135,7 +135,7 @@ def main() -> None:
         print(f"{key:16}{'–' if value is None else f'{value:.2f}x':>8}{paper:>7.2f}x")
     print("Attempts and tokens of each run equal the server's own counts; calls are requests (each once).")
     subset = on_scenarios(doc, complete)
-    print(f"On the {len(complete & set(doc['scenarios']))} scenarios whose BIRD build completed (the issue-49 targets): "
+    print(f"On the {len(subset['scenarios'])} scenarios whose BIRD build completed (the issue-49 targets): "
           + ", ".join(f"{k} {v:.3f}x" for k, v in subset["ratio"].items()))
     walls = subset["wall_over_critical_path"]
     print(f"ANCHOR's wall time over its critical path, per scenario (all {len(walls)}): median {statistics.median(walls):.2f}, "
